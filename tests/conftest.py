@@ -1,0 +1,17 @@
+"""Strict JAX settings for the whole suite (STYLE.md §8) and the opt-in full-data directory."""
+import os
+
+import jax
+import pytest
+
+jax.config.update("jax_numpy_rank_promotion", "raise")
+
+
+@pytest.fixture(scope="session")
+def full_data_dir():
+  """The directory of the full data files named by ATTN_DATA_DIR, or skip."""
+  path = os.environ.get("ATTN_DATA_DIR")
+  if not path or not os.path.isdir(path):
+    pytest.skip("full-data test: set ATTN_DATA_DIR to a directory with the MNIST / Fashion-MNIST / "
+                "CIFAR-10 files (layout of shared/data/SOURCES.md) to run it")
+  return path
