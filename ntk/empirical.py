@@ -92,7 +92,7 @@ def _two_layer_relu_ntk(w_DxM, a_MxC, x1_NxD, x2_KxD, trained_readout: bool):
   s1_NxM = (pre1_NxM > 0).astype(x1_NxD.dtype)
   s2_KxM = (pre2_KxM > 0).astype(x1_NxD.dtype)
   d_M = jnp.mean(a_MxC ** 2, axis=1)
-  k_NxK = (x1_NxD @ x2_KxD.T) * ((s1_NxM * d_M) @ s2_KxM.T) / m
+  k_NxK = (x1_NxD @ x2_KxD.T) * ((s1_NxM * d_M[None, :]) @ s2_KxM.T) / m
   if trained_readout:
     k_NxK = k_NxK + jax.nn.relu(pre1_NxM) @ jax.nn.relu(pre2_KxM).T / m
   return k_NxK

@@ -65,8 +65,8 @@ def two_layer_relu(
     readout: ``'fixed'`` — the paper's model, readout a ∈ {±1}^(m×C) drawn at init and never trained
       (``apply_fn`` stops its gradient, so the empirical NTK and gradient descent see only W);
       ``'trained'`` — neural-tangents' stax Dense→Relu→Dense, readout V ~ N(0, 1) trained.
-    antisymmetric: initialise the hidden units in pairs (w, a) and (w, −a) so that f₀ ≡ 0 exactly
-      (Chizat et al. 2019's antisymmetric trick). The infinite-width kernel is unchanged; the empirical
+    antisymmetric: initialise the hidden units in pairs (w, a) and (w, −a) so that f₀ ≡ 0 up to float
+      rounding (Chizat et al. 2019's antisymmetric trick). The infinite-width kernel is unchanged; the empirical
       NTK has the same distribution as at width m/2 with duplicated units.
 
   Returns:

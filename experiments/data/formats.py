@@ -3,8 +3,8 @@
 Three formats, each read into uint8 arrays:
   * IDX (MNIST, Fashion-MNIST): ``read_idx`` parses one ``*-ubyte[.gz]`` file and checks the SHA-256 of
     the decompressed payload, so an official gzip and a re-gzipped copy of the same bytes both pass.
-  * CIFAR-10 python batches (``cifar-10-batches-py/``): ``read_cifar_batches`` unpickles them with an
-    allow-list unpickler and checks their structure (there are no reference hashes for them).
+  * CIFAR-10 python batches (``cifar-10-batches-py/``): ``read_cifar_batch`` unpickles one with an
+    allow-list unpickler and checks its structure (there are no reference hashes for them).
   * npz archives: ``read_npz`` checks the file SHA-256 and the array shapes and dtypes.
 
 Every reader raises ``DatasetFileError`` (a ``ValueError``) for a truncated or corrupt file and
@@ -145,6 +145,7 @@ class _NumpyOnlyUnpickler(pickle.Unpickler):
   _ALLOWED = frozenset({
       ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
       ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer"),
+      ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
       ("numpy", "ndarray"), ("numpy", "dtype"), ("_codecs", "encode"),
   })
 

@@ -1,0 +1,144 @@
+"""Attack objectives computed from logits, one value per sample.
+
+All losses take logits (never probabilities: a softmax followed by a log underflows, and AutoAttack warns
+when a model returns probabilities) and return shape [batch]; reduce explicitly. Objectives are written
+to be *maximised* by the attacker.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+
+Loss = Literal["ce", "dlr"]
+LOSSES = ("ce", "dlr")
+
+
+def _label_logit(logits_BxK, labels_B):
+  return jnp.take_along_axis(logits_BxK, labels_B[:, None], axis=-1)[:, 0]
+
+
+def cross_entropy(logits_BxK: jnp.ndarray, labels_B: jnp.ndarray) -> jnp.ndarray:
+  """Per-sample cross-entropy −log softmax(z)_y, computed with log-softmax.
+
+  Args:
+    logits_BxK: logits with shape [batch, classes].
+    labels_B: integer labels with shape [batch], in [0, classes).
+
+  Returns:
+    Float array with shape [batch], ≥ 0 (nats).
+  """
+  return -_label_logit(jax.nn.log_softmax(logits_BxK, axis=-1), labels_B)
+
+
+def best_other_logit(logits_BxK: jnp.ndarray, labels_B: jnp.ndarray) -> jnp.ndarray:
+  """max_{i≠y} z_i per sample; the label's logit is masked with −inf, never multiplied by zero.
+
+  For logits [−5, −3, −4] and label 0 this is −3 (zeroing the label's entry instead would give 0, a bug
+  seen in public CW implementations).
+
+  Args:
+    logits_BxK: logits with shape [batch, classes], classes ≥ 2.
+    labels_B: integer labels with shape [batch].
+
+  Returns:
+    Array with shape [batch].
+  """
+  is_label_BxK = jax.nn.one_hot(labels_B, logits_BxK.shape[-1], dtype=jnp.bool_)
+  return jnp.max(jnp.where(is_label_BxK, -jnp.inf, logits_BxK), axis=-1)
+
+
+def logit_margin(logits_BxK: jnp.ndarray, labels_B: jnp.ndarray) -> jnp.ndarray:
+  """z_y − max_{i≠y} z_i per sample, shape [batch]; negative means misclassified."""
+  return _label_logit(logits_BxK, labels_B) - best_other_logit(logits_BxK, labels_B)
+
+
+def cw_loss(logits_BxK, labels_B, *, target_B=None, confidence: float = 0.0) -> jnp.ndarray:
+  """Carlini–Wagner's f₆ term, to be *minimised*; shape [batch], ≥ 0.
+
+  Untargeted: max(Z_y − max_{i≠y} Z_i + κ, 0). Targeted at t: max(max_{i≠t} Z_i − Z_t + κ, 0).
+  Source: Carlini & Wagner, "Towards Evaluating the Robustness of Neural Networks" (S&P 2017), §V.A,
+  objective f₆ (their best); κ = `confidence` in logit units.
+  """
+  if target_B is None:
+    margin_B = logit_margin(logits_BxK, labels_B)
+  else:
+    margin_B = -logit_margin(logits_BxK, target_B)
+  return jnp.maximum(margin_B + confidence, 0.0)
+
+
+def dlr_loss(logits_BxK: jnp.ndarray, labels_B: jnp.ndarray) -> jnp.ndarray:
+  """Untargeted Difference-of-Logits-Ratio loss, to be maximised; shape [batch].
+
+  DLR(z, y) = −(z_y − max_{i≠y} z_i) / (z_π1 − z_π3 + 1e-12), with π the logits sorted in decreasing
+  order. Invariant to shifting and rescaling the logits. Needs ≥ 3 classes (checked by the attacks).
+  Source: Croce & Hein, "Reliable evaluation of adversarial robustness with an ensemble of diverse
+  parameter-free attacks" (ICML 2020), eq. (6).
+  """
+  top_Bx3 = jax.lax.top_k(logits_BxK, 3)[0]
+  return -logit_margin(logits_BxK, labels_B) / (top_Bx3[:, 0] - top_Bx3[:, 2] + 1e-12)
+
+
+def dlr_targeted_loss(logits_BxK, labels_B, target_B) -> jnp.ndarray:
+  """Targeted DLR, to be maximised; shape [batch]; needs ≥ 4 classes.
+
+  −(z_y − z_t) / (z_π1 − (z_π3 + z_π4)/2 + 1e-12). Source: Croce & Hein (ICML 2020), eq. (7).
+  """
+  top_Bx4 = jax.lax.top_k(logits_BxK, 4)[0]
+  scale_B = top_Bx4[:, 0] - 0.5 * (top_Bx4[:, 2] + top_Bx4[:, 3]) + 1e-12
+  return -(_label_logit(logits_BxK, labels_B) - _label_logit(logits_BxK, target_B)) / scale_B
+
+
+def attack_objective(logits_BxK, labels_B, *, target_B=None, loss: Loss = "ce") -> jnp.ndarray:
+  """The per-sample objective an attacker maximises; shape [batch].
+
+  ce: CE(z, y) untargeted, −CE(z, t) targeted (as torchattacks). dlr: `dlr_loss` or `dlr_targeted_loss`.
+  """
+  if loss == "ce":
+    if target_B is None:
+      return cross_entropy(logits_BxK, labels_B)
+    return -cross_entropy(logits_BxK, target_B)
+  if loss == "dlr":
+    if target_B is None:
+      return dlr_loss(logits_BxK, labels_B)
+    return dlr_targeted_loss(logits_BxK, labels_B, target_B)
+  raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
+
+
+def is_adversarial(logits_BxK, labels_B, *, target_B=None) -> jnp.ndarray:
+  """Success criterion, bool shape [batch]: argmax z ≠ y (untargeted) or argmax z = t (targeted)."""
+  pred_B = jnp.argmax(logits_BxK, axis=-1)
+  if target_B is None:
+    return pred_B != labels_B
+  return pred_B == target_B
+
+
+def objective_and_grad(logits_fn, x, labels_B, *, target_B=None, loss: Loss = "ce"):
+  """Objective, logits and input gradient in one forward and one backward pass.
+
+  The gradient of Σ_i objective_i with respect to x is the per-sample gradient, because logits_fn treats
+  samples independently (no batch statistics).
+
+  Args:
+    logits_fn: pure function x [batch, ...] -> logits [batch, classes].
+    x: inputs with shape [batch, ...].
+    labels_B: true labels, shape [batch].
+    target_B: target labels for a targeted attack, or None.
+    loss: "ce" or "dlr".
+
+  Returns:
+    (objective [batch], logits [batch, classes], gradient with the shape of x).
+  """
+  def total(x_adv):
+    logits_BxK = logits_fn(x_adv)
+    objective_B = attack_objective(logits_BxK, labels_B, target_B=target_B, loss=loss)
+    return jnp.sum(objective_B), (objective_B, logits_BxK)
+
+  (_, (objective_B, logits_BxK)), grad = jax.value_and_grad(total, has_aux=True)(x)
+  return objective_B, logits_BxK, grad
+
+
+def all_zero(grad) -> jnp.ndarray:
+  """Per-sample test that a gradient with shape [batch, ...] is exactly zero; bool shape [batch]."""
+  return jnp.all(grad == 0, axis=tuple(range(1, grad.ndim)))

@@ -1,0 +1,159 @@
+"""NTKs of the paper's 2-layer ReLU models: neural-tangents canary, arc-cosine closed forms, the
+finite-width kernel converging to the infinite-width one, and the closed-form fast path."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ntk
+
+
+def _unit_rows(n, d, seed=0):
+  x = np.random.default_rng(seed).uniform(0, 1, size=(n, d)).astype(np.float32)
+  return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def _rel(a, b):
+  return float(np.linalg.norm(np.asarray(a) - np.asarray(b)) / np.linalg.norm(np.asarray(b)))
+
+
+def test_neural_tangents_canary():
+  """The pin's canary: neural-tangents imports and computes one empirical and one infinite-width NTK."""
+  import neural_tangents as nt
+  from neural_tangents import stax
+  init_fn, apply_fn, kernel_fn = stax.serial(stax.Dense(64), stax.Relu(), stax.Dense(1))
+  x = jnp.asarray(_unit_rows(4, 3))
+  _, params = init_fn(jax.random.PRNGKey(0), x.shape)
+  k_emp = nt.empirical_ntk_fn(apply_fn, vmap_axes=0)(x, None, params)
+  k_inf = kernel_fn(x, None, "ntk")
+  assert k_emp.shape == k_inf.shape == (4, 4)
+  assert np.all(np.isfinite(k_emp)) and np.all(np.isfinite(k_inf))
+  np.testing.assert_allclose(k_emp, k_emp.T, rtol=1e-5)
+
+
+@pytest.mark.parametrize("readout", ["fixed", "trained"])
+def test_stax_infinite_kernel_matches_arccos_closed_form(readout):
+  """stax with W_std = √d_in gives w ~ N(0, I); the fixed readout drops the NNGP term (REFERENCE §1)."""
+  with jax.experimental.enable_x64():  # arccos near cos = 1 loses √eps in float32
+    x = jnp.asarray(_unit_rows(10, 7, 1), jnp.float64)
+    model = ntk.two_layer_relu(8, 7, readout=readout)
+    np.testing.assert_allclose(model.kernel_fn(x, None, "ntk"), ntk.arccos_ntk(x, readout=readout),
+                               rtol=1e-7, atol=1e-12)  # arccos at θ≈0 loses √eps64
+
+
+def test_arccos_closed_form_special_values():
+  # Identical unit vectors: θ = 0, K = 1·π/(2π) = ½; orthogonal: K = 0; opposite: θ = π, K = 0.
+  e = np.eye(3, dtype=np.float32)
+  k = np.asarray(ntk.arccos_ntk(np.vstack([e[:2], -e[:1]])))
+  np.testing.assert_allclose(np.diag(k), 0.5, rtol=1e-6)
+  assert abs(k[0, 1]) < 1e-7 and abs(k[0, 2]) < 1e-7
+  # NNGP: identical unit vectors give (0 + π)/(2π) = ½; orthogonal give 1/(2π).
+  nngp = np.asarray(ntk.arccos_nngp(e[:2]))
+  np.testing.assert_allclose(nngp, [[0.5, 1 / (2 * np.pi)], [1 / (2 * np.pi), 0.5]], rtol=1e-6)
+
+
+@pytest.mark.parametrize("readout", ["fixed", "trained"])
+@pytest.mark.parametrize("out_dim", [1, 3])
+def test_fast_path_equals_neural_tangents(readout, out_dim):
+  x1, x2 = _unit_rows(9, 12, 2), _unit_rows(5, 12, 3)
+  model = ntk.two_layer_relu(256, 12, out_dim=out_dim, readout=readout)
+  _, params = model.init_fn(jax.random.PRNGKey(4), (-1, 12))
+  for a, b in [(x1, None), (x1, x2)]:
+    ref = ntk.empirical_ntk(model.apply_fn, params, a, b)
+    np.testing.assert_allclose(ntk.two_layer_relu_ntk(model, params, a, b), ref, rtol=1e-4, atol=1e-6)
+  ref = ntk.empirical_ntk(model.apply_fn, params, x1, x2, implementation="ntk_vector_products")
+  np.testing.assert_allclose(ntk.two_layer_relu_ntk(model, params, x1, x2), ref, rtol=1e-4, atol=1e-6)
+
+
+def test_blocked_empirical_ntk_equals_single_block():
+  x = _unit_rows(11, 6, 5)
+  model = ntk.two_layer_relu(32, 6)
+  _, params = model.init_fn(jax.random.PRNGKey(0), (-1, 6))
+  whole = ntk.empirical_ntk(model.apply_fn, params, x)
+  blocked = ntk.empirical_ntk(model.apply_fn, params, x, memory_bytes=8 * 6 * 32 * 4)  # 4-row blocks
+  np.testing.assert_allclose(blocked, whole, rtol=1e-6)
+  np.testing.assert_allclose(blocked, blocked.T, rtol=1e-6)
+
+
+def test_width_4096_empirical_ntk_matches_arccos_within_a_few_percent():
+  """Monte-Carlo over seeds at width 4096 vs the analytic kernel (neural-tangents' own test uses 1024)."""
+  x = _unit_rows(48, 64, 6)
+  analytic = np.asarray(ntk.arccos_ntk(x))
+  model = ntk.two_layer_relu(4096, 64)
+  kernels = []
+  for seed in range(4):
+    _, params = model.init_fn(jax.random.PRNGKey(seed), (-1, 64))
+    kernels.append(ntk.empirical_ntk(model.apply_fn, params, x) if seed == 0
+                   else ntk.two_layer_relu_ntk(model, params, x))
+  assert _rel(kernels[0], analytic) < 0.05
+  assert _rel(np.mean(kernels, axis=0), analytic) < 0.03
+
+
+def test_kernel_error_falls_with_width_at_rate_one_over_sqrt_m():
+  x = _unit_rows(40, 30, 7)
+  analytic = np.asarray(ntk.arccos_ntk(x))
+  widths = [64, 256, 1024, 4096]
+  errors = []
+  for width in widths:
+    model = ntk.two_layer_relu(width, 30)
+    errs = [_rel(ntk.two_layer_relu_ntk(model, model.init_fn(jax.random.PRNGKey(s), (-1, 30))[1], x),
+                 analytic) for s in range(8)]
+    errors.append(np.mean(errs))
+  assert all(a > b for a, b in zip(errors, errors[1:])), errors
+  slope = np.polyfit(np.log(widths), np.log(errors), 1)[0]
+  assert -0.65 < slope < -0.35, slope
+
+
+def test_antisymmetric_init_gives_zero_initial_function():
+  x = _unit_rows(6, 5, 8)
+  for readout in ("fixed", "trained"):
+    model = ntk.two_layer_relu(16, 5, out_dim=3, readout=readout, antisymmetric=True)
+    _, params = model.init_fn(jax.random.PRNGKey(0), (-1, 5))
+    np.testing.assert_allclose(model.apply_fn(params, x), 0.0, atol=1e-6)
+
+
+def test_fixed_readout_is_not_trained():
+  model = ntk.two_layer_relu(8, 4)
+  _, params = model.init_fn(jax.random.PRNGKey(0), (-1, 4))
+  grads = jax.grad(lambda p: jnp.sum(model.apply_fn(p, jnp.ones((2, 4))) ** 2))(params)
+  assert np.all(np.asarray(grads["a"]) == 0) and np.any(np.asarray(grads["W"]) != 0)
+  assert set(np.unique(np.asarray(params["a"]))) <= {-1.0, 1.0}
+
+
+def test_mlp_attn_features_are_unit_rows_of_linearized_attention():
+  x_tr = np.random.default_rng(9).uniform(size=(8, 10)).astype(np.float32)
+  x_te = np.random.default_rng(10).uniform(size=(3, 10)).astype(np.float32)
+  tr, te = ntk.model_features("mlp_attn", x_tr, x_te)
+  expected = x_te @ x_tr.T @ x_tr
+  np.testing.assert_allclose(te, expected / np.linalg.norm(expected, axis=1, keepdims=True), rtol=1e-5)
+  np.testing.assert_allclose(np.linalg.norm(tr, axis=1), 1.0, rtol=1e-6)
+  tr_relu, _ = ntk.model_features("relu", x_tr)
+  np.testing.assert_allclose(tr_relu, x_tr / np.linalg.norm(x_tr, axis=1, keepdims=True), rtol=1e-6)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(width=-4, d_in=3), "width"),
+    (dict(width=0, d_in=3), "width"),
+    (dict(width=2.5, d_in=3), "width"),
+    (dict(width=4, d_in=0), "d_in"),
+    (dict(width=4, d_in=3, readout="frozen"), "readout"),
+    (dict(width=5, d_in=3, antisymmetric=True), "even"),
+])
+def test_bad_model_arguments(kwargs, match):
+  with pytest.raises(ValueError, match=match):
+    ntk.two_layer_relu(**kwargs)
+
+
+def test_bad_kernel_inputs():
+  model = ntk.two_layer_relu(8, 4)
+  _, params = model.init_fn(jax.random.PRNGKey(0), (-1, 4))
+  with pytest.raises(ValueError, match="rank 2"):
+    ntk.two_layer_relu_ntk(model, params, np.ones((2, 2, 1)))
+  with pytest.raises(ValueError, match="d_in"):
+    ntk.two_layer_relu_ntk(model, params, np.ones((2, 5)))
+  with pytest.raises(ValueError, match="NaN"):
+    ntk.arccos_ntk(np.array([[np.nan, 1.0]]))
+  with pytest.raises(ValueError, match="implementation"):
+    ntk.empirical_ntk(model.apply_fn, params, np.ones((2, 4)), implementation="auto")
+  with pytest.raises(ValueError, match="model"):
+    ntk.model_features("transformer", np.ones((2, 4)))
