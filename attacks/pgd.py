@@ -13,7 +13,7 @@ import jax.numpy as jnp
 from attacks import _checks, _driver
 from attacks.losses import all_zero, is_adversarial, objective_and_grad
 from attacks.projections import normalize_l2, per_sample, project_l2, project_linf
-from attacks.random_start import uniform_l2_ball_start, uniform_linf_start
+from attacks.random_start import per_sample_keys, uniform_l2_ball_start, uniform_linf_start
 from attacks.result import AttackResult
 
 
@@ -78,17 +78,11 @@ def _run(logits_fn, x, y, *, eps, alpha, steps, key, random_start, early_stop, t
     raise ValueError(f"random_start and early_stop must be bools, got {random_start!r}, {early_stop!r}")
   inputs = _checks.check_attack_inputs(logits_fn, x, y, bounds=bounds, targeted=targeted, target=target,
                                        key=key, needs_key=random_start, attack=name)
-  keys = per_sample_keys_or_none(key, inputs.x.shape[0], random_start)
+  keys = per_sample_keys(key, inputs.x.shape[0]) if random_start else None
   return _driver.run_attack(
       _pgd, logits_fn, dict(x=inputs.x, y=inputs.y, target=inputs.target, keys=keys),
       eps=eps, alpha=alpha, lower=inputs.lower, upper=inputs.upper, norm=norm, steps=steps,
       random_start=random_start, early_stop=early_stop)
-
-
-def per_sample_keys_or_none(key, batch: int, needed: bool):
-  """fold_in(key, i) for each sample when randomness is needed, else None."""
-  from attacks.random_start import per_sample_keys
-  return per_sample_keys(key, batch) if needed else None
 
 
 def pgd_linf(logits_fn, x, y, *, eps, key=None, targeted: bool = False, target=None,
