@@ -1,0 +1,53 @@
+"""Adversarial attacks as compiled pure functions of a model's logits function.
+
+Every attack has the shape
+
+  attack(logits_fn, x, y, *, eps, key=None, targeted=False, target=None, ...) -> AttackResult
+
+with `logits_fn(x) -> [batch, classes]` pure and model-agnostic, x [batch, ...] in [0, 1] (or `bounds`),
+y integer labels [batch] and ε on the pixel scale. The whole loop runs under jit (lax loops); norms,
+projections, momentum, step sizes and early stopping are per sample; random starts use fold_in(key, i)
+for sample i; batches are sharded over local devices. Semantics: REFERENCE.md §3.
+"""
+from attacks import presets
+from attacks.apgd import apgd, checkpoint_schedule
+from attacks.cw import cw_l2
+from attacks.fgsm import fgm_l2, fgsm
+from attacks.losses import (
+    attack_objective,
+    best_other_logit,
+    cross_entropy,
+    cw_loss,
+    dlr_loss,
+    dlr_targeted_loss,
+    is_adversarial,
+    logit_margin,
+)
+from attacks.metrics import SuccessRate, attack_success_rate, success_within_l2
+from attacks.mim import mim
+from attacks.pgd import pgd_l2, pgd_linf
+from attacks.result import AttackResult
+
+__all__ = [
+    "AttackResult",
+    "SuccessRate",
+    "apgd",
+    "attack_objective",
+    "attack_success_rate",
+    "best_other_logit",
+    "checkpoint_schedule",
+    "cross_entropy",
+    "cw_l2",
+    "cw_loss",
+    "dlr_loss",
+    "dlr_targeted_loss",
+    "fgm_l2",
+    "fgsm",
+    "is_adversarial",
+    "logit_margin",
+    "mim",
+    "pgd_l2",
+    "pgd_linf",
+    "presets",
+    "success_within_l2",
+]

@@ -1,0 +1,81 @@
+"""Gradient descent on the finite net vs the NTK predictor; kernel distance helpers."""
+import jax
+import numpy as np
+import pytest
+
+import ntk
+from ntk.distance import loglog_fit, relative_frobenius, spectral_distance
+from ntk.training import half_mse, ntk_predict, train_gd
+
+
+def _unit_rows(n, d, seed):
+  x = np.random.default_rng(seed).uniform(size=(n, d)).astype(np.float32)
+  return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def test_wide_network_trained_by_gd_matches_ntk_predictor_and_gap_falls_with_width():
+  x, x_test = _unit_rows(48, 40, 0), _unit_rows(16, 40, 1)
+  y = np.eye(3, dtype=np.float32)[np.random.default_rng(2).integers(0, 3, 48)]
+  k_train, k_test = np.asarray(ntk.arccos_ntk(x)), np.asarray(ntk.arccos_ntk(x_test, x))
+  lr, steps = 10.0, 150
+  gaps = {}
+  for width in (128, 4096):
+    per_seed = []
+    for seed in range(3):
+      model = ntk.two_layer_relu(width, 40, out_dim=3)
+      _, params = model.init_fn(jax.random.PRNGKey(seed), (-1, 40))
+      f0_test = np.asarray(model.apply_fn(params, x_test))
+      trained = train_gd(model.apply_fn, params, x, y, learning_rate=lr, steps=steps)
+      pred = ntk_predict(k_train, k_test, y, time=lr * steps,
+                         fx_train_0=model.apply_fn(params, x), fx_test_0=f0_test)
+      change = np.linalg.norm(pred.test - f0_test)
+      per_seed.append(np.linalg.norm(np.asarray(model.apply_fn(trained, x_test)) - pred.test) / change)
+    gaps[width] = float(np.mean(per_seed))
+  assert gaps[4096] < 0.08, gaps
+  assert gaps[4096] < 0.5 * gaps[128], gaps
+
+
+def test_ntk_predictor_closed_form_on_a_tiny_problem():
+  """With f₀ = 0: f_t(X) = (I − exp(−tK/(nC))) Y, checked by eigendecomposition."""
+  k = np.array([[2.0, 0.5], [0.5, 1.0]], np.float32)
+  y = np.array([[1.0], [-1.0]], np.float32)
+  t = 3.0
+  lam, v = np.linalg.eigh(k.astype(np.float64))
+  expected = v @ np.diag(1 - np.exp(-t * lam / y.size)) @ v.T @ y
+  pred = ntk_predict(k, k, y, time=t)
+  np.testing.assert_allclose(pred.train, expected, rtol=1e-5)
+  np.testing.assert_allclose(pred.test, expected, rtol=1e-5)  # test points = training points
+
+
+def test_gd_zero_steps_is_identity_and_loss_decreases():
+  x = _unit_rows(10, 5, 3)
+  y = np.eye(2, dtype=np.float32)[np.arange(10) % 2]
+  model = ntk.two_layer_relu(64, 5, out_dim=2)
+  _, params = model.init_fn(jax.random.PRNGKey(0), (-1, 5))
+  same = train_gd(model.apply_fn, params, x, y, learning_rate=1.0, steps=0)
+  np.testing.assert_array_equal(same["W"], params["W"])
+  trained = train_gd(model.apply_fn, params, x, y, learning_rate=1.0, steps=50)
+  assert half_mse(model.apply_fn(trained, x), y) < half_mse(model.apply_fn(params, x), y)
+  np.testing.assert_array_equal(trained["a"], params["a"])  # fixed readout stays fixed
+  with pytest.raises(ValueError, match="learning_rate"):
+    train_gd(model.apply_fn, params, x, y, learning_rate=-1.0, steps=5)
+  with pytest.raises(ValueError, match="time"):
+    ntk_predict(np.eye(2), np.eye(2), np.ones((2, 1)), time=-1.0)
+
+
+def test_distances_and_loglog_fit():
+  k_inf = np.diag([4.0, 1.0])
+  k_m = k_inf + np.array([[0.0, 0.5], [0.5, 0.0]])
+  assert relative_frobenius(k_m, k_inf) == pytest.approx(np.sqrt(0.5) / np.sqrt(17))
+  sd = spectral_distance(k_m, k_inf)
+  assert sd.operator_norm == pytest.approx(0.5) and sd.lambda_min == pytest.approx(1.0)
+  assert sd.ratio_to_lambda_min == pytest.approx(0.5)
+  widths = np.array([16, 64, 256, 1024] * 2)
+  fit = loglog_fit(widths, 3.0 * widths ** -0.5)
+  assert fit.slope == pytest.approx(-0.5) and fit.slope_stderr < 1e-6
+  assert fit.width_reaching(3.0 / 32) == pytest.approx(1024.0)
+  assert spectral_distance(k_m, np.diag([1.0, 0.0])).ratio_to_lambda_min == float("inf")
+  with pytest.raises(ValueError, match="at least 2 distinct"):
+    loglog_fit([4, 4, 4], [1.0, 2.0, 3.0])
+  with pytest.raises(ValueError, match="positive"):
+    loglog_fit([1, 2, 4], [1.0, 0.0, 3.0])
