@@ -1,0 +1,43 @@
+"""Matplotlib helpers shared by the experiment reports: grouping records, mean ± std over seeds."""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Iterable
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+MODEL_LABELS = {"relu": "2L-ReLU", "mlp_attn": "MLP-Attn"}
+MODEL_COLORS = {"relu": "tab:blue", "mlp_attn": "tab:red"}
+
+
+def finite(value) -> float:
+  """A record's number as float; the strings 'inf'/'nan' written for non-finite values map back."""
+  return float(value)
+
+
+def series(records: Iterable[dict], x: str, y: str, **match) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                                       np.ndarray]:
+  """Groups matching records by ``x``; returns (x values, mean, std, count) of ``y`` sorted by x."""
+  groups: dict = defaultdict(list)
+  for r in records:
+    if all(r.get(k) == v for k, v in match.items()) and y in r:
+      groups[r[x]].append(finite(r[y]))
+  xs = np.array(sorted(groups), dtype=float)
+  vals = [np.array(groups[k]) for k in sorted(groups)]
+  return (xs, np.array([v.mean() for v in vals]), np.array([v.std() for v in vals]),
+          np.array([v.size for v in vals]))
+
+
+def subplots(n_panels: int, *, width: float = 4.2, height: float = 3.4):
+  fig, axes = plt.subplots(1, n_panels, figsize=(width * n_panels, height), squeeze=False)
+  return fig, axes[0]
+
+
+def save(fig, path) -> None:
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)

@@ -1,0 +1,132 @@
+"""A run's workdir: ``config.json``, ``results.jsonl`` (one record per measured point), and arrays.
+
+Every record carries the point's key fields, the wall time, the seed and the library versions, and is
+appended (and flushed) as soon as the point finishes, so a killed run loses nothing; restarting with the
+same workdir skips the keys already recorded (STYLE.md §5–6; big_vision's workdir convention).
+Arrays are saved with orbax under ``arrays/<key>/``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import platform
+import shutil
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+
+@functools.lru_cache(maxsize=1)
+def versions() -> dict[str, str]:
+  """Versions of the libraries that produce the numbers (recorded in every record)."""
+  import flax
+  import jax
+  import neural_tangents
+  out = {"python": platform.python_version(), "jax": jax.__version__, "numpy": np.__version__,
+         "neural_tangents": getattr(neural_tangents, "__version__", "unknown"), "flax": flax.__version__,
+         "backend": jax.default_backend(), "devices": str(jax.device_count())}
+  return out
+
+
+def _jsonable(value: Any) -> Any:
+  if dataclasses.is_dataclass(value):
+    return _jsonable(dataclasses.asdict(value))
+  if isinstance(value, dict):
+    return {str(k): _jsonable(v) for k, v in value.items()}
+  if isinstance(value, (list, tuple)):
+    return [_jsonable(v) for v in value]
+  if isinstance(value, np.generic):
+    return value.item()
+  if isinstance(value, np.ndarray):
+    return value.tolist()
+  if isinstance(value, float) and not np.isfinite(value):
+    return str(value)  # 'inf' / 'nan' as strings: JSON has no literal for them
+  return value
+
+
+class Workdir:
+  """Append-only results store for one run.
+
+  Args:
+    path: directory (created if missing).
+    key_fields: the record fields that identify a sweep point, e.g. ("dataset", "model", "width", "seed").
+    config: the run's config (dataclass or dict); written to ``config.json``. If a config.json with
+      different content exists, ``ValueError`` is raised unless ``overwrite_config`` is True — resuming
+      with another config would mix incompatible records.
+  """
+
+  def __init__(self, path, key_fields: Sequence[str], config=None, *, overwrite_config: bool = False):
+    self.path = Path(path)
+    self.path.mkdir(parents=True, exist_ok=True)
+    self.key_fields = tuple(key_fields)
+    self.results_path = self.path / "results.jsonl"
+    if config is not None:
+      cfg = _jsonable(config)
+      cfg_path = self.path / "config.json"
+      if cfg_path.exists() and not overwrite_config:
+        old = json.loads(cfg_path.read_text())
+        if old != cfg:
+          changed = sorted(k for k in set(old) | set(cfg) if old.get(k) != cfg.get(k))
+          raise ValueError(
+              f"{cfg_path} holds a different config (fields {changed} differ); use a new workdir or "
+              "pass overwrite_config=True (--overwrite_config) to resume with the new one")
+      cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+
+  def key(self, record: dict) -> tuple:
+    return tuple(record[f] for f in self.key_fields)
+
+  def records(self) -> list[dict]:
+    """All complete records so far (a truncated last line from a killed run is ignored)."""
+    return read_records(self.path)
+
+  def done(self) -> set[tuple]:
+    """Keys of the points already recorded."""
+    return {self.key(r) for r in self.records() if all(f in r for f in self.key_fields)}
+
+  def append(self, record: dict) -> dict:
+    """Adds versions, writes one JSON line and flushes it to disk. Returns the stored record."""
+    missing = [f for f in self.key_fields if f not in record]
+    if missing:
+      raise ValueError(f"record lacks key fields {missing}")
+    stored = _jsonable({**record, "versions": versions()})
+    with open(self.results_path, "a") as f:
+      # A killed run may have left a partial line: start on a fresh line.
+      if f.tell() > 0 and not self.results_path.read_bytes().endswith(b"\n"):
+        f.write("\n")
+      f.write(json.dumps(stored, sort_keys=True) + "\n")
+      f.flush()
+    return stored
+
+  def save_arrays(self, record_key: Iterable, arrays: dict[str, np.ndarray]) -> Path:
+    """Saves a dict of arrays with orbax under ``arrays/<key>``; returns that path."""
+    import orbax.checkpoint as ocp
+    name = "_".join(str(k) for k in record_key).replace("/", "-")
+    path = (self.path / "arrays" / name).resolve()
+    if path.exists():
+      shutil.rmtree(path)
+    ocp.PyTreeCheckpointer().save(path, {k: np.asarray(v) for k, v in arrays.items()})
+    return path
+
+  def load_arrays(self, record_key: Iterable) -> dict[str, np.ndarray]:
+    import orbax.checkpoint as ocp
+    name = "_".join(str(k) for k in record_key).replace("/", "-")
+    return ocp.PyTreeCheckpointer().restore((self.path / "arrays" / name).resolve())
+
+
+def read_records(workdir) -> list[dict]:
+  """Records of a finished or partial run, for plotting without recomputing.
+
+  A truncated last line (from a killed run) is skipped.
+  """
+  path = Path(workdir) / "results.jsonl"
+  if not path.exists():
+    return []
+  out = []
+  for line in path.read_text().splitlines():
+    try:
+      out.append(json.loads(line))
+    except json.JSONDecodeError:
+      continue
+  return out

@@ -1,0 +1,132 @@
+"""One point of the width sweep: kernel distance at initialisation, function distance after gradient
+descent, and kernel movement, for a 2-layer ReLU network on given feature rows (arXiv 2603.13085 §4–5;
+REFERENCE §1). The runner that loops over data sets, models, widths and seeds is
+``experiments/width_sweep.py``; this module holds the measurements.
+"""
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ntk.analytic import arccos_ntk
+from ntk.distance import relative_frobenius, spectral_distance
+from ntk.empirical import empirical_ntk, two_layer_relu_ntk
+from ntk.models import Model
+from ntk.training import ntk_predict, train_gd
+
+KernelPath = Literal["fast", "neural_tangents"]
+
+
+class InfiniteWidthKernels(NamedTuple):
+  """Arc-cosine NTKs in float64: train [n, n], test-train [t, n]."""
+  train: np.ndarray
+  test_train: np.ndarray
+
+
+def infinite_width_kernels(train_NxD, test_TxD, *, readout: str) -> InfiniteWidthKernels:
+  """Closed-form infinite-width NTK (``arccos_ntk``) computed in float64.
+
+  Args:
+    train_NxD, test_TxD: feature rows, shapes [n, d] and [t, d].
+    readout: ``'fixed'`` or ``'trained'``.
+  """
+  with jax.experimental.enable_x64():
+    tr = jnp.asarray(np.asarray(train_NxD, np.float64))
+    te = jnp.asarray(np.asarray(test_TxD, np.float64))
+    return InfiniteWidthKernels(np.asarray(arccos_ntk(tr, readout=readout)),
+                                np.asarray(arccos_ntk(te, tr, readout=readout)))
+
+
+def finite_width_kernel(model: Model, params, x1, x2=None, *, path: KernelPath = "fast") -> np.ndarray:
+  """Empirical NTK by the closed-form fast path or by neural-tangents (the reference)."""
+  if path == "fast":
+    return np.asarray(two_layer_relu_ntk(model, params, x1, x2))
+  if path == "neural_tangents":
+    return empirical_ntk(model.apply_fn, params, x1, x2, implementation="ntk_vector_products")
+  raise ValueError(f"kernel path must be 'fast' or 'neural_tangents', got {path!r}")
+
+
+def kernel_distance(model: Model, params, train_NxD, test_TxD, inf: InfiniteWidthKernels, *,
+                    path: KernelPath = "fast") -> dict:
+  """Distances of the empirical NTK at ``params`` from the infinite-width one.
+
+  Returns:
+    dict with ``rel_frobenius_train`` = ‖K_m − K∞‖_F/‖K∞‖_F on the train block,
+    ``rel_frobenius_test_train`` the same on the test-train block, ``spectral_ratio`` =
+    ‖K_m − K∞‖₂/λ_min(K∞) (train block), ``operator_norm``, ``lambda_min_inf``, ``lambda_max_inf``.
+  """
+  k_train = finite_width_kernel(model, params, train_NxD, path=path)
+  k_test = finite_width_kernel(model, params, test_TxD, train_NxD, path=path)
+  sd = spectral_distance(k_train, inf.train)
+  return {
+      "rel_frobenius_train": relative_frobenius(k_train, inf.train),
+      "rel_frobenius_test_train": relative_frobenius(k_test, inf.test_train),
+      "spectral_ratio": sd.ratio_to_lambda_min,
+      "operator_norm": sd.operator_norm,
+      "lambda_min_inf": sd.lambda_min,
+      "lambda_max_inf": sd.lambda_max,
+  }
+
+
+def default_learning_rate(inf: InfiniteWidthKernels, n_outputs: int, scale: float = 1.0) -> float:
+  """η = scale · nC / λ_max(K∞): half the gradient-descent stability limit 2nC/λ_max at scale 1
+  (the loss is ½·mean over n·C entries, so the kernel step is η K / (nC))."""
+  n = inf.train.shape[0]
+  return float(scale * n * n_outputs / np.linalg.eigvalsh(inf.train)[-1])
+
+
+class TrainingResult(NamedTuple):
+  """Measurements of one trained network against the NTK predictor (see ``train_and_compare``)."""
+  metrics: dict
+  arrays: dict
+
+
+def train_and_compare(model: Model, params, train_NxD, test_TxD, y_train_NxC, y_test_T,
+                      inf: InfiniteWidthKernels, *, learning_rate: float, steps: int,
+                      path: KernelPath = "fast") -> TrainingResult:
+  """Trains by full-batch GD and compares with the infinite-width predictor at t = steps · lr.
+
+  The predictor gets the network's own initial outputs f₀ (so an antisymmetric init, f₀ ≡ 0, needs no
+  special case).
+
+  Args:
+    model, params: the network at initialisation.
+    train_NxD, test_TxD: feature rows.
+    y_train_NxC: one-hot targets [n, C]; y_test_T: integer test labels [t].
+    inf: infinite-width kernels of the same features and readout.
+    learning_rate, steps: gradient descent settings.
+
+  Returns:
+    ``TrainingResult`` with metrics: ``function_distance`` = ‖f_m − f_NTK‖_F over the [t, C] test
+    outputs (un-normalised, as the paper's table), ``function_distance_rms`` (that divided by √(tC)),
+    ``function_distance_relative`` (divided by ‖f_NTK − f₀‖_F, the predictor's own movement),
+    ``kernel_movement`` = ‖K_T − K_0‖_F/‖K_0‖_F (train block), ``test_accuracy_network``,
+    ``test_accuracy_ntk``, ``train_loss``, ``time``; arrays: test outputs of both.
+  """
+  f0_train = np.asarray(model.apply_fn(params, train_NxD))
+  f0_test = np.asarray(model.apply_fn(params, test_TxD))
+  trained = train_gd(model.apply_fn, params, train_NxD, y_train_NxC, learning_rate=learning_rate,
+                     steps=steps)
+  f_test = np.asarray(model.apply_fn(trained, test_TxD))
+  f_train = np.asarray(model.apply_fn(trained, train_NxD))
+  pred = ntk_predict(inf.train, inf.test_train, y_train_NxC, time=learning_rate * steps,
+                     fx_train_0=f0_train, fx_test_0=f0_test)
+  k0 = finite_width_kernel(model, params, train_NxD, path=path)
+  k_t = finite_width_kernel(model, trained, train_NxD, path=path)
+  dist = float(np.linalg.norm(f_test - pred.test))
+  metrics = {
+      "function_distance": dist,
+      "function_distance_rms": dist / np.sqrt(f_test.size),
+      "function_distance_relative": dist / max(float(np.linalg.norm(pred.test - f0_test)), 1e-30),
+      "kernel_movement": relative_frobenius(k_t, k0),
+      "test_accuracy_network": float(np.mean(np.argmax(f_test, 1) == np.asarray(y_test_T))),
+      "test_accuracy_ntk": float(np.mean(np.argmax(pred.test, 1) == np.asarray(y_test_T))),
+      "train_loss": float(0.5 * np.mean((f_train - np.asarray(y_train_NxC)) ** 2)),
+      "learning_rate": float(learning_rate),
+      "steps": int(steps),
+      "time": float(learning_rate * steps),
+  }
+  return TrainingResult(metrics, {"f_test_network": f_test, "f_test_ntk": pred.test})
