@@ -3,6 +3,7 @@
 Tiny pure-JAX models (linear, small MLP) and few steps keep this file fast on CPU.
 """
 import jax
+import jax.experimental
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -85,16 +86,20 @@ def _norm(delta, norm):
 
 
 # 1. Per-sample norms: x1 alone and inside [x1, x2] (with the same key) gives the same adversarial.
+# In float64: XLA multiplies a batch of 1 and of 2 with different kernels, and float32 rounding flips
+# exact ties (3-class DLR is exactly 1 wherever the label has the lowest logit) into different paths.
 @pytest.mark.parametrize("name", sorted(ATTACKS))
 def test_case1_sample_result_does_not_depend_on_batch(name):
   norm, attack = ATTACKS[name]
-  x = _images(2)
-  x = x.at[1].set(jnp.clip(3.0 * x[1] - 1.0, 0.0, 1.0))  # a second sample with different gradient norms
-  y = jnp.array([0, 2])
-  alone = attack(MLP3, x[:1], y[:1], EPS[norm], KEY)
-  batch = attack(MLP3, x, y, EPS[norm], KEY)
-  np.testing.assert_allclose(alone.x_adv[0], batch.x_adv[0], atol=1e-6)
-  assert bool(alone.success[0]) == bool(batch.success[0])
+  with jax.experimental.enable_x64():
+    x = _images(2).astype(jnp.float64)
+    x = x.at[1].set(jnp.clip(3.0 * x[1] - 1.0, 0.0, 1.0))  # a second sample, other gradient norms
+    y = jnp.array([0, 2])
+    alone = attack(MLP3, x[:1], y[:1], EPS[norm], KEY)
+    batch = attack(MLP3, x, y, EPS[norm], KEY)
+    assert alone.x_adv.dtype == jnp.float64
+    np.testing.assert_allclose(alone.x_adv[0], batch.x_adv[0], rtol=0, atol=1e-12)
+    assert bool(alone.success[0]) == bool(batch.success[0])
 
 
 # 2. ε = 0 returns x exactly, for every attack, with random start too.
