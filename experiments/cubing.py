@@ -140,7 +140,9 @@ def plot_kappa_vs_n(records, path) -> None:
       ax.plot(ns, m, style, label=label, ms=4)
     deficient = [n for n in ns if not all(r["full_rank"] for r in rs if r["n"] == n)]
     if deficient:
-      ax.axvspan(min(deficient), max(ns), color="gray", alpha=0.15, label="rank-deficient (pseudo-κ)")
+      first = ns.index(min(deficient))
+      left = np.sqrt(ns[first - 1] * ns[first]) if first > 0 else ns[first] / 1.2
+      ax.axvspan(left, max(ns) * 1.2, color="gray", alpha=0.15, label="rank-deficient (pseudo-κ)")
     ax.set_xscale("log")
     ax.set_xlabel("n (images)")
     ax.set_ylabel("log10 condition number")

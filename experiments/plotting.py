@@ -22,14 +22,31 @@ def finite(value) -> float:
 def series(records: Iterable[dict], x: str, y: str, **match) -> tuple[np.ndarray, np.ndarray, np.ndarray,
                                                                        np.ndarray]:
   """Groups matching records by ``x``; returns (x values, mean, std, count) of ``y`` sorted by x."""
+  xs, vals = grouped(records, x, y, **match)
+  return (xs, np.array([v.mean() for v in vals]), np.array([v.std() for v in vals]),
+          np.array([v.size for v in vals]))
+
+
+def log_errorbar(ax, xs, values, **kwargs) -> None:
+  """Geometric mean with a min–max bar over seeds (stays positive on log axes).
+
+  Args:
+    xs: [k] x positions; values: list of k arrays of positive values (one per seed).
+  """
+  gm = np.array([np.exp(np.mean(np.log(v))) for v in values])
+  lo = np.array([v.min() for v in values])
+  hi = np.array([v.max() for v in values])
+  ax.errorbar(xs, gm, yerr=[gm - lo, hi - gm], marker="o", ms=3, capsize=2, **kwargs)
+
+
+def grouped(records: Iterable[dict], x: str, y: str, **match) -> tuple[np.ndarray, list[np.ndarray]]:
+  """Values of ``y`` grouped by ``x`` over matching records: (sorted x values, one array per x)."""
   groups: dict = defaultdict(list)
   for r in records:
     if all(r.get(k) == v for k, v in match.items()) and y in r:
       groups[r[x]].append(finite(r[y]))
-  xs = np.array(sorted(groups), dtype=float)
-  vals = [np.array(groups[k]) for k in sorted(groups)]
-  return (xs, np.array([v.mean() for v in vals]), np.array([v.std() for v in vals]),
-          np.array([v.size for v in vals]))
+  keys = sorted(groups)
+  return np.array(keys, dtype=float), [np.array(groups[k]) for k in keys]
 
 
 def subplots(n_panels: int, *, width: float = 4.2, height: float = 3.4):

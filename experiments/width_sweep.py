@@ -5,7 +5,7 @@ Usage:
 
 Quick config (default): MNIST, Fashion-MNIST and CIFAR-10 from the embedded subsets, n = 256 train /
 100 test, widths 16 … 4096, 3 seeds for the kernels at initialisation; gradient-descent training and
-function distance on MNIST only, widths ≤ 1024, 2 seeds. About 2–4 minutes on 2 CPU cores.
+function distance on MNIST only, widths ≤ 1024, 3 seeds. About 2 minutes on 2 CPU cores.
 ``--full``: 1,000 train / 500 test images from the full files (``data_source=dir``, ``ATTN_DATA_DIR``),
 training on all data sets up to width 4096, 5 seeds — sized for an accelerator or a long CPU run.
 
@@ -64,7 +64,7 @@ class WidthSweepConfig:
   train: bool = True
   train_datasets: tuple[str, ...] = ("mnist",)
   train_max_width: int = 1024
-  train_seeds: tuple[int, ...] = (0, 1)
+  train_seeds: tuple[int, ...] = (0, 1, 2)
   steps: int = 400
   lr_scale: float = 1.0
   save_arrays: bool = True

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from ntk.distance import loglog_fit
-from experiments.plotting import MODEL_COLORS, MODEL_LABELS, finite, save, series, subplots
+from experiments.plotting import (MODEL_COLORS, MODEL_LABELS, finite, grouped, log_errorbar, save, series,
+                                  subplots)
 from experiments.workdir import read_records
 
 # arXiv 2603.13085, Table (NTK distance ‖f_m − f_NTK‖ by width), as quoted in REFERENCE §1. Targets to
@@ -47,19 +48,17 @@ def plot_vs_width(records, y: str, ylabel: str, path, *, kind: str, reference_sl
   fig, axes = subplots(len(datasets))
   for ax, dataset in zip(axes, datasets):
     for model in _models(records):
-      xs, mean, std, _ = series(records, "width", y, dataset=dataset, model=model, kind=kind)
+      xs, values = grouped(records, "width", y, dataset=dataset, model=model, kind=kind)
       if xs.size == 0:
         continue
-      ax.errorbar(xs, mean, yerr=std, marker="o", ms=3, capsize=2, color=MODEL_COLORS[model],
-                  label=MODEL_LABELS[model])
+      log_errorbar(ax, xs, values, color=MODEL_COLORS[model], label=MODEL_LABELS[model])
       fit = _fit([r for r in records if r["kind"] == kind], dataset, model, y)
       if extrapolate_to is not None and fit is not None and fit.slope < 0:
         m_star = fit.width_reaching(extrapolate_to)
         grid = np.geomspace(xs[0], max(xs[-1], min(m_star, 1e12)), 50)
         ax.plot(grid, np.exp(fit.intercept) * grid ** fit.slope, ls=":", color=MODEL_COLORS[model],
                 label=f"fit: reaches {extrapolate_to:g} at m≈{m_star:.1e}")
-    if reference_slope is not None and any(xs.size for xs in [series(records, "width", y, dataset=dataset,
-                                                                       kind=kind)[0]]):
+    if reference_slope is not None:
       xs, mean, _, _ = series(records, "width", y, dataset=dataset, kind=kind, model="relu")
       if xs.size:
         ax.plot(xs, mean[0] * (xs / xs[0]) ** reference_slope, "k--", lw=1,
@@ -70,7 +69,7 @@ def plot_vs_width(records, y: str, ylabel: str, path, *, kind: str, reference_sl
     ax.set_yscale("log")
     ax.set_xlabel("width m")
     ax.set_ylabel(ylabel)
-    ax.set_title(dataset)
+    ax.set_title(f"{dataset} (bars: min–max over seeds)")
     ax.legend(fontsize=7)
   save(fig, path)
 

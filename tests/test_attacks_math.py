@@ -1,0 +1,256 @@
+"""Mathematical checks of the attacks: closed forms on linear models, loss identities, APGD's schedule,
+no recompilation, consistency of AttackResult, and sharding over several (forced CPU) devices."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from attacks import (
+    apgd,
+    attack_success_rate,
+    checkpoint_schedule,
+    cross_entropy,
+    cw_l2,
+    dlr_loss,
+    dlr_targeted_loss,
+    fgm_l2,
+    fgsm,
+    is_adversarial,
+    mim,
+    pgd_l2,
+    pgd_linf,
+    presets,
+    success_within_l2,
+)
+
+
+@pytest.fixture(autouse=True)
+def _strict_rank_promotion():
+  with jax.numpy_rank_promotion("raise"):
+    yield
+
+
+D, K = 12, 3
+_W = jax.random.normal(jax.random.key(0), (D, K))
+_B = jnp.array([0.1, -0.2, 0.05])
+
+
+def linear(x):
+  """A 3-class linear model, logits x W + b; ∇ₓ CE(xW + b, y) = W (softmax − e_y)."""
+  return x.reshape(x.shape[0], -1) @ _W + _B[None, :]
+
+
+_V = jax.random.normal(jax.random.key(1), (D,))
+
+
+def binary(x):
+  """Two classes with logits [0, v·x − 1]: the CE gradient for label 1 is −(1 − p)·v, never 0."""
+  score_B = x.reshape(x.shape[0], -1) @ _V - 1.0
+  return jnp.stack([jnp.zeros_like(score_B), score_B], axis=-1)
+
+
+def _x(batch, seed=0, low=0.2, high=0.8):
+  return jax.random.uniform(jax.random.key(50 + seed), (batch, D), minval=low, maxval=high)
+
+
+def test_fgsm_matches_closed_form_on_linear_model():
+  x, y, eps = _x(6), jnp.array([0, 1, 2, 0, 1, 2]), 0.07
+  x64, w64, b64 = (np.asarray(a, np.float64) for a in (x, _W, _B))
+  logits = x64 @ w64 + b64
+  p = np.exp(logits - logits.max(1, keepdims=True))
+  p /= p.sum(1, keepdims=True)
+  grad = (p - np.eye(K)[np.asarray(y)]) @ w64.T       # ∇ₓ CE per sample
+  expected = np.clip(x64 + eps * np.sign(grad), 0, 1)
+  np.testing.assert_allclose(fgsm(linear, x, y, eps=eps).x_adv, expected, atol=1e-6)
+  target = (y + 1) % K                                 # targeted: descend CE(target)
+  grad_t = (p - np.eye(K)[np.asarray(target)]) @ w64.T
+  np.testing.assert_allclose(fgsm(linear, x, y, eps=eps, targeted=True, target=target).x_adv,
+                             np.clip(x64 - eps * np.sign(grad_t), 0, 1), atol=1e-6)
+  unit = grad / np.linalg.norm(grad, axis=1, keepdims=True)
+  np.testing.assert_allclose(fgm_l2(linear, x, y, eps=eps).x_adv, x64 + eps * unit, atol=1e-6)
+
+
+@pytest.mark.parametrize("attack", ["pgd_linf", "pgd_linf_random_start", "mim", "apgd"])
+def test_linf_attacks_reach_the_box_corner_on_a_linear_model(attack):
+  """max_{‖δ‖∞≤ε, x+δ∈[0,1]} CE is attained at the corner clip(x − ε·sign(v)) for label 1."""
+  x, y, eps = _x(5, low=0.0, high=1.0), jnp.ones(5, jnp.int32), 0.1
+  corner = jnp.clip(x - eps * jnp.sign(_V)[None, :], 0, 1)
+  result = {
+      "pgd_linf": lambda: pgd_linf(binary, x, y, eps=eps, alpha=0.03, steps=4, random_start=False),
+      "pgd_linf_random_start": lambda: pgd_linf(binary, x, y, eps=eps, alpha=0.03, steps=7,
+                                                key=jax.random.key(3)),
+      "mim": lambda: mim(binary, x, y, eps=eps, steps=5),
+      "apgd": lambda: apgd(binary, x, y, eps=eps, steps=5, key=jax.random.key(3)),
+  }[attack]()
+  np.testing.assert_allclose(result.x_adv, corner, atol=1e-6)
+
+
+def test_l2_attacks_reach_the_ball_optimum_on_a_linear_model():
+  """In the interior the L2 optimum for label 1 is x − ε·v/‖v‖₂."""
+  x, y, eps = _x(4, low=0.4, high=0.6), jnp.ones(4, jnp.int32), 0.05
+  optimum = x - eps * (_V / jnp.linalg.norm(_V))[None, :]
+  np.testing.assert_allclose(fgm_l2(binary, x, y, eps=eps).x_adv, optimum, atol=1e-6)
+  for result in (pgd_l2(binary, x, y, eps=eps, alpha=0.02, steps=4, random_start=False),
+                 pgd_l2(binary, x, y, eps=eps, alpha=0.02, steps=8, key=jax.random.key(0)),
+                 apgd(binary, x, y, eps=eps, norm="l2", steps=5, random_start=False)):
+    np.testing.assert_allclose(result.x_adv, optimum, atol=1e-5)
+
+
+def test_cw_finds_near_minimal_l2_adversarial_on_a_linear_model():
+  """The smallest L2 perturbation that flips `binary` is the distance to its hyperplane."""
+  x = _x(4, low=0.45, high=0.55)
+  score = np.asarray(x, np.float64) @ np.asarray(_V, np.float64) - 1.0
+  y = jnp.asarray(score > 0, jnp.int32)
+  minimal = np.abs(score) / np.linalg.norm(np.asarray(_V, np.float64))
+  result = cw_l2(binary, x, y, steps=100, search_steps=6, initial_const=1.0, learning_rate=0.01)
+  found = np.linalg.norm(np.asarray(result.x_adv - x, np.float64), axis=1)
+  assert bool(result.success.all())
+  assert np.all(found >= minimal - 1e-5)       # no perturbation beats the exact minimum
+  assert np.all(found <= 1.1 * minimal + 1e-3)
+  grid = success_within_l2(x, result.x_adv, result.success, jnp.array([0.0, 0.5 * minimal.min(), 10.0]))
+  assert grid.shape == (3, 4) and not bool(grid[0].any()) and not bool(grid[1].any())
+  assert bool(grid[2].all())
+  bounded = cw_l2(binary, x, y, eps=float(minimal.min()) / 2, steps=100, search_steps=6,
+                  initial_const=1.0)
+  np.testing.assert_array_equal(bounded.x_adv, x)  # no adversarial inside the budget: x itself
+  assert not bool(bounded.success.any())
+
+
+def test_losses_from_logits():
+  big = jnp.array([[1000.0, 0.0, -1000.0]])
+  assert float(cross_entropy(big, jnp.array([1]))[0]) == pytest.approx(1000.0)  # no inf from softmax
+  z = jnp.array([[2.0, 1.0, 0.5, -1.0], [0.0, 3.0, 1.0, 2.0]])
+  y, t = jnp.array([0, 0]), jnp.array([3, 2])
+  expected = [-(2.0 - 1.0) / (2.0 - 0.5), -(0.0 - 3.0) / (3.0 - 1.0)]
+  np.testing.assert_allclose(dlr_loss(z, y), expected, rtol=1e-6)
+  np.testing.assert_allclose(dlr_loss(3.0 * z + 7.0, y), expected, rtol=1e-5)  # shift/scale invariant
+  expected_t = [-(2.0 - -1.0) / (2.0 - 0.5 * (0.5 - 1.0)), -(0.0 - 1.0) / (3.0 - 0.5 * (1.0 + 0.0))]
+  np.testing.assert_allclose(dlr_targeted_loss(z, y, t), expected_t, rtol=1e-6)
+
+
+def test_apgd_checkpoints_follow_the_paper():
+  """p₀ = 0, p₁ = 0.22, p_{j+1} = p_j + max(p_j − p_{j−1} − 0.03, 0.06), times N = 100."""
+  is_check, window = checkpoint_schedule(100)
+  p, expected = [0.0, 0.22], []
+  while p[-1] <= 1.0:
+    expected.append(round(100 * p[-1]))
+    p.append(p[-1] + max(p[-1] - p[-2] - 0.03, 0.06))
+  np.testing.assert_array_equal(np.flatnonzero(is_check) + 1, expected)  # iterations done at each
+  assert list(window[is_check]) == list(np.diff([0] + expected))
+
+
+def test_no_recompilation_on_second_call():
+  from attacks.pgd import _pgd  # the compiled implementation
+  x, y = _x(4), jnp.array([0, 1, 2, 0])
+  pgd_linf(linear, x, y, eps=0.1, key=jax.random.key(0))
+  size = _pgd._cache_size()
+  pgd_linf(linear, _x(4, seed=1), (y + 1) % K, eps=0.2, alpha=0.05, key=jax.random.key(1))
+  assert _pgd._cache_size() == size  # new data, ε, α and key reuse the program
+  # Weights passed as a Partial are traced: new weights of the same shape reuse it too.
+  def apply(w, x):
+    return x.reshape(x.shape[0], -1) @ w
+  pgd_linf(jax.tree_util.Partial(apply, _W), x, y, eps=0.1, key=jax.random.key(0))
+  size = _pgd._cache_size()
+  pgd_linf(jax.tree_util.Partial(apply, 2.0 * _W), x, y, eps=0.1, key=jax.random.key(0))
+  assert _pgd._cache_size() == size
+
+
+def test_attack_inside_callers_jit_matches_eager():
+  x, y = _x(4), jnp.array([0, 1, 2, 0])
+  eager = pgd_linf(linear, x, y, eps=0.1, key=jax.random.key(0))
+  jitted = jax.jit(lambda x, eps: pgd_linf(linear, x, y, eps=eps, key=jax.random.key(0)))(x, 0.1)
+  np.testing.assert_allclose(jitted.x_adv, eager.x_adv, atol=1e-6)
+
+
+def test_random_start_depends_on_key_only_through_fold_in():
+  x, y = _x(3), jnp.array([0, 1, 2])
+  a = pgd_linf(linear, x, y, eps=0.1, steps=0, key=jax.random.key(0))
+  b = pgd_linf(linear, x, y, eps=0.1, steps=0, key=jax.random.key(0))
+  c = pgd_linf(linear, x, y, eps=0.1, steps=0, key=jax.random.key(1))
+  np.testing.assert_array_equal(a.x_adv, b.x_adv)
+  assert not np.allclose(a.x_adv, c.x_adv)
+  delta = np.asarray(a.x_adv - x)
+  assert np.abs(delta).max() <= 0.1 + 1e-6 and np.abs(delta).max() > 0.05  # U(−ε, ε), not a point
+  raw = pgd_linf(linear, x, y, eps=0.1, steps=0, key=jax.random.PRNGKey(0))  # raw uint32 keys work
+  assert raw.x_adv.shape == x.shape
+
+
+def test_early_stop_freezes_each_sample_at_its_first_adversarial():
+  x = _x(5, low=0.3, high=0.7)
+  y = jnp.asarray(np.asarray(binary(x)).argmax(1), jnp.int32)
+  plain = pgd_linf(binary, x, y, eps=0.3, alpha=0.01, steps=30, random_start=False)
+  early = pgd_linf(binary, x, y, eps=0.3, alpha=0.01, steps=30, random_start=False, early_stop=True)
+  np.testing.assert_array_equal(early.success, plain.success)
+  assert bool(early.success.any())
+  size = lambda r: np.abs(np.asarray(r.x_adv - x)).max(1)
+  assert np.all(size(early) <= size(plain) + 1e-7)
+  # The frozen point is adversarial, and one step earlier was not: rerun with one fewer step.
+  for i in np.flatnonzero(np.asarray(early.success)):
+    steps = int(round(float(size(early)[i]) / 0.01))
+    before = pgd_linf(binary, x, y, eps=0.3, alpha=0.01, steps=steps - 1, random_start=False)
+    assert not bool(before.success[i])
+
+
+def test_success_field_agrees_with_the_model_at_x_adv():
+  x, y = _x(6), jnp.array([0, 1, 2, 0, 1, 2])
+  key = jax.random.key(0)
+  results = [fgsm(linear, x, y, eps=0.2), pgd_linf(linear, x, y, eps=0.2, key=key),
+             pgd_l2(linear, x, y, eps=0.5, key=key), mim(linear, x, y, eps=0.2),
+             apgd(linear, x, y, eps=0.2, key=key, loss="dlr", steps=10)]
+  for result in results:
+    np.testing.assert_array_equal(result.success, is_adversarial(linear(result.x_adv), y))
+    assert not bool(result.zero_grad.any())
+
+
+def test_presets_are_published_settings():
+  assert dict(presets.MADRY_MNIST_LINF) == dict(eps=0.3, alpha=0.01, steps=40, random_start=True)
+  x, y = _x(2), jnp.array([0, 1])
+  result = pgd_linf(linear, x, y, key=jax.random.key(0), **presets.MADRY_MNIST_LINF)
+  assert np.abs(np.asarray(result.x_adv - x)).max() <= 0.3 + 1e-6
+  rate = attack_success_rate(result.success, y, jnp.argmax(linear(x), -1), convention="all")
+  assert int(rate.n_counted) == 2
+
+
+_SHARDED = """
+import json, sys
+import jax, jax.numpy as jnp, numpy as np
+from attacks import pgd_linf, apgd
+from attacks._driver import shard_batch
+x = jnp.asarray(np.load(sys.argv[1]))
+w = jax.random.normal(jax.random.key(0), (x.shape[1], 3))
+f = lambda v: v.reshape(v.shape[0], -1) @ w
+y = jnp.arange(x.shape[0]) % 3
+sharded, _, _ = shard_batch(dict(x=x), ())
+out = dict(devices=jax.local_device_count(), shards=len(sharded["x"].sharding.device_set),
+           padded=sharded["x"].shape[0],
+           pgd=pgd_linf(f, x, y, eps=0.1, key=jax.random.key(1)).x_adv.tolist(),
+           apgd=apgd(f, x, y, eps=0.1, key=jax.random.key(1), steps=5).x_adv.tolist())
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_batch_shards_over_local_devices(tmp_path):
+  """With 2 (forced) CPU devices a batch of 5 is padded to 6, sharded, and gives the 1-device result."""
+  x = _x(5)
+  np.save(tmp_path / "x.npy", np.asarray(x))
+  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
+  done = subprocess.run([sys.executable, "-c", _SHARDED, str(tmp_path / "x.npy")], env=env,
+                        capture_output=True, text=True, timeout=120,
+                        cwd=pathlib.Path(__file__).resolve().parents[1])
+  assert done.returncode == 0, done.stderr[-2000:]
+  out = json.loads(done.stdout.strip().splitlines()[-1])
+  assert (out["devices"], out["shards"], out["padded"]) == (2, 2, 6)
+  w = jax.random.normal(jax.random.key(0), (D, 3))
+  f = lambda v: v.reshape(v.shape[0], -1) @ w
+  y = jnp.arange(5) % 3
+  np.testing.assert_allclose(out["pgd"], pgd_linf(f, x, y, eps=0.1, key=jax.random.key(1)).x_adv,
+                             atol=1e-6)
+  np.testing.assert_allclose(out["apgd"], apgd(f, x, y, eps=0.1, key=jax.random.key(1), steps=5).x_adv,
+                             atol=1e-6)
