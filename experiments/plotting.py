@@ -36,7 +36,7 @@ def log_errorbar(ax, xs, values, **kwargs) -> None:
   gm = np.array([np.exp(np.mean(np.log(v))) for v in values])
   lo = np.array([v.min() for v in values])
   hi = np.array([v.max() for v in values])
-  ax.errorbar(xs, gm, yerr=[gm - lo, hi - gm], marker="o", ms=3, capsize=2, **kwargs)
+  ax.errorbar(xs, gm, yerr=[np.maximum(gm - lo, 0), np.maximum(hi - gm, 0)], marker="o", ms=3, capsize=2, **kwargs)
 
 
 def grouped(records: Iterable[dict], x: str, y: str, **match) -> tuple[np.ndarray, list[np.ndarray]]:

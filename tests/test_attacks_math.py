@@ -97,7 +97,8 @@ def test_l2_attacks_reach_the_ball_optimum_on_a_linear_model():
   optimum = x - eps * (_V / jnp.linalg.norm(_V))[None, :]
   np.testing.assert_allclose(fgm_l2(binary, x, y, eps=eps).x_adv, optimum, atol=1e-6)
   for result in (pgd_l2(binary, x, y, eps=eps, alpha=0.02, steps=4, random_start=False),
-                 pgd_l2(binary, x, y, eps=eps, alpha=0.02, steps=8, key=jax.random.key(0)),
+                 pgd_l2(binary, x, y, eps=eps, alpha=0.02, steps=30, key=jax.random.key(0)),  # radial clipping
+                 # shrinks the random start's tangential part geometrically: more steps
                  apgd(binary, x, y, eps=eps, norm="l2", steps=5, random_start=False)):
     np.testing.assert_allclose(result.x_adv, optimum, atol=1e-5)
 
@@ -202,10 +203,20 @@ def test_success_field_agrees_with_the_model_at_x_adv():
   key = jax.random.key(0)
   results = [fgsm(linear, x, y, eps=0.2), pgd_linf(linear, x, y, eps=0.2, key=key),
              pgd_l2(linear, x, y, eps=0.5, key=key), mim(linear, x, y, eps=0.2),
-             apgd(linear, x, y, eps=0.2, key=key, loss="dlr", steps=10)]
+             apgd(linear, x, y, eps=0.2, key=key, steps=10)]
   for result in results:
     np.testing.assert_array_equal(result.success, is_adversarial(linear(result.x_adv), y))
     assert not bool(result.zero_grad.any())
+
+
+def test_dlr_plateau_with_three_classes_is_reported_as_zero_gradient():
+  """With 3 classes DLR is exactly 1 wherever the label has the lowest logit: no gradient signal."""
+  x = _x(6)
+  y = jnp.argmin(linear(x), -1).astype(jnp.int32)
+  np.testing.assert_allclose(dlr_loss(linear(x), y), 1.0, rtol=1e-6)
+  result = apgd(linear, x, y, eps=0.1, loss="dlr", steps=4, random_start=False)
+  assert bool(result.zero_grad.all()) and bool(result.success.all())
+  assert not bool(jnp.isnan(result.x_adv).any())
 
 
 def test_presets_are_published_settings():
