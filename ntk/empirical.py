@@ -98,6 +98,17 @@ def _two_layer_relu_ntk(w_DxM, a_MxC, x1_NxD, x2_KxD, trained_readout: bool):
   return k_NxK
 
 
+def shard_rows(x_NxD) -> jnp.ndarray:
+  """Places the rows of x across all local devices (``jax.sharding``) when there are several and n
+  divides evenly; otherwise returns x on the default device. Jitted kernels then run row-parallel."""
+  devices = jax.local_devices()
+  x_NxD = jnp.asarray(x_NxD)
+  if len(devices) == 1 or x_NxD.shape[0] % len(devices):
+    return x_NxD
+  mesh = jax.sharding.Mesh(np.array(devices), ("rows",))
+  return jax.device_put(x_NxD, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("rows", None)))
+
+
 def two_layer_relu_ntk(model: Model, params, x1_NxD, x2_MxD=None) -> jnp.ndarray:
   """Empirical NTK of ``ntk.models.two_layer_relu`` in closed form (the fast path).
 
@@ -110,7 +121,8 @@ def two_layer_relu_ntk(model: Model, params, x1_NxD, x2_MxD=None) -> jnp.ndarray
     x1_NxD: shape [n, d]; x2_MxD: shape [m, d] or None for x1.
 
   Returns:
-    Kernel with shape [n, m], dtype of the inputs.
+    Kernel with shape [n, m], dtype of the inputs; with several local devices the rows of x1 are
+    sharded across them (``shard_rows``).
 
   Raises:
     ValueError: bad input shapes or NaN inputs.
@@ -118,5 +130,5 @@ def two_layer_relu_ntk(model: Model, params, x1_NxD, x2_MxD=None) -> jnp.ndarray
   w_DxM = first_layer_weights(model, params)
   x1_NxD = check_inputs(x1_NxD, "x1", w_DxM.shape[0])
   x2_MxD = x1_NxD if x2_MxD is None else check_inputs(x2_MxD, "x2", w_DxM.shape[0])
-  return _two_layer_relu_ntk(w_DxM, readout_weights(model, params), jnp.asarray(x1_NxD),
+  return _two_layer_relu_ntk(w_DxM, readout_weights(model, params), shard_rows(x1_NxD),
                              jnp.asarray(x2_MxD), model.readout == "trained")

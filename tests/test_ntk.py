@@ -157,3 +157,23 @@ def test_bad_kernel_inputs():
     ntk.empirical_ntk(model.apply_fn, params, np.ones((2, 4)), implementation="auto")
   with pytest.raises(ValueError, match="model"):
     ntk.model_features("transformer", np.ones((2, 4)))
+
+
+def test_fast_path_sharded_over_several_devices_equals_single_device():
+  """Runs in a subprocess with two forced host devices (the flag must be set before JAX starts)."""
+  import os
+  import subprocess
+  import sys
+  code = (
+      "import jax, numpy as np, ntk\n"
+      "assert jax.local_device_count() == 2\n"
+      "x = np.random.default_rng(0).uniform(size=(8, 5)).astype(np.float32)\n"
+      "m = ntk.two_layer_relu(64, 5)\n"
+      "_, p = m.init_fn(jax.random.PRNGKey(0), (-1, 5))\n"
+      "k = ntk.two_layer_relu_ntk(m, p, x)\n"
+      "assert len(k.sharding.device_set) == 2, k.sharding\n"
+      "ref = ntk.empirical_ntk(m.apply_fn, p, x)\n"
+      "np.testing.assert_allclose(np.asarray(k), ref, rtol=1e-4, atol=1e-6)\n")
+  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"}
+  result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+  assert result.returncode == 0, result.stderr[-2000:]
