@@ -15,7 +15,7 @@ import numpy as np
 from attacks import _checks, _driver
 from attacks.losses import LOSSES, all_zero, is_adversarial, objective_and_grad
 from attacks.projections import normalize_l2, per_sample, project_l2, project_linf
-from attacks.random_start import apgd_l2_start, apgd_linf_start, per_sample_keys
+from attacks.random_start import start_points
 from attacks.result import AttackResult
 
 NORMS = ("linf", "l2")
@@ -100,21 +100,15 @@ def _single_run(logits_fn, x, y, target, x_start, eps, lower, upper, *, norm, lo
   return c["x_best"], c["loss_best_B"], c["x_best_adv"], c["found_B"], all_zero(g)
 
 
-@functools.partial(jax.jit, static_argnames=("fn_static", "norm", "loss", "steps", "restarts",
-                                             "random_start"))
-def _apgd(*, fn_static, fn_dynamic, x, y, target, keys, eps, rho, lower, upper, norm, loss, steps,
-          restarts, random_start):
+@functools.partial(jax.jit, static_argnames=("fn_static", "norm", "loss", "steps"))
+def _apgd(*, fn_static, fn_dynamic, x, y, target, x_starts, eps, rho, lower, upper, norm, loss, steps):
   logits_fn = _driver.merge_logits_fn(fn_static, fn_dynamic)
-  start = apgd_linf_start if norm == "linf" else apgd_l2_start
   batch = x.shape[0]
+  restarts = 1 if x_starts is None else x_starts.shape[1]
 
   def restart(r, best):
     x_best, loss_best_B, x_best_adv, found_B, zero_B = best
-    if random_start:
-      keys_r = jax.vmap(lambda k: jax.random.fold_in(k, r))(keys)
-      x_start = jnp.clip(x + start(keys_r, x, eps), lower, upper)
-    else:
-      x_start = x
+    x_start = x if x_starts is None else x_starts[:, r]
     run = _single_run(logits_fn, x, y, target, x_start, eps, lower, upper, norm=norm, loss=loss,
                       steps=steps, rho=rho)
     new_adv_B = run[3] & ~found_B
@@ -191,8 +185,10 @@ def apgd(logits_fn, x, y, *, eps, key=None, targeted: bool = False, target=None,
       logits_fn, x, y, bounds=bounds, targeted=targeted, target=target, key=key,
       needs_key=random_start, attack=f"apgd with loss='dlr'{' targeted' if targeted else ''}"
       if loss == "dlr" else "apgd", min_classes=min_classes)
-  keys = per_sample_keys(key, inputs.x.shape[0]) if random_start else None
+  x_starts = None
+  if random_start:
+    x_starts = start_points(key, inputs.x, eps, inputs.lower, inputs.upper, kind=f"apgd_{norm}",
+                            restarts=restarts)
   return _driver.run_attack(
-      _apgd, logits_fn, dict(x=inputs.x, y=inputs.y, target=inputs.target, keys=keys),
-      eps=eps, rho=rho, lower=inputs.lower, upper=inputs.upper, norm=norm, loss=loss, steps=steps,
-      restarts=restarts, random_start=random_start)
+      _apgd, logits_fn, dict(x=inputs.x, y=inputs.y, target=inputs.target, x_starts=x_starts),
+      eps=eps, rho=rho, lower=inputs.lower, upper=inputs.upper, norm=norm, loss=loss, steps=steps)

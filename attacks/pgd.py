@@ -13,7 +13,7 @@ import jax.numpy as jnp
 from attacks import _checks, _driver
 from attacks.losses import all_zero, is_adversarial, objective_and_grad
 from attacks.projections import normalize_l2, per_sample, project_l2, project_linf
-from attacks.random_start import per_sample_keys, uniform_l2_ball_start, uniform_linf_start
+from attacks.random_start import start_points
 from attacks.result import AttackResult
 
 
@@ -51,19 +51,17 @@ def pgd_loop(logits_fn, x, y, target, x_start, *, step_fn, steps: int, early_sto
   return x_adv, zero_B
 
 
-@functools.partial(jax.jit, static_argnames=("fn_static", "norm", "steps", "random_start", "early_stop"))
-def _pgd(*, fn_static, fn_dynamic, x, y, target, keys, eps, alpha, lower, upper, norm, steps,
-         random_start, early_stop):
+@functools.partial(jax.jit, static_argnames=("fn_static", "norm", "steps", "early_stop"))
+def _pgd(*, fn_static, fn_dynamic, x, y, target, x_start, eps, alpha, lower, upper, norm, steps,
+         early_stop):
   logits_fn = _driver.merge_logits_fn(fn_static, fn_dynamic)
   if norm == "linf":
-    start = uniform_linf_start
     def step_fn(x_t, grad, state):
       return project_linf(x_t + alpha * jnp.sign(grad), x, eps, lower, upper), state
   else:
-    start = uniform_l2_ball_start
     def step_fn(x_t, grad, state):
       return project_l2(x_t + alpha * normalize_l2(grad), x, eps, lower, upper), state
-  x_start = jnp.clip(x + start(keys, x, eps), lower, upper) if random_start else x
+  x_start = x if x_start is None else x_start
   x_adv, zero_B = pgd_loop(logits_fn, x, y, target, x_start, step_fn=step_fn, steps=steps,
                            early_stop=early_stop)
   return AttackResult(x_adv, is_adversarial(logits_fn(x_adv), y, target_B=target), zero_B)
@@ -78,11 +76,14 @@ def _run(logits_fn, x, y, *, eps, alpha, steps, key, random_start, early_stop, t
     raise ValueError(f"random_start and early_stop must be bools, got {random_start!r}, {early_stop!r}")
   inputs = _checks.check_attack_inputs(logits_fn, x, y, bounds=bounds, targeted=targeted, target=target,
                                        key=key, needs_key=random_start, attack=name)
-  keys = per_sample_keys(key, inputs.x.shape[0]) if random_start else None
+  x_start = None
+  if random_start:
+    x_start = start_points(key, inputs.x, eps, inputs.lower, inputs.upper,
+                           kind="uniform_linf" if norm == "linf" else "uniform_l2_ball")
   return _driver.run_attack(
-      _pgd, logits_fn, dict(x=inputs.x, y=inputs.y, target=inputs.target, keys=keys),
+      _pgd, logits_fn, dict(x=inputs.x, y=inputs.y, target=inputs.target, x_start=x_start),
       eps=eps, alpha=alpha, lower=inputs.lower, upper=inputs.upper, norm=norm, steps=steps,
-      random_start=random_start, early_stop=early_stop)
+      early_stop=early_stop)
 
 
 def pgd_linf(logits_fn, x, y, *, eps, key=None, targeted: bool = False, target=None,

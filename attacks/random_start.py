@@ -5,6 +5,8 @@ does not depend on how many or which other samples share the batch. Source: REFE
 """
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 
@@ -50,3 +52,40 @@ def apgd_linf_start(keys, x, eps) -> jnp.ndarray:
 def apgd_l2_start(keys, x, eps) -> jnp.ndarray:
   """AutoAttack's L2 start: δ = ε·z/‖z‖₂ with z ~ N(0, I), on the sphere's surface. Shape of x."""
   return eps * normalize_l2(_normal(keys, x))
+
+
+_STARTS = {
+    "uniform_linf": uniform_linf_start,
+    "uniform_l2_ball": uniform_l2_ball_start,
+    "apgd_linf": apgd_linf_start,
+    "apgd_l2": apgd_l2_start,
+}
+
+
+@functools.partial(jax.jit, static_argnames=("kind", "restarts"))
+def start_points(key, x, eps, lower, upper, *, kind: str, restarts: int | None = None) -> jnp.ndarray:
+  """Random starting points clip(x + δ, lower, upper), one per sample (and restart).
+
+  Compiled on its own, so its program depends only on x's shape and dtype and is shared by every
+  model and attack; ε and the bounds are traced.
+
+  Args:
+    key: PRNG key; sample i uses fold_in(key, i), and restart r of sample i fold_in(fold_in(key, i), r).
+    x: inputs with shape [batch, ...].
+    eps: scalar budget ≥ 0.
+    lower, upper: scalar pixel bounds.
+    kind: "uniform_linf", "uniform_l2_ball", "apgd_linf" or "apgd_l2" (the functions above).
+    restarts: None for one start per sample, or R ≥ 1 for R starts per sample.
+
+  Returns:
+    Array with shape [batch, ...], or [batch, R, ...] when restarts is given; dtype of x.
+  """
+  draw = _STARTS[kind]
+  keys = per_sample_keys(key, x.shape[0])
+  if restarts is None:
+    return jnp.clip(x + draw(keys, x, eps), lower, upper)
+
+  def one_restart(r):
+    keys_r = jax.vmap(lambda k: jax.random.fold_in(k, r))(keys)
+    return jnp.clip(x + draw(keys_r, x, eps), lower, upper)
+  return jnp.moveaxis(jax.vmap(one_restart)(jnp.arange(restarts)), 0, 1)

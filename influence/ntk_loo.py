@@ -1,0 +1,135 @@
+"""Leave-one-out influence of training points for kernel ridge regression (KRR) with an NTK.
+
+Setting (arXiv 2603.13085 §5; REFERENCE §1; Zhang & Zhang, arXiv 2112.08297): K is the n×n (empirical, at
+the trained parameters, or infinite-width) NTK on the training set, A = (K + λI)⁻¹ with ridge
+λ = 1e-3·tr(K)/n by default, α = A Y for one-hot targets Y ∈ R^(n×C), and the KRR predictor is
+f(x) = k_xᵀ α. The refit without training point j has, exactly,
+    f₋ⱼ(x) = f(x) − (k_xᵀ A e_j / A_jj) · α_j          (α_j: row j of α, in R^C),
+so with B = K_test A and Δ_tj = f₋ⱼ(x_t) − f(x_t) = −(B_tj / A_jj) α_j, the per-pair influence is
+    I_tj = ℓ(f₋ⱼ(x_t), y_t) − ℓ(f(x_t), y_t) = Δ_tj·(f(x_t) − y_t) + ½‖Δ_tj‖²,   ℓ = ½‖f − y‖²,
+and the influence of point j is I_j = Σ_t I_tj. **I_j > 0 means point j helps** (removing it raises the
+test loss). Everything goes through one Cholesky factorisation of K + λI (no explicit inverse); A_jj are
+the squared column norms of L⁻¹ (a triangular solve).
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+import numpy as np
+
+
+class LOOInfluence(NamedTuple):
+  """NTK leave-one-out influence.
+
+  Fields:
+    scores: [n] I_j = Σ_test [ℓ(f₋ⱼ) − ℓ(f)]; positive = helpful.
+    per_pair: [t, n] I_tj for every (test point, training point) pair.
+    ridge: the λ used.
+    test_predictions: [t, C] f(x_test) of the full KRR fit.
+  """
+  scores: np.ndarray
+  per_pair: np.ndarray
+  ridge: float
+  test_predictions: np.ndarray
+
+
+def default_ridge(k_train_NxN) -> float:
+  """λ = 1e-3 · tr(K) / n (REFERENCE §1)."""
+  k = np.asarray(k_train_NxN)
+  return float(1e-3 * np.trace(k) / k.shape[0])
+
+
+def _check(k_train, k_test, y_train, y_test):
+  n = k_train.shape[0]
+  if k_train.ndim != 2 or k_train.shape != (n, n):
+    raise ValueError(f"k_train must be square [n, n], got {k_train.shape}")
+  if k_test.ndim != 2 or k_test.shape[1] != n:
+    raise ValueError(f"k_test_train must be [t, n] with n = {n}, got {k_test.shape}")
+  if y_train.ndim != 2 or y_train.shape[0] != n:
+    raise ValueError(f"y_train must be [n, C] with n = {n} (one-hot for classes), got {y_train.shape}")
+  if y_test.shape != (k_test.shape[0], y_train.shape[1]):
+    raise ValueError(f"y_test must be [t, C] = {(k_test.shape[0], y_train.shape[1])}, got {y_test.shape}")
+  for name, a in (("k_train", k_train), ("k_test_train", k_test), ("y_train", y_train), ("y_test", y_test)):
+    if not np.all(np.isfinite(a)):
+      raise ValueError(f"{name} holds NaN or inf")
+
+
+def ntk_loo_influence(k_train_NxN, k_test_train_TxN, y_train_NxC, y_test_TxC, *, ridge: float | None = None,
+                      float64: bool = True) -> LOOInfluence:
+  """Exact leave-one-out influence of every training point on the test loss of NTK ridge regression.
+
+  Args:
+    k_train_NxN: kernel on the training set, [n, n] (symmetric PSD).
+    k_test_train_TxN: kernel between test and training points, [t, n].
+    y_train_NxC: training targets, [n, C] (one-hot for classification; C = 1 for scalar regression).
+    y_test_TxC: test targets, [t, C].
+    ridge: λ > 0; default 1e-3·tr(K)/n.
+    float64: compute in float64 (scoped x64), else float32.
+
+  Returns:
+    ``LOOInfluence`` (numpy arrays). The score convention is in the module docstring.
+
+  Raises:
+    ValueError: mismatched shapes, NaN/inf entries, λ ≤ 0, or K + λI not positive definite.
+  """
+  k_train = np.asarray(k_train_NxN, np.float64)
+  k_test = np.asarray(k_test_train_TxN, np.float64)
+  y_train = np.asarray(y_train_NxC, np.float64)
+  y_test = np.asarray(y_test_TxC, np.float64)
+  _check(k_train, k_test, y_train, y_test)
+  lam = default_ridge(k_train) if ridge is None else float(ridge)
+  if not lam > 0:
+    raise ValueError(f"ridge must be > 0, got {lam}")
+  dtype = jnp.float64 if float64 else jnp.float32
+  ctx = jax.experimental.enable_x64() if float64 else contextlib.nullcontext()
+  with ctx:
+    per_pair, preds = _loo(jnp.asarray(k_train, dtype), jnp.asarray(k_test, dtype),
+                           jnp.asarray(y_train, dtype), jnp.asarray(y_test, dtype), jnp.asarray(lam, dtype))
+    per_pair, preds = np.asarray(per_pair), np.asarray(preds)
+  if not np.all(np.isfinite(per_pair)):
+    raise ValueError("K + λI is not numerically positive definite; increase the ridge")
+  return LOOInfluence(per_pair.sum(axis=0), per_pair, lam, preds)
+
+
+@jax.jit
+def _loo(k_train, k_test, y_train, y_test, lam):
+  n = k_train.shape[0]
+  chol = jsl.cholesky((k_train + k_train.T) / 2 + lam * jnp.eye(n, dtype=k_train.dtype), lower=True)
+  alpha_NxC = jsl.cho_solve((chol, True), y_train)
+  b_TxN = jsl.cho_solve((chol, True), k_test.T).T               # K_test A
+  l_inv = jsl.solve_triangular(chol, jnp.eye(n, dtype=k_train.dtype), lower=True)
+  a_diag_N = jnp.sum(l_inv ** 2, axis=0)                         # A_jj = ‖L⁻¹ e_j‖²
+  f_TxC = k_test @ alpha_NxC
+  coef_TxN = -b_TxN / a_diag_N[None, :]                          # Δ_tj = coef_tj · α_j
+  resid_TxC = f_TxC - y_test
+  first_TxN = coef_TxN * (resid_TxC @ alpha_NxC.T)
+  second_TxN = 0.5 * coef_TxN ** 2 * jnp.sum(alpha_NxC ** 2, axis=1)[None, :]
+  return first_TxN + second_TxN, f_TxC
+
+
+def brute_force_loo_influence(k_train_NxN, k_test_train_TxN, y_train_NxC, y_test_TxC, *,
+                              ridge: float) -> np.ndarray:
+  """Reference: refits KRR without each training point (float64 numpy); returns per-pair I [t, n].
+
+  O(n⁴): for tests and small n only.
+  """
+  k = np.asarray(k_train_NxN, np.float64)
+  kt = np.asarray(k_test_train_TxN, np.float64)
+  y = np.asarray(y_train_NxC, np.float64)
+  yt = np.asarray(y_test_TxC, np.float64)
+  n = k.shape[0]
+
+  def loss(f):
+    return 0.5 * np.sum((f - yt) ** 2, axis=1)
+
+  full = kt @ np.linalg.solve(k + ridge * np.eye(n), y)
+  out = np.zeros((kt.shape[0], n))
+  for j in range(n):
+    keep = np.arange(n) != j
+    alpha = np.linalg.solve(k[np.ix_(keep, keep)] + ridge * np.eye(n - 1), y[keep])
+    out[:, j] = loss(kt[:, keep] @ alpha) - loss(full)
+  return out

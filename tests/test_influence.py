@@ -1,0 +1,212 @@
+"""Influence estimators: NTK LOO closed form vs brute force, sign convention, influence function vs LOO
+retraining, CG vs exact, TracIn, Hessian eigenvalues, flip rate."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ntk
+from experiments.data import load_dataset
+from influence import (brute_force_loo_influence, default_ridge, filter_normalized_direction, flip_rate,
+                       hessian_top_eigenvalues, influence_function, loss_landscape, ntk_loo_influence,
+                       top_influential, tracin)
+
+
+def _psd(n, seed):
+  a = np.random.default_rng(seed).normal(size=(n, n + 3))
+  return a @ a.T / n
+
+
+def test_closed_form_loo_equals_brute_force_refits():
+  rng = np.random.default_rng(0)
+  k_all = _psd(17, 1)
+  k, kt = k_all[:12, :12], k_all[12:, :12]
+  y = np.eye(3)[rng.integers(0, 3, 12)]
+  yt = np.eye(3)[rng.integers(0, 3, 5)]
+  ridge = 0.05
+  got = ntk_loo_influence(k, kt, y, yt, ridge=ridge)
+  ref = brute_force_loo_influence(k, kt, y, yt, ridge=ridge)
+  np.testing.assert_allclose(got.per_pair, ref, rtol=1e-9, atol=1e-12)
+  np.testing.assert_allclose(got.scores, ref.sum(0), rtol=1e-9, atol=1e-12)
+
+
+def test_closed_form_loo_with_empirical_ntk_of_real_mnist_rows():
+  data = load_dataset("mnist", "train", n=40, seed=3, flatten=True)
+  feats, _ = ntk.model_features("relu", data.x)
+  model = ntk.two_layer_relu(512, feats.shape[1], out_dim=10)
+  _, params = model.init_fn(jax.random.PRNGKey(0), feats.shape)
+  k = np.asarray(ntk.two_layer_relu_ntk(model, params, feats[:30]), np.float64)
+  kt = np.asarray(ntk.two_layer_relu_ntk(model, params, feats[30:], feats[:30]), np.float64)
+  y = np.eye(10)[data.y[:30]]
+  yt = np.eye(10)[data.y[30:]]
+  got = ntk_loo_influence(k, kt, y, yt)
+  assert got.ridge == pytest.approx(1e-3 * np.trace(k) / 30)  # the documented default ridge
+  ref = brute_force_loo_influence(k, kt, y, yt, ridge=got.ridge)
+  np.testing.assert_allclose(got.per_pair, ref, rtol=1e-7, atol=1e-10)
+
+
+def test_hand_computable_three_point_example_pins_the_sign():
+  """K = I, λ = 1: A = ½I, α = ½y, f(x) = ½ for a test point seen only by point 0 (k_x = e₀).
+  Removing point 0 gives f₋₀(x) = 0. Test label +1: ℓ(f) = ½(½ − 1)² = 1/8, ℓ(f₋₀) = ½ → I₀ = +3/8 (helps).
+  Test label −1: ℓ(f) = ½(3/2)² = 9/8 → I₀ = ½ − 9/8 = −5/8 (hurts). Points 1, 2 have no effect."""
+  k, y = np.eye(3), np.ones((3, 1))
+  kt = np.array([[1.0, 0.0, 0.0]])
+  helps = ntk_loo_influence(k, kt, y, np.array([[1.0]]), ridge=1.0)
+  np.testing.assert_allclose(helps.scores, [3 / 8, 0, 0], atol=1e-15)
+  np.testing.assert_allclose(helps.test_predictions, [[0.5]])
+  hurts = ntk_loo_influence(k, kt, y, np.array([[-1.0]]), ridge=1.0)
+  np.testing.assert_allclose(hurts.scores, [-5 / 8, 0, 0], atol=1e-15)
+  assert default_ridge(4 * np.eye(5)) == pytest.approx(4e-3)
+
+
+def test_float32_path_agrees_roughly():
+  k_all = _psd(10, 4)
+  y, yt = np.eye(2)[[0, 1, 0, 1, 1, 0, 0]], np.eye(2)[[1, 0, 0]]
+  a = ntk_loo_influence(k_all[:7, :7], k_all[7:, :7], y, yt, float64=False)
+  b = ntk_loo_influence(k_all[:7, :7], k_all[7:, :7], y, yt)
+  np.testing.assert_allclose(a.scores, b.scores, rtol=1e-3, atol=1e-5)
+
+
+def test_loo_bad_input():
+  with pytest.raises(ValueError, match="square"):
+    ntk_loo_influence(np.ones((2, 3)), np.ones((1, 2)), np.ones((2, 1)), np.ones((1, 1)))
+  with pytest.raises(ValueError, match="y_test"):
+    ntk_loo_influence(np.eye(2), np.ones((1, 2)), np.ones((2, 1)), np.ones((2, 1)))
+  with pytest.raises(ValueError, match="NaN"):
+    ntk_loo_influence(np.eye(2) * np.nan, np.ones((1, 2)), np.ones((2, 1)), np.ones((1, 1)))
+  with pytest.raises(ValueError, match="ridge"):
+    ntk_loo_influence(np.eye(2), np.ones((1, 2)), np.ones((2, 1)), np.ones((1, 1)), ridge=-1.0)
+
+
+# --- Influence function (Koh & Liang) on L2-regularised logistic regression (strongly convex). ---
+
+def _logreg_problem(n=30, d=4, seed=0):
+  rng = np.random.default_rng(seed)
+  x = rng.normal(size=(n, d))
+  y = (x @ rng.normal(size=d) + 0.5 * rng.normal(size=n) > 0).astype(np.float64)
+  return x, y
+
+
+def _logistic_loss(w, x, y):
+  z = jnp.dot(x, w)
+  return jnp.logaddexp(0.0, z) - y * z
+
+
+@jax.jit
+def _fit(x, y, weights, reg):
+  """Exact minimiser of (1/n) Σ_i weights_i ℓ_i(w) + (reg/2)‖w‖² by 30 Newton steps (float64)."""
+  obj = lambda w: jnp.sum(weights * jax.vmap(_logistic_loss, (None, 0, 0))(w, x, y)) / x.shape[0] \
+      + 0.5 * reg * jnp.sum(w ** 2)
+  step = lambda w, _: (w - jnp.linalg.solve(jax.hessian(obj)(w), jax.grad(obj)(w)), None)
+  return jax.lax.scan(step, jnp.zeros(x.shape[1], x.dtype), None, length=30)[0]
+
+
+def test_influence_function_approximates_loo_retraining_and_cg_matches_exact():
+  with jax.experimental.enable_x64():
+    x, y = _logreg_problem(80)
+    xt, yt = _logreg_problem(8, seed=1)
+    reg = 0.1
+    x, y = jnp.asarray(x), jnp.asarray(y)
+    w = _fit(x, y, jnp.ones(len(x)), reg)
+    regularizer = lambda w: 0.5 * reg * jnp.sum(w ** 2)
+    exact = influence_function(_logistic_loss, w, (x, y), (xt, yt), regularizer=regularizer, method="exact")
+    cg = influence_function(_logistic_loss, w, (x, y), (xt, yt), regularizer=regularizer, method="cg")
+    np.testing.assert_allclose(cg, exact, rtol=1e-6, atol=1e-12)
+    test_loss = lambda w: float(jnp.sum(jax.vmap(_logistic_loss, (None, 0, 0))(w, xt, yt)))
+    loo = []
+    for j in range(len(x)):
+      # Koh & Liang's removal: up-weight z_j by ε = −1/n, i.e. drop its term from the sum over n.
+      weights = jnp.ones(len(x)).at[j].set(0.0)
+      loo.append(test_loss(_fit(x, y, weights, reg)) - test_loss(w))
+    loo = np.array(loo)
+    assert np.corrcoef(exact, loo)[0, 1] > 0.99
+    np.testing.assert_allclose(exact, loo, rtol=0.15, atol=0.1 * np.abs(loo).max())
+
+
+def test_tracin_single_checkpoint_is_a_gradient_dot_product():
+  x, y = _logreg_problem(6, 3, seed=2)
+  xt, yt = _logreg_problem(2, 3, seed=3)
+  w = jnp.array([0.3, -0.2, 0.1])
+  got = tracin(_logistic_loss, [w, w], [0.5, 0.25], (x, y), (xt, yt))
+  g = np.stack([jax.grad(_logistic_loss)(w, xi, yi) for xi, yi in zip(x, y)])
+  gt = sum(jax.grad(_logistic_loss)(w, xi, yi) for xi, yi in zip(xt, yt))
+  np.testing.assert_allclose(got, 0.75 * g @ np.asarray(gt), rtol=1e-5)
+  with pytest.raises(ValueError, match="learning rate"):
+    tracin(_logistic_loss, [w], [0.1, 0.2], (x, y), (xt, yt))
+
+
+def test_hessian_top_eigenvalues_match_dense_eigensolve():
+  with jax.experimental.enable_x64():
+    rng = np.random.default_rng(5)
+    params = {"w1": jnp.asarray(rng.normal(size=(4, 6))), "w2": jnp.asarray(rng.normal(size=(6, 2)))}
+    x, y = jnp.asarray(rng.normal(size=(20, 4))), jnp.asarray(rng.normal(size=(20, 2)))
+    objective = lambda p: 0.5 * jnp.mean((jnp.tanh(x @ p["w1"]) @ p["w2"] - y) ** 2)
+    flat, unravel = jax.flatten_util.ravel_pytree(params)
+    dense = np.sort(np.linalg.eigvalsh(np.asarray(jax.hessian(lambda f: objective(unravel(f)))(flat))))[::-1]
+    got = hessian_top_eigenvalues(objective, params, k=3, num_iters=36)
+    np.testing.assert_allclose(got, dense[:3], rtol=1e-6)
+
+
+def test_filter_normalized_direction_and_landscape():
+  params = {"w": jnp.arange(1.0, 7.0).reshape(2, 3), "b": jnp.ones(3)}
+  d = filter_normalized_direction(params, jax.random.PRNGKey(0))
+  np.testing.assert_allclose(jnp.linalg.norm(d["w"], axis=0), jnp.linalg.norm(params["w"], axis=0), rtol=1e-6)
+  assert np.all(np.asarray(d["b"]) == 0)
+  objective = lambda p: jnp.sum(p["w"] ** 2)
+  line = loss_landscape(objective, params, [d], [-1.0, 0.0, 1.0])
+  assert line[1] == pytest.approx(float(objective(params)))
+  # Quadratic along the line: f(a) = ‖θ + a d‖² — check the closed form at a = ±1.
+  expected = [float(jnp.sum((params["w"] + a * d["w"]) ** 2)) for a in (-1.0, 1.0)]
+  np.testing.assert_allclose(line[[0, 2]], expected, rtol=1e-5)
+  assert loss_landscape(objective, params, [d, d], [0.0, 1.0]).shape == (2, 2)
+
+
+# --- Flip rate. ---
+
+def test_flip_rate_constructed_cases():
+  before = np.array([5.0, -4.0, 3.0, -2.0, 1.0, 0.5, -0.3, 0.2, 0.1, 0.05])
+  assert flip_rate(before, before).rate == 0.0
+  assert flip_rate(before, 2 * before).spearman == pytest.approx(1.0)
+  all_flipped = flip_rate(before, -before, top_fraction=0.3)
+  assert all_flipped.rate == 1.0 and all_flipped.n_top == 3 and all_flipped.spearman == pytest.approx(-1.0)
+  after = before.copy()
+  after[1] = 4.0  # only the second most influential flips
+  fr = flip_rate(before, after, top_fraction=0.2)
+  assert fr.rate == 0.5 and fr.n_flipped == 1 and list(fr.top_indices) == [0, 1]
+  zero = before.copy()
+  zero[0] = 0.0  # becoming exactly 0 is not a flip
+  assert flip_rate(before, zero, top_fraction=0.1).rate == 0.0
+
+
+def test_top_fraction_rounds_up_and_ties_break_by_index():
+  scores = np.array([1.0, -3.0, 3.0, 3.0, 0.5, 0.1, 0.2])
+  assert list(top_influential(scores, 0.3)) == [1, 2, 3]  # ⌈0.3·7⌉ = 3; |−3| = |3| = |3| tie → by index
+  assert list(top_influential(scores, 0.1)) == [1]  # ⌈0.7⌉ = 1
+  assert flip_rate(scores, scores, top_fraction=1.0).n_top == 7
+
+
+def test_zero_size_perturbation_flips_nothing():
+  data = load_dataset("mnist", "train", n=30, seed=0, flatten=True)
+  feats, _ = ntk.model_features("mlp_attn", data.x)
+  model = ntk.two_layer_relu(256, feats.shape[1], out_dim=10)
+  _, params = model.init_fn(jax.random.PRNGKey(1), feats.shape)
+
+  def scores(x):
+    f, _ = ntk.model_features("mlp_attn", x)
+    k = np.asarray(ntk.two_layer_relu_ntk(model, params, f), np.float64)
+    y = np.eye(10)[data.y]
+    return ntk_loo_influence(k[:20, :20], k[20:, :20], y[:20], y[20:]).scores
+
+  before = scores(data.x)
+  after = scores(np.clip(data.x + 0.0 * np.sign(np.random.default_rng(0).normal(size=data.x.shape)), 0, 1))
+  fr = flip_rate(before, after)
+  assert fr.rate == 0.0 and fr.spearman == pytest.approx(1.0)
+
+
+def test_flip_rate_bad_input():
+  with pytest.raises(ValueError, match="equal-length"):
+    flip_rate(np.ones(3), np.ones(4))
+  with pytest.raises(ValueError, match="top_fraction"):
+    flip_rate(np.ones(3), np.ones(3), top_fraction=0.0)
+  with pytest.raises(ValueError, match="NaN"):
+    flip_rate(np.array([np.nan, 1.0]), np.ones(2))
