@@ -15,8 +15,13 @@ Loss = Literal["ce", "dlr"]
 LOSSES = ("ce", "dlr")
 
 
+def _is_label(logits_BxK, labels_B):
+  return jax.nn.one_hot(labels_B, logits_BxK.shape[-1], dtype=jnp.bool_)
+
+
 def _label_logit(logits_BxK, labels_B):
-  return jnp.take_along_axis(logits_BxK, labels_B[:, None], axis=-1)[:, 0]
+  # A masked sum rather than take_along_axis: its gradient is dense, not a scatter (a loop on CPU).
+  return jnp.sum(jnp.where(_is_label(logits_BxK, labels_B), logits_BxK, 0.0), axis=-1)
 
 
 def cross_entropy(logits_BxK: jnp.ndarray, labels_B: jnp.ndarray) -> jnp.ndarray:
@@ -45,8 +50,7 @@ def best_other_logit(logits_BxK: jnp.ndarray, labels_B: jnp.ndarray) -> jnp.ndar
   Returns:
     Array with shape [batch].
   """
-  is_label_BxK = jax.nn.one_hot(labels_B, logits_BxK.shape[-1], dtype=jnp.bool_)
-  return jnp.max(jnp.where(is_label_BxK, -jnp.inf, logits_BxK), axis=-1)
+  return jnp.max(jnp.where(_is_label(logits_BxK, labels_B), -jnp.inf, logits_BxK), axis=-1)
 
 
 def logit_margin(logits_BxK: jnp.ndarray, labels_B: jnp.ndarray) -> jnp.ndarray:

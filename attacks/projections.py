@@ -44,11 +44,6 @@ def normalize_l1(g: jnp.ndarray) -> jnp.ndarray:
   return _normalize(g, jnp.sum(jnp.abs(g), axis=_sample_axes(g)))
 
 
-def normalize_linf(g: jnp.ndarray) -> jnp.ndarray:
-  """g_i / ‖g_i‖∞ per sample (APGD's L∞ random start); a zero sample stays zero. Shape kept."""
-  return _normalize(g, linf_norm(g))
-
-
 def project_linf(x_adv, x, eps, lower, upper) -> jnp.ndarray:
   """Projects x_adv onto {x' : ‖x' − x‖∞ ≤ ε} ∩ [lower, upper]^d, per sample.
 

@@ -70,38 +70,44 @@ def check_lambda_init(lambda_init: float, name: str = "lambda_init") -> float:
 
 
 def reparameterized_lambda(lambda_q1_D, lambda_k1_D, lambda_q2_D, lambda_k2_D, lambda_init) -> jnp.ndarray:
-  """λ = exp(λ_q1·λ_k1) − exp(λ_q2·λ_k2) + λ_init, in float32 (Ye et al. 2025, eq. 2).
+  """λ = exp(λ_q1·λ_k1) − exp(λ_q2·λ_k2) + λ_init, in float32 or wider (Ye et al. 2025, eq. 2).
 
   Args:
     lambda_q1_D, lambda_k1_D, lambda_q2_D, lambda_k2_D: the four learnable vectors, shape [d].
     lambda_init: float in [0, 1).
 
   Returns:
-    float32 scalar.
+    Scalar in float32 (float64 for float64 vectors).
   """
-  dot1 = jnp.sum(lambda_q1_D.astype(jnp.float32) * lambda_k1_D.astype(jnp.float32))
-  dot2 = jnp.sum(lambda_q2_D.astype(jnp.float32) * lambda_k2_D.astype(jnp.float32))
-  return jnp.exp(dot1) - jnp.exp(dot2) + jnp.float32(lambda_init)
+  dtype = _at_least_float32(lambda_q1_D.dtype)
+  dot1 = jnp.sum(lambda_q1_D.astype(dtype) * lambda_k1_D.astype(dtype))
+  dot2 = jnp.sum(lambda_q2_D.astype(dtype) * lambda_k2_D.astype(dtype))
+  return jnp.exp(dot1) - jnp.exp(dot2) + jnp.asarray(lambda_init, dtype)
+
+
+def _at_least_float32(dtype):
+  """float32 for float32 and narrower floats (bf16, f16), float64 for float64."""
+  return jnp.promote_types(dtype, jnp.float32)
 
 
 def softmax_attention_map(q_BxHxNxD, k_BxHxMxD) -> jnp.ndarray:
-  """softmax(Q Kᵀ / √d) over the key axis, computed in float32.
+  """softmax(Q Kᵀ / √d) over the key axis, computed in float32 (float64 for float64 inputs).
 
   Args:
     q_BxHxNxD: queries [batch, heads, n, d]. k_BxHxMxD: keys [batch, heads, m, d].
 
   Returns:
-    float32 [batch, heads, n, m], rows summing to 1.
+    float32 (or float64) [batch, heads, n, m], rows summing to 1.
   """
+  dtype = _at_least_float32(jnp.result_type(q_BxHxNxD, k_BxHxMxD))
   scale = q_BxHxNxD.shape[-1] ** -0.5
-  logits = jnp.einsum("bhnd,bhmd->bhnm", q_BxHxNxD.astype(jnp.float32) * scale,
-                      k_BxHxMxD.astype(jnp.float32))
+  logits = jnp.einsum("bhnd,bhmd->bhnm", q_BxHxNxD.astype(dtype) * scale, k_BxHxMxD.astype(dtype))
   return jax.nn.softmax(logits, axis=-1)
 
 
 def head_rms_norm(x_BxHxNxE, eps: float = RMS_NORM_EPS) -> jnp.ndarray:
   """RMSNorm over the last axis (one head's features): x / sqrt(mean(x²) + eps), gain 1."""
-  x32 = x_BxHxNxE.astype(jnp.float32)
+  x32 = x_BxHxNxE.astype(_at_least_float32(x_BxHxNxE.dtype))
   return (x32 * jax.lax.rsqrt(jnp.mean(jnp.square(x32), axis=-1, keepdims=True) + eps)).astype(x_BxHxNxE.dtype)
 
 

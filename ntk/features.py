@@ -41,3 +41,36 @@ def model_features(model: ModelName, x_train_NxD, x_test_TxD=None):
   test = None if x_test_TxD is None else linearized_attention_transductive(
       x_test_TxD, x_train_NxD, normalize=True)
   return train, test
+
+
+def row_replaced_features(model: ModelName, x_rows_NxD, x_clean_NxD, gram_DxD=None):
+  """Features of each row i of ``x_rows`` with only row i of the training matrix replaced by it.
+
+  Used to attack each training row against its own loss with the other rows held fixed
+  (arXiv 2603.13085 §5; REFERENCE §1). For MLP-Attn, replacing row i by x'_i changes the keys/values
+  matrix to X'ᵀX' = M − x_iᵀx_i + x'_iᵀx'_i with M = X_cleanᵀX_clean, so
+      φ(x'_i) = x'_i M − (x'_i·x_i) x_i + ‖x'_i‖² x'_i,
+  then ℓ2-normalised. For 2L-ReLU the feature is the normalised row itself. Row i of the output depends
+  only on row i of x_rows (and the clean matrix), so per-sample attacks stay per-sample.
+
+  Args:
+    model: ``'relu'`` or ``'mlp_attn'``.
+    x_rows_NxD: candidate rows, shape [b, d] (b ≥ n is allowed: rows past n, e.g. padding, use x_i = 0).
+    x_clean_NxD: the clean training matrix, shape [n, d].
+    gram_DxD: precomputed X_cleanᵀX_clean, shape [d, d] (computed if None).
+
+  Returns:
+    Unit-norm features, shape [b, d].
+  """
+  if model not in MODEL_NAMES:
+    raise ValueError(f"model must be one of {MODEL_NAMES}, got {model!r}")
+  x_rows = jnp.asarray(x_rows_NxD)
+  if model == "relu":
+    return normalize_rows(x_rows)
+  x_clean = jnp.asarray(x_clean_NxD)
+  if x_rows.shape[0] > x_clean.shape[0]:  # padded batches (sharded attacks): extra rows see x_i = 0
+    x_clean = jnp.pad(x_clean, ((0, x_rows.shape[0] - x_clean.shape[0]), (0, 0)))
+  gram = x_clean.T @ x_clean if gram_DxD is None else jnp.asarray(gram_DxD)
+  feats = (x_rows @ gram - jnp.sum(x_rows * x_clean, axis=1, keepdims=True) * x_clean
+           + jnp.sum(x_rows ** 2, axis=1, keepdims=True) * x_rows)
+  return normalize_rows(feats)

@@ -182,6 +182,18 @@ def test_random_start_depends_on_key_only_through_fold_in():
   assert raw.x_adv.shape == x.shape
 
 
+def test_l2_random_start_is_uniform_in_the_ball():
+  """For δ uniform in the d-ball of radius ε, P(‖δ‖₂ ≤ tε) = t^d and E[δ] = 0."""
+  from attacks.random_start import start_points
+  x = jnp.full((4000, 2), 0.5)
+  delta = np.asarray(start_points(jax.random.key(0), x, 0.25, 0.0, 1.0, kind="uniform_l2_ball") - x)
+  radius = np.linalg.norm(delta, axis=1) / 0.25
+  assert radius.max() <= 1.0 + 1e-6
+  for t in (0.3, 0.6, 0.9):
+    assert abs(np.mean(radius <= t) - t**2) < 0.03  # binomial sd ≤ 0.008
+  assert np.all(np.abs(delta.mean(0)) < 0.01)
+
+
 def test_early_stop_freezes_each_sample_at_its_first_adversarial():
   x = _x(4, low=0.3, high=0.7)
   y = jnp.asarray(np.asarray(binary(x)).argmax(1), jnp.int32)

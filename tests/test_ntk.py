@@ -177,3 +177,35 @@ def test_fast_path_sharded_over_several_devices_equals_single_device():
   env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"}
   result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
   assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_row_replaced_features_equal_full_refeaturisation_with_one_row_changed():
+  rng = np.random.default_rng(11)
+  x = rng.uniform(size=(7, 5)).astype(np.float64)
+  x_new = rng.uniform(size=(7, 5))
+  got = np.asarray(ntk.row_replaced_features("mlp_attn", x_new, x))
+  for i in range(7):
+    replaced = x.copy()
+    replaced[i] = x_new[i]
+    full, _ = ntk.model_features("mlp_attn", replaced)
+    np.testing.assert_allclose(got[i], np.asarray(full)[i], rtol=1e-5)
+  # Unperturbed rows reproduce the clean features; 2L-ReLU features are just the normalised rows.
+  np.testing.assert_allclose(np.asarray(ntk.row_replaced_features("mlp_attn", x, x)),
+                             np.asarray(ntk.model_features("mlp_attn", x)[0]), rtol=1e-5)
+  np.testing.assert_allclose(np.asarray(ntk.row_replaced_features("relu", x_new, x)),
+                             x_new / np.linalg.norm(x_new, axis=1, keepdims=True), rtol=1e-6)
+
+
+def test_train_adam_learns_a_separable_problem():
+  from ntk.training import train_adam
+  x = _unit_rows(40, 6, 12)
+  labels = (x[:, 0] > x[:, 1]).astype(int)
+  y = np.eye(2, dtype=np.float32)[labels]
+  model = ntk.two_layer_relu(64, 6, out_dim=2)
+  _, params = model.init_fn(jax.random.PRNGKey(0), x.shape)
+  trained = train_adam(model.apply_fn, params, x, y, key=jax.random.PRNGKey(1), epochs=200, batch_size=16,
+                       learning_rate=1e-2, weight_decay=0.0)
+  acc = np.mean(np.argmax(np.asarray(model.apply_fn(trained, x)), 1) == labels)
+  assert acc > 0.9
+  with pytest.raises(ValueError, match="loss"):
+    train_adam(model.apply_fn, params, x, y, key=jax.random.PRNGKey(1), loss="hinge")

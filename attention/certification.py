@@ -1,0 +1,195 @@
+"""Certified robustness of ``CertifiedViT``: layer-wise composition of local bounds and margin certificates.
+
+Composition (pixel perturbation δ with ‖δ‖₂ ≤ ε; all norms Frobenius over the token matrix):
+  r₀ = ‖W̃_E‖₂ ε                           patches are a permutation of pixels, the embedding is linear;
+  r_{l+1} = r_l + Σ_h B_h(r_l)             attention block X + MHA(N(X)): N is 1-Lipschitz so N(X') is
+                                           within r_l of the clean N(X), where head h's local bound B_h
+                                           (``attention.sensitivity``) is evaluated; the SLL after it is
+                                           1-Lipschitz and leaves the radius unchanged;
+  r_z = r_L / √n                           ‖mean_i Δ_i‖₂ ≤ (1/n)Σ_i‖Δ_i‖₂ ≤ ‖ΔX‖_F/√n, then the
+                                           1-Lipschitz bounded normalisation.
+Each B_h is increasing in its radius and every step is monotone, so r_z(ε) is increasing in ε.
+
+Margin certificates for logits f = W z + b (W = head kernel, columns w_j):
+  Tsuzuku et al. (NeurIPS 2018, Prop. 1): ‖Δf‖₂ ≤ ‖W‖₂ r_z, and the prediction y cannot change if
+      f_y − max_{j≠y} f_j > √2 ‖W‖₂ r_z;
+  per pair (last layer kept exact): |Δ(f_y − f_j)| = |(w_y − w_j)ᵀΔz| ≤ ‖w_y − w_j‖₂ r_z, so y is kept if
+      f_y − f_j > ‖w_y − w_j‖₂ r_z for every j ≠ y   (never looser, since ‖w_y − w_j‖₂ ≤ √2‖W‖₂).
+Source: REFERENCE.md §5. A sample counts as certified only if it is also classified correctly.
+
+Bound kinds ("mode"): "naive", "fine", or "min" = min(naive, fine) per head and layer (what we certify
+with); ``key_norm`` "power" (LoFAST's power iteration) or "closed_form" (fully rigorous key-side norm).
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from attention.certified_vit import (CertifiedViTConfig, embedding_lipschitz, forward_with_intermediates,
+                                     head_matrices)
+from attention.sensitivity import KEY_NORMS, HeadConstants, bound_terms, check_eps, head_constants
+
+Mode = Literal["naive", "fine", "min"]
+MODES = ("naive", "fine", "min")
+FORMS = ("per_pair", "tsuzuku")
+
+
+def layer_constants(config: CertifiedViTConfig, params, x_BxHxWxC, *, key, power_iters: int = 100):
+  """Logits and the ``HeadConstants`` of every head of every attention layer at every image.
+
+  Args:
+    config: the model's ``CertifiedViTConfig``.
+    params: its parameters.
+    x_BxHxWxC: images in [0, 1], shape [B, H, W, C].
+    key: PRNG key; layer l, head h, sample b use fold_in(fold_in(fold_in(key, l), h), b).
+    power_iters: power iterations for the key-side norm.
+
+  Returns:
+    (logits [B, C], HeadConstants with every field of shape [B, depth, heads]).
+  """
+  out = forward_with_intermediates(config, params, x_BxHxWxC)
+  batch = x_BxHxWxC.shape[0]
+  per_layer = []
+  for layer in range(config.depth):
+    a_HxDxD, wv_HxDxD = head_matrices(params[f"block_{layer}"]["attention"])
+    layer_key = jax.random.fold_in(key, layer)
+
+    def one_head(head, a_DxD, wv_DxD, inputs_BxNxD):
+      head_key = jax.random.fold_in(layer_key, head)
+      sample_keys = jax.vmap(lambda b: jax.random.fold_in(head_key, b))(jnp.arange(batch))
+      return jax.vmap(lambda x, k: head_constants(x, a_DxD, wv_DxD, key=k, power_iters=power_iters))(
+          inputs_BxNxD, sample_keys)
+
+    heads = jax.vmap(one_head, in_axes=(0, 0, 0, None))(jnp.arange(config.num_heads), a_HxDxD, wv_HxDxD,
+                                                        out.attention_inputs[layer])   # fields [H, B]
+    per_layer.append(heads)
+  consts = jax.tree_util.tree_map(lambda *f: jnp.stack(f).transpose(2, 0, 1), *per_layer)  # [B, L, H]
+  return out.logits, consts
+
+
+def head_bound(c: HeadConstants, radius, *, mode: Mode = "min", key_norm: str = "power") -> jnp.ndarray:
+  """The chosen local bound of each head at ``radius`` (broadcast against c's fields)."""
+  if mode not in MODES:
+    raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+  terms = bound_terms(c, radius, key_norm=key_norm)
+  if mode == "naive":
+    return terms["naive"]
+  if mode == "fine":
+    return terms["fine"]
+  return jnp.minimum(terms["naive"], terms["fine"])
+
+
+def layer_radii(consts: HeadConstants, eps, *, embed_lipschitz, mode: Mode = "min",
+                key_norm: str = "power") -> jnp.ndarray:
+  """Radii r_0 … r_L of the token perturbation before each attention layer and after the last one.
+
+  Args:
+    consts: ``HeadConstants`` with fields [B, L, H] (``layer_constants``).
+    eps: pixel-space ℓ2 radius ε ≥ 0: a scalar or an array of shape [B].
+    embed_lipschitz: ‖W̃_E‖₂ (``embedding_lipschitz``).
+    mode, key_norm: which bound (module docstring).
+
+  Returns:
+    Array [L + 1, B].
+
+  Raises:
+    ValueError: negative or non-finite eps, unknown mode or key_norm.
+  """
+  eps = check_eps(eps)
+  if key_norm not in KEY_NORMS:
+    raise ValueError(f"key_norm must be one of {KEY_NORMS}, got {key_norm!r}")
+  batch, depth = consts.p_norm.shape[:2]
+  r_B = jnp.broadcast_to(embed_lipschitz * eps, (batch,))
+  radii = [r_B]
+  for layer in range(depth):
+    c = jax.tree_util.tree_map(lambda f: f[:, layer, :], consts)  # [B, H]
+    r_B = r_B + jnp.sum(head_bound(c, r_B[:, None], mode=mode, key_norm=key_norm), axis=-1)
+    radii.append(r_B)
+  return jnp.stack(radii)
+
+
+def feature_radius(consts: HeadConstants, eps, *, embed_lipschitz, mode: Mode = "min",
+                   key_norm: str = "power") -> jnp.ndarray:
+  """r_z(ε) ≥ ‖Δz‖₂ for the pooled, normalised feature z, shape [B] (module docstring)."""
+  n_tokens = consts.n_tokens[:, 0, 0]
+  return layer_radii(consts, eps, embed_lipschitz=embed_lipschitz, mode=mode, key_norm=key_norm)[-1] / jnp.sqrt(n_tokens)
+
+
+def margin_certificate(logits_BxC, labels_B, head_kernel_DxC, radius_B, *, form: str = "per_pair") -> jnp.ndarray:
+  """Whether each sample is classified correctly and provably keeps its label, bool [B].
+
+  Args:
+    logits_BxC: clean logits.
+    labels_B: true labels, int in [0, C).
+    head_kernel_DxC: last-layer kernel W (logits = z W + b), columns w_j.
+    radius_B: r_z ≥ ‖Δz‖₂ per sample (scalar broadcasts).
+    form: "per_pair" (f_y − f_j > ‖w_y − w_j‖₂ r_z ∀ j≠y) or "tsuzuku" (margin > √2‖W‖₂ r_z).
+
+  Raises:
+    ValueError: unknown form, mismatched shapes, labels out of range.
+  """
+  if form not in FORMS:
+    raise ValueError(f"form must be one of {FORMS}, got {form!r}")
+  logits_BxC, labels_B = jnp.asarray(logits_BxC), jnp.asarray(labels_B)
+  if logits_BxC.ndim != 2 or labels_B.shape != logits_BxC.shape[:1]:
+    raise ValueError(f"logits must be [B, C] and labels [B]; got {logits_BxC.shape} and {labels_B.shape}")
+  num_classes = logits_BxC.shape[1]
+  if head_kernel_DxC.shape[-1] != num_classes:
+    raise ValueError(f"head_kernel must be [d, {num_classes}], got {tuple(head_kernel_DxC.shape)}")
+  if not isinstance(labels_B, jax.core.Tracer):
+    lab = np.asarray(labels_B)
+    if lab.size and (lab.min() < 0 or lab.max() >= num_classes):
+      raise ValueError(f"labels must lie in [0, {num_classes}), got range [{lab.min()}, {lab.max()}]")
+  radius_B = jnp.broadcast_to(jnp.asarray(radius_B, logits_BxC.dtype), labels_B.shape)
+  f_y = jnp.take_along_axis(logits_BxC, labels_B[:, None], axis=1)                  # [B, 1]
+  others = jax.nn.one_hot(labels_B, num_classes, dtype=bool) == False  # noqa: E712  [B, C]
+  correct = jnp.argmax(logits_BxC, axis=1) == labels_B
+  if form == "tsuzuku":
+    margin = jnp.min(jnp.where(others, f_y - logits_BxC, jnp.inf), axis=1)
+    lipschitz = jnp.linalg.svd(head_kernel_DxC, compute_uv=False)[0]
+    return correct & (margin > jnp.sqrt(2.0) * lipschitz * radius_B)
+  w_y_BxD = head_kernel_DxC.T[labels_B]
+  pair_norm_BxC = jnp.linalg.norm(w_y_BxD[:, None, :] - head_kernel_DxC.T[None, :, :], axis=-1)
+  ok = (f_y - logits_BxC) > pair_norm_BxC * radius_B[:, None]
+  return correct & jnp.all(ok | ~others, axis=1)
+
+
+def certified_radius(consts: HeadConstants, logits_BxC, labels_B, head_kernel_DxC, *, embed_lipschitz,
+                     mode: Mode = "min", key_norm: str = "power", form: str = "per_pair",
+                     eps_max: float = 1.0, iters: int = 40) -> jnp.ndarray:
+  """The largest ε ∈ [0, eps_max] the certificate accepts, by bisection (r_z is increasing in ε).
+
+  Returns:
+    Array [B]: 0 for misclassified samples, a lower bound (to eps_max·2⁻ⁱᵗᵉʳˢ) on the certified radius
+    otherwise, eps_max if even that is certified.
+
+  Raises:
+    ValueError: eps_max ≤ 0, iters < 1, and as ``margin_certificate``.
+  """
+  if not eps_max > 0 or iters < 1:
+    raise ValueError(f"need eps_max > 0 and iters ≥ 1, got {eps_max}, {iters}")
+
+  def certified(eps_B):
+    r = feature_radius(consts, eps_B, embed_lipschitz=embed_lipschitz, mode=mode, key_norm=key_norm)
+    return margin_certificate(logits_BxC, labels_B, head_kernel_DxC, r, form=form)
+
+  batch = labels_B.shape[0]
+  lo = jnp.zeros(batch, logits_BxC.dtype)
+  hi = jnp.full(batch, eps_max, logits_BxC.dtype)
+  top = certified(hi)
+  for _ in range(iters):
+    mid = 0.5 * (lo + hi)
+    ok = certified(mid)
+    lo, hi = jnp.where(ok, mid, lo), jnp.where(ok, hi, mid)
+  correct = jnp.argmax(logits_BxC, axis=1) == labels_B
+  return jnp.where(top, eps_max, jnp.where(correct, lo, 0.0))
+
+
+def head_kernel(params) -> jnp.ndarray:
+  """The last-layer kernel W [d, C] of a ``CertifiedViT``."""
+  return params["head"]["kernel"]
+
+

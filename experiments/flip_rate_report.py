@@ -1,0 +1,136 @@
+"""Plots and summary.md of a flip-rate run, drawn from its results.jsonl.
+
+``python -m experiments.flip_rate_report --workdir runs/flip_rate`` redraws them.
+"""
+from __future__ import annotations
+
+import argparse
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import scipy.stats
+
+from experiments.plotting import MODEL_COLORS, MODEL_LABELS, save, subplots
+from experiments.workdir import read_records
+
+# arXiv 2603.13085 (REFERENCE §1), 10-class unless named, ε = 0.3, flip rate in % for FGSM / PGD / MIM.
+# Targets to compare with, never used in a computation.
+PAPER_FLIP_RATES = {
+    ("mnist", "relu"): (4.1, 3.3, 3.4), ("mnist", "mlp_attn"): (34.6, 28.9, 21.9),
+    ("cifar10", "relu"): (3.3, 3.1, 3.2), ("cifar10", "mlp_attn"): (26.4, 19.1, 20.5),
+    ("mnist_3v8", "relu"): (8.4, 8.4, 8.6), ("mnist_3v8", "mlp_attn"): (25.9, 41.0, 40.5),
+    ("cifar_cars_planes", "relu"): (15.2, 15.5, 15.3), ("cifar_cars_planes", "mlp_attn"): (14.3, 14.0, 14.8),
+}
+PAPER_AT_PGD = {("mnist", "relu"): (3.3, 43.4), ("mnist", "mlp_attn"): (28.9, 42.2),
+                ("cifar10", "relu"): (3.1, 36.5), ("cifar10", "mlp_attn"): (19.1, 38.6)}
+ATTACK_LABELS = {"fgsm": "FGSM", "pgd": "PGD-L∞", "mim": "MIM", "random_sign": "random sign (control)"}
+
+
+def mean_ci(values, level: float = 0.95):
+  """Mean and half-width of the two-sided t confidence interval (0 for a single value)."""
+  v = np.asarray(values, float)
+  if v.size < 2:
+    return float(v.mean()), 0.0
+  return float(v.mean()), float(scipy.stats.t.ppf(0.5 + level / 2, v.size - 1) * v.std(ddof=1)
+                                / np.sqrt(v.size))
+
+
+def _group(records, keys, value="flip_rate"):
+  out = defaultdict(list)
+  for r in records:
+    out[tuple(r[k] for k in keys)].append(float(r[value]))
+  return out
+
+
+def plot_vs(records, x: str, path, *, at_eps=None) -> None:
+  """Flip rate vs ``x`` ('eps' or 'width'), one panel per attack, a line per model; 95 % t-intervals over
+  seeds (and widths when x = 'eps')."""
+  rs = [r for r in records if at_eps is None or np.isclose(r["eps"], at_eps)]
+  attack_names = [a for a in ATTACK_LABELS if any(r["attack"] == a for r in rs)]
+  tasks = sorted({r["task"] for r in rs})
+  fig, axes = subplots(len(attack_names))
+  for ax, attack in zip(axes, attack_names):
+    for task, ls in zip(tasks, ["-", "--", ":", "-.", (0, (1, 3))]):
+      for model in ("relu", "mlp_attn"):
+        g = _group([r for r in rs if r["attack"] == attack and r["model"] == model and r["task"] == task], (x,))
+        if not g:
+          continue
+        xs = sorted(g)
+        stats = [mean_ci(100 * np.array(g[k])) for k in xs]
+        ax.errorbar([k[0] for k in xs], [s[0] for s in stats], yerr=[s[1] for s in stats], marker="o", ms=3,
+                    capsize=2, ls=ls, color=MODEL_COLORS[model], label=f"{MODEL_LABELS[model]} ({task})")
+    ax.set_title(ATTACK_LABELS[attack] + (f", ε = {at_eps:g}" if at_eps is not None else ""))
+    ax.set_xlabel("ε (pixel scale)" if x == "eps" else "width m")
+    if x == "width":
+      ax.set_xscale("log", base=2)
+    ax.set_ylabel("flip rate of top-10 % (%)")
+    ax.legend(fontsize=7)
+  save(fig, path)
+
+
+def summary_markdown(records, eps: float = 0.3) -> str:
+  lines = ["# Influence malleability: flip rates of NTK influence under attack", "",
+           "Top-10 % most influential training samples (NTK leave-one-out on kernel ridge regression, empirical "
+           "NTK at the trained parameters) whose influence changes sign after every training row is attacked; "
+           "mean ± 95 % t-interval over seeds and widths, in %. ρ: Spearman over all n. ‖δ‖∞/ε: measured budget "
+           "use. Paper: arXiv 2603.13085 as quoted in REFERENCE §1 (its n, widths and training differ; compare "
+           "the gap between the models, not the values).", ""]
+  at_flags = sorted({r["adversarial_training"] for r in records})
+  for at in at_flags:
+    rs = [r for r in records if r["adversarial_training"] == at]
+    lines += [f"## {'After PGD adversarial training' if at else 'Standard training'}, ε = {eps:g}", "",
+              "| task | model | FGSM | PGD | MIM | random sign | paper FGSM / PGD / MIM | ρ (PGD) | ‖δ‖∞/ε (PGD) "
+              "| ε = 0 flips | train / test acc. |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for task in sorted({r["task"] for r in rs}):
+      for model in ("relu", "mlp_attn"):
+        sel = [r for r in rs if r["task"] == task and r["model"] == model]
+        if not sel:
+          continue
+        cells = []
+        for attack in ("fgsm", "pgd", "mim", "random_sign"):
+          v = [100 * r["flip_rate"] for r in sel if r["attack"] == attack and np.isclose(r["eps"], eps)]
+          cells.append("–" if not v else "{:.1f} ± {:.1f}".format(*mean_ci(v)))
+        rho = [r["spearman"] for r in sel if r["attack"] == "pgd" and np.isclose(r["eps"], eps)]
+        use = [r["mean_linf_over_eps"] for r in sel if r["attack"] == "pgd" and np.isclose(r["eps"], eps)]
+        zero = [r["n_flipped"] for r in sel if r["eps"] == 0]
+        paper = PAPER_FLIP_RATES.get((task, model))
+        if at and (task, model) in PAPER_AT_PGD:
+          paper_text = f"PGD {PAPER_AT_PGD[task, model][0]} → {PAPER_AT_PGD[task, model][1]} after AT"
+        else:
+          paper_text = " / ".join(f"{p}" for p in paper) if paper else "–"
+        acc = f"{np.mean([r['train_accuracy'] for r in sel]):.2f} / {np.mean([r['test_accuracy'] for r in sel]):.2f}"
+        rho_text = f"{np.nanmean(rho):.2f}" if rho else "–"
+        use_text = f"{np.mean(use):.2f}" if use else "–"
+        zero_text = f"{sum(zero)} flips in {len(zero)} runs" if zero else "not run"
+        lines.append(f"| {task} | {MODEL_LABELS[model]} | " + " | ".join(cells) + f" | {paper_text} | "
+                     f"{rho_text} | {use_text} | {zero_text} | {acc} |")
+    lines.append("")
+  lines += ["Plots: flip_rate_vs_eps.png (main figure), flip_rate_vs_width.png.", ""]
+  return "\n".join(lines)
+
+
+def write_report(workdir, records=None) -> str:
+  workdir = Path(workdir)
+  records = read_records(workdir) if records is None else records
+  if not records:
+    raise ValueError(f"{workdir} holds no records; run experiments.flip_rate first")
+  std = [r for r in records if not r["adversarial_training"]] or records
+  plot_vs(std, "eps", workdir / "flip_rate_vs_eps.png")
+  plot_vs(std, "width", workdir / "flip_rate_vs_width.png", at_eps=0.3 if any(
+      np.isclose(r["eps"], 0.3) for r in std) else max(r["eps"] for r in std))
+  text = summary_markdown(records)
+  (workdir / "summary.md").write_text(text)
+  return text
+
+
+def main(argv=None) -> None:
+  parser = argparse.ArgumentParser(description="Redraw the flip-rate plots and summary.md.")
+  parser.add_argument("--workdir", required=True)
+  args = parser.parse_args(argv)
+  write_report(args.workdir)
+  print(f"wrote plots and summary.md to {args.workdir}")
+
+
+if __name__ == "__main__":
+  main()
