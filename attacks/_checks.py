@@ -23,6 +23,12 @@ class Inputs(NamedTuple):
   upper: float
 
 
+@jax.jit
+def _range_stats(x):
+  """(all finite, min, max) of x, reduced on x's device so only three scalars reach the host."""
+  return jnp.all(jnp.isfinite(x)), jnp.min(x), jnp.max(x)
+
+
 def _concrete(v) -> bool:
   return not isinstance(v, jax.core.Tracer)
 
@@ -54,7 +60,8 @@ def check_count(value, name: str, *, minimum: int = 0) -> int:
 def check_choice(value, name: str, allowed: tuple, *, attack: str):
   """Raises a ValueError naming the attack and the supported options unless value is in allowed."""
   if value not in allowed:
-    raise ValueError(f"{attack} does not support {name}={value!r}; supported: {', '.join(map(repr, allowed))}")
+    supported = ", ".join(map(repr, allowed))
+    raise ValueError(f"{attack} does not support {name}={value!r}; supported: {supported}")
   return value
 
 
@@ -112,12 +119,11 @@ def check_attack_inputs(logits_fn, x, y, *, bounds, targeted: bool, target, key,
   if x.ndim < 2 or x.shape[0] == 0:
     raise ValueError(f"x must have shape [batch, ...] with batch >= 1 and rank >= 2, got {tuple(x.shape)}")
   if _concrete(x):
-    values = np.asarray(x)
-    if not np.isfinite(values).all():
+    finite, low, high = (float(v) for v in jax.device_get(_range_stats(x)))
+    if not finite:
       raise ValueError("x holds NaN or inf values; expected finite pixels")
-    if values.min() < lower or values.max() > upper:
-      raise ValueError(f"x must lie inside bounds [{lower}, {upper}], got values in "
-                       f"[{values.min()}, {values.max()}]")
+    if low < lower or high > upper:
+      raise ValueError(f"x must lie inside bounds [{lower}, {upper}], got values in [{low}, {high}]")
 
   out = jax.eval_shape(logits_fn, x)
   if getattr(out, "ndim", None) != 2 or out.shape[0] != x.shape[0]:

@@ -137,7 +137,7 @@ def cw_l2(logits_fn, x, y, *, eps=None, key=None, targeted: bool = False, target
     logits_fn: pure function x [batch, ...] -> logits [batch, classes] (logits Z, not probabilities).
     x: inputs with shape [batch, ...], floating, inside `bounds`.
     y: true labels, integer, shape [batch].
-    eps: optional L2 budget ≥ 0 on the pixel scale; None means unbounded.
+    eps: optional L2 budget ≥ 0 on the pixel scale; None (or inf) means unbounded.
     key: unused (CW is deterministic); accepted for the shared signature.
     targeted: reach `target` instead of leaving y.
     target: target labels with shape [batch] (targeted only).
@@ -157,7 +157,10 @@ def cw_l2(logits_fn, x, y, *, eps=None, key=None, targeted: bool = False, target
     ValueError: negative eps, κ, c₀, learning rate or counts, and the input errors of `pgd_linf`.
   """
   del key
-  eps = float("inf") if eps is None else _checks.check_nonnegative(eps, "eps")
+  if eps is None or (not isinstance(eps, jax.core.Tracer) and float(eps) == float("inf")):
+    eps = float("inf")
+  else:
+    eps = _checks.check_nonnegative(eps, "eps")
   confidence = _checks.check_nonnegative(confidence, "confidence")
   initial_const = _checks.check_nonnegative(initial_const, "initial_const")
   if float(initial_const) == 0.0:

@@ -40,11 +40,12 @@ def pgd_loop(logits_fn, x, y, target, x_start, *, step_fn, steps: int, early_sto
     x_t, state, done_B, zero_B = carry
     _, logits_BxK, grad = objective_and_grad(logits_fn, x_t, y, target_B=target, loss=loss)
     zero_B = jnp.where(i == 0, all_zero(grad), zero_B)
+    x_next, state_next = step_fn(x_t, grad, state)
     if early_stop:
       done_B = done_B | is_adversarial(logits_BxK, y, target_B=target)
-    x_next, state_next = step_fn(x_t, grad, state)
-    keep = per_sample(done_B, x)
-    return (jnp.where(keep, x_t, x_next), jnp.where(keep, state, state_next), done_B, zero_B)
+      keep = per_sample(done_B, x)
+      x_next, state_next = jnp.where(keep, x_t, x_next), jnp.where(keep, state, state_next)
+    return x_next, state_next, done_B, zero_B
 
   init = (x_start, jnp.zeros_like(x), jnp.zeros(batch, bool), jnp.zeros(batch, bool))
   x_adv, _, _, zero_B = jax.lax.fori_loop(0, steps, body, init)

@@ -54,7 +54,7 @@ def layer_constants(config: CertifiedViTConfig, params, x_BxHxWxC, *, key, power
   batch = x_BxHxWxC.shape[0]
   per_layer = []
   for layer in range(config.depth):
-    a_HxDxD, wv_HxDxD = head_matrices(params[f"block_{layer}"]["attention"])
+    a_HxDxD, wv_HxDxD = head_matrices(config, params[f"block_{layer}"]["attention"])
     layer_key = jax.random.fold_in(key, layer)
 
     def one_head(head, a_DxD, wv_DxD, inputs_BxNxD):

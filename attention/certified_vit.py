@@ -48,6 +48,9 @@ class CertifiedViTConfig:
     num_heads: heads per attention layer ≥ 1 (head width d_h = dim / num_heads).
     sll_hidden: hidden units of each SLL layer ≥ 1.
     norm_radius: output radius r of the bounded normalisation; None means √dim.
+    attention_bound: α > 0 bounds every head's ‖A_h‖₂ ≤ α (A_h = α·Ŵ_qŴ_kᵀ, spectrally normalised
+      factors), so the attention logits satisfy |x_i A_h x_jᵀ| ≤ α‖x_i‖‖x_j‖; None: unconstrained.
+    value_bound: v > 0 bounds every head's ‖W_V^h‖₂ ≤ v/H (so Σ_h ‖W_V^h‖₂ ≤ v); None: unconstrained.
     noise_std: std of Gaussian pixel noise added in training only (≥ 0; a cheap robustness prior).
   """
   num_classes: int = 10
@@ -59,6 +62,8 @@ class CertifiedViTConfig:
   num_heads: int = 2
   sll_hidden: int = 128
   norm_radius: Optional[float] = None
+  attention_bound: Optional[float] = 0.25
+  value_bound: Optional[float] = 1.0
   noise_std: float = 0.0
 
   @property
@@ -87,6 +92,10 @@ class CertifiedViTConfig:
       raise ValueError(f"dim {self.dim} must be divisible by num_heads {self.num_heads}")
     if self.norm_radius is not None and not self.norm_radius > 0:
       raise ValueError(f"norm_radius must be > 0 or None, got {self.norm_radius!r}")
+    for name in ("attention_bound", "value_bound"):
+      value = getattr(self, name)
+      if value is not None and not value > 0:
+        raise ValueError(f"{name} must be > 0 or None, got {value!r}")
     if not self.noise_std >= 0:
       raise ValueError(f"noise_std must be ≥ 0, got {self.noise_std!r}")
 
@@ -99,39 +108,50 @@ def patchify(x_BxHxWxC, patch_size: int) -> jnp.ndarray:
   return x.reshape(b, (h // p) * (w // p), p * p * c)
 
 
-def head_matrices(attention_params) -> tuple[jnp.ndarray, jnp.ndarray]:
+def _normalized(w_HxAxB, bound) -> jnp.ndarray:
+  """Per head W / max(1, σ_max(W)) (spectral norm ≤ 1), or W itself when bound is None."""
+  if bound is None:
+    return w_HxAxB
+  return jax.vmap(spectral_normalized)(w_HxAxB)
+
+
+def head_matrices(config: CertifiedViTConfig, attention_params) -> tuple[jnp.ndarray, jnp.ndarray]:
   """(A [H, d, d], W_V [H, d, d]) of every head of a ``MultiHeadAttention``'s params.
 
-  A_h = W_q^h W_k^hᵀ / √d_h and W_V^h = W_v^h W_o^h, so the layer is Σ_h rowsoftmax(X A_h Xᵀ) X W_V^h + b.
+  Unconstrained: A_h = W_q^h W_k^hᵀ / √d_h and W_V^h = W_v^h W_o^h. With ``attention_bound`` α:
+  A_h = α·Ŵ_q^h Ŵ_k^hᵀ, with ``value_bound`` v: W_V^h = (v/H)·Ŵ_v^h Ŵ_o^h, Ŵ = W/max(1, σ_max(W)).
+  The layer is Σ_h rowsoftmax(X A_h Xᵀ) X W_V^h + b.
   """
-  w_q, w_k = attention_params["w_q"], attention_params["w_k"]
-  a = jnp.einsum("hdk,hek->hde", w_q, w_k) / jnp.sqrt(jnp.asarray(w_q.shape[-1], w_q.dtype))
-  w_v = jnp.einsum("hdk,hke->hde", attention_params["w_v"], attention_params["w_o"])
+  c = config
+  w_q, w_k = (_normalized(attention_params[k], c.attention_bound) for k in ("w_q", "w_k"))
+  w_v, w_o = (_normalized(attention_params[k], c.value_bound) for k in ("w_v", "w_o"))
+  a_scale = 1.0 / jnp.sqrt(float(c.head_dim)) if c.attention_bound is None else c.attention_bound
+  v_scale = 1.0 if c.value_bound is None else c.value_bound / c.num_heads
+  a = a_scale * jnp.einsum("hdk,hek->hde", w_q, w_k)
+  w_v = v_scale * jnp.einsum("hdk,hke->hde", w_v, w_o)
   return a, w_v
 
 
 class MultiHeadAttention(nn.Module):
   """Bias-free multi-head dot-product self-attention on tokens [B, n, d] (output bias only).
 
-  Params: w_q, w_k, w_v [H, d, d_h]; w_o [H, d_h, d]; b_o [d].
+  Params: w_q, w_k, w_v [H, d, d_h]; w_o [H, d_h, d]; b_o [d]; heads as in ``head_matrices``.
   """
-  num_heads: int
-  head_dim: int
+  config: CertifiedViTConfig
 
   @nn.compact
   def __call__(self, x_BxNxD):
+    c = self.config
     d = x_BxNxD.shape[-1]
     init = nn.initializers.lecun_normal(in_axis=1, out_axis=2, batch_axis=(0,))
-    w_q = self.param("w_q", init, (self.num_heads, d, self.head_dim))
-    w_k = self.param("w_k", init, (self.num_heads, d, self.head_dim))
-    w_v = self.param("w_v", init, (self.num_heads, d, self.head_dim))
-    w_o = self.param("w_o", init, (self.num_heads, self.head_dim, d))
+    params = {name: self.param(name, init, (c.num_heads,) + shape) for name, shape in
+              (("w_q", (d, c.head_dim)), ("w_k", (d, c.head_dim)), ("w_v", (d, c.head_dim)),
+               ("w_o", (c.head_dim, d)))}
     b_o = self.param("b_o", nn.initializers.zeros, (d,))
-    q = jnp.einsum("bnd,hdk->bhnk", x_BxNxD, w_q)
-    k = jnp.einsum("bnd,hdk->bhnk", x_BxNxD, w_k)
-    v = jnp.einsum("bnd,hdk->bhnk", x_BxNxD, w_v)
-    probs = jax.nn.softmax(jnp.einsum("bhnk,bhmk->bhnm", q, k) / jnp.sqrt(float(self.head_dim)), axis=-1)
-    return jnp.einsum("bhnm,bhmk,hke->bne", probs, v, w_o) + b_o
+    a_HxDxD, wv_HxDxD = head_matrices(c, params)
+    logits = jnp.einsum("bnd,hde,bme->bhnm", x_BxNxD, a_HxDxD, x_BxNxD)
+    probs = jax.nn.softmax(logits, axis=-1)
+    return jnp.einsum("bhnm,bmd,hde->bne", probs, x_BxNxD, wv_HxDxD) + b_o
 
 
 class AttentionBlock(nn.Module):
@@ -143,7 +163,7 @@ class AttentionBlock(nn.Module):
     c = self.config
     y = bounded_norm(x_BxNxD, c.radius)
     self.sow("intermediates", "attention_input", y)
-    return x_BxNxD + MultiHeadAttention(c.num_heads, c.head_dim, name="attention")(y)
+    return x_BxNxD + MultiHeadAttention(c, name="attention")(y)
 
 
 class CertifiedViT(nn.Module):

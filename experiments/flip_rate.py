@@ -134,7 +134,9 @@ def _influence(model, params, model_name, x_train, x_test, y_train, y_test):
   return ntk_loo_influence(k_tr, k_te, y_train, y_test)
 
 
-def _train(config, model, model_name, x, y_onehot, n_classes, key):
+def train_model(config, model, model_name, x, y_onehot, n_classes, key):
+  """Trains the 2-layer network on the features of x as configured (Adam, optionally PGD adversarial
+  training); returns params. CE for > 2 classes, MSE for binary tasks (the paper's choice)."""
   loss = "ce" if n_classes > 2 else "mse"
   init_key, train_key, at_key = jax.random.split(key, 3)
   feats, _ = ntk.model_features(model_name, x)
@@ -186,7 +188,7 @@ def run(config: FlipRateConfig, workdir, *, overwrite_config: bool = False) -> l
     start = time.perf_counter()
     model = ntk.two_layer_relu(width, train.x.shape[1], out_dim=n_classes)
     key = jax.random.PRNGKey(seed)
-    params = _train(config, model, model_name, train.x, y_tr.astype(np.float32), n_classes,
+    params = train_model(config, model, model_name, train.x, y_tr.astype(np.float32), n_classes,
                     jax.random.fold_in(key, 0))
     before = _influence(model, params, model_name, train.x, test.x, y_tr, y_te)
     f_tr, f_te = ntk.model_features(model_name, train.x, test.x)

@@ -50,6 +50,7 @@ def _mlp_params(num_classes, seed=0, width=16):
 # one program (which keeps this file fast).
 MLP3 = jax.tree_util.Partial(mlp_apply, _mlp_params(3))
 MLP4 = jax.tree_util.Partial(mlp_apply, _mlp_params(4, seed=1))
+MLP2 = jax.tree_util.Partial(mlp_apply, _mlp_params(2, seed=2))
 # Zero weights: the input gradient is exactly zero and all logits are equal (DLR's denominator is 1e-12).
 CONSTANT3 = jax.tree_util.Partial(mlp_apply, tuple(jnp.zeros_like(p) for p in MLP3.args[0]))
 
@@ -273,7 +274,7 @@ def test_negative_eps_rejected(name):
     (lambda: fgsm(MLP3, X3, Y3, eps=0.1, targeted=True, target=Y3), "differ"),
     (lambda: fgsm(MLP3, X3, Y3, eps=0.1, targeted=True), "needs target"),
     (lambda: fgsm(MLP3, X3, Y3, eps=0.1, target=jnp.array([1, 2, 0, 1])), "targeted=False"),
-    (lambda: apgd(jax.tree_util.Partial(mlp_apply, _mlp_params(2)), X3, Y3, eps=0.1, key=KEY, loss="dlr"), "at least 3 classes"),
+    (lambda: apgd(MLP2, X3, Y3, eps=0.1, key=KEY, loss="dlr"), "at least 3 classes"),
     (lambda: apgd(MLP3, X3, Y3, eps=0.1, key=KEY, loss="dlr", targeted=True,
                   target=jnp.array([1, 2, 0, 1])), "at least 4 classes"),
     (lambda: apgd(MLP3, X3, Y3, eps=0.1, key=KEY, norm="l1"), "norm='l1'"),

@@ -97,8 +97,8 @@ def test_l2_attacks_reach_the_ball_optimum_on_a_linear_model():
   optimum = x - eps * (_V / jnp.linalg.norm(_V))[None, :]
   np.testing.assert_allclose(fgm_l2(binary, x, y, eps=eps).x_adv, optimum, atol=1e-6)
   for result in (pgd_l2(binary, x, y, eps=eps, alpha=0.02, steps=4, random_start=False),
-                 pgd_l2(binary, x, y, eps=eps, alpha=0.02, steps=30, key=jax.random.key(0)),  # radial clipping
-                 # shrinks the random start's tangential part geometrically: more steps
+                 # From a random start, radial clipping shrinks the tangential part geometrically.
+                 pgd_l2(binary, x, y, eps=eps, alpha=0.02, steps=30, key=jax.random.key(0)),
                  apgd(binary, x, y, eps=eps, norm="l2", steps=5, random_start=False)):
     np.testing.assert_allclose(result.x_adv, optimum, atol=1e-5)
 
@@ -267,3 +267,18 @@ def test_batch_shards_over_local_devices(tmp_path):
                              atol=1e-6)
   np.testing.assert_allclose(out["apgd"], apgd(f, x, y, eps=0.1, key=jax.random.key(1), steps=5).x_adv,
                              atol=1e-6)
+
+
+def test_package_imports_neither_experiments_nor_torch():
+  """attacks/ is model-agnostic library code: no experiment entry points, and PyTorch stays out."""
+  import ast
+  for path in (pathlib.Path(__file__).resolve().parents[1] / "attacks").glob("*.py"):
+    for node in ast.walk(ast.parse(path.read_text())):
+      if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+      elif isinstance(node, ast.ImportFrom):
+        names = [node.module or ""]
+      else:
+        continue
+      for name in names:
+        assert name.split(".")[0] not in ("experiments", "torch", "torchattacks"), (path, name)

@@ -1,0 +1,76 @@
+"""Flip-rate and landscape runners on real MNIST rows: controls, schema, resume, report."""
+import numpy as np
+import pytest
+
+from experiments import flip_rate, flip_rate_report, landscape
+from experiments.config import apply_overrides
+
+SMALL = ["models=relu,mlp_attn", "widths=64", "seeds=0", "eps=0,0.3", "n_train=40", "n_test=10", "epochs=20",
+         "pgd_steps=5", "mim_steps=3"]
+
+
+@pytest.fixture(scope="module")
+def run_records(tmp_path_factory):
+  workdir = tmp_path_factory.mktemp("flip")
+  config = apply_overrides(flip_rate.get_config(), SMALL)
+  return workdir, config, flip_rate.run(config, workdir)
+
+
+def test_controls_and_schema(run_records):
+  _, config, records = run_records
+  assert len(records) == 2 * len(flip_rate.ATTACKS) * 2
+  for r in records:
+    for f in flip_rate.KEY_FIELDS + ("flip_rate", "spearman", "n_top", "mean_linf_over_eps", "versions"):
+      assert f in r, f
+    assert r["n_top"] == 4  # ⌈0.1 · 40⌉
+    if r["eps"] == 0:  # the ε = 0 control: identical inputs, identical influence, no flips
+      assert r["flip_rate"] == 0.0 and r["spearman"] == pytest.approx(1.0)
+    else:
+      assert 0 < r["mean_linf_over_eps"] <= 1 + 1e-6
+  fgsm = [r for r in records if r["attack"] == "fgsm" and r["eps"] == 0.3]
+  assert all(r["mean_linf_over_eps"] > 0.9 for r in fgsm)  # sign steps use the budget (clipping aside)
+
+
+def test_resume_skips_recorded_points(run_records):
+  workdir, config, records = run_records
+  again = flip_rate.run(config, workdir)
+  assert len(again) == len(records)
+
+
+def test_report(run_records):
+  workdir, _, _ = run_records
+  text = flip_rate_report.write_report(workdir)
+  assert "| mnist | MLP-Attn |" in text and "34.6 / 28.9 / 21.9" in text
+  assert (workdir / "flip_rate_vs_eps.png").stat().st_size > 0
+
+
+def test_mean_ci():
+  m, h = flip_rate_report.mean_ci([1.0, 2.0, 3.0])
+  assert m == 2.0 and h == pytest.approx(4.302652729911275 * 1.0 / np.sqrt(3))  # t₀.₉₇₅(2) = 4.3027
+  assert flip_rate_report.mean_ci([5.0]) == (5.0, 0.0)
+
+
+def test_adversarial_training_runs(tmp_path):
+  config = apply_overrides(flip_rate.get_config(), SMALL + [
+      "adversarial_training=true", "at_rounds=1", "at_epochs_per_round=5", "attacks=pgd", "models=relu"])
+  records = flip_rate.run(config, tmp_path)
+  assert len(records) == 2 and all(r["adversarial_training"] for r in records)
+
+
+def test_landscape_runner(tmp_path):
+  config = apply_overrides(landscape.get_config(), [
+      "models=relu", "widths=32", "seeds=0", "n_train=30", "epochs=5", "top_k=2", "lanczos_iters=6",
+      "grid_1d=5", "grid_2d=3"])
+  records = landscape.run(config, tmp_path)
+  assert len(records) == 1 and len(records[0]["top_eigenvalues"]) == 2
+  assert records[0]["top_eigenvalues"][0] >= records[0]["top_eigenvalues"][1]
+  line = records[0]["landscape_1d"]
+  assert line[2] == pytest.approx(records[0]["train_loss"], rel=1e-5)  # the centre of the grid is θ̂
+  assert "| mnist | 2L-ReLU | 32 |" in landscape.write_report(tmp_path)
+
+
+@pytest.mark.parametrize("override,match", [("eps=-0.1", "eps"), ("attacks=cw", "attacks"),
+                                            ("top_fraction=0", "top_fraction")])
+def test_bad_config(override, match):
+  with pytest.raises(ValueError, match=match):
+    apply_overrides(flip_rate.get_config(), [override])
