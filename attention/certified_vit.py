@@ -11,7 +11,10 @@ Only the attention is left unconstrained: its local sensitivity at the input bei
 by ``attention.sensitivity`` (Havens et al., ICML 2024 report that constraining attention weight norms
 hurts clean accuracy more than it helps; REFERENCE.md §5). The attention has no query/key/value biases,
 so each head is exactly F_h(X) = rowsoftmax(X A_h Xᵀ) X W_V^h with A_h = W_Q^h W_K^hᵀ/√d_h and
-W_V^h = W_v^h W_o^h (``head_matrices``); the output bias cancels in differences.
+W_V^h = W_v^h W_o^h (``head_matrices``); the output bias cancels in differences. Optionally (the
+defaults) ‖A_h‖₂ ≤ ``attention_bound`` and ‖W_V^h‖₂ ≤ ``value_bound``/H by spectral normalisation of the
+factors: without them the trained attention is too sensitive for any bound to certify (see
+experiments/certify.py).
 
 The inputs of the attention layers are sown as ``intermediates`` (``forward_with_intermediates``).
 
@@ -151,7 +154,7 @@ class MultiHeadAttention(nn.Module):
     a_HxDxD, wv_HxDxD = head_matrices(c, params)
     logits = jnp.einsum("bnd,hde,bme->bhnm", x_BxNxD, a_HxDxD, x_BxNxD)
     probs = jax.nn.softmax(logits, axis=-1)
-    return jnp.einsum("bhnm,bmd,hde->bne", probs, x_BxNxD, wv_HxDxD) + b_o
+    return jnp.einsum("bhnm,bmd,hde->bne", probs, x_BxNxD, wv_HxDxD) + b_o[None, None, :]
 
 
 class AttentionBlock(nn.Module):
@@ -181,11 +184,12 @@ class CertifiedViT(nn.Module):
       noise_key = self.make_rng("dropout")
       x_BxHxWxC = x_BxHxWxC + c.noise_std * jax.random.normal(noise_key, x_BxHxWxC.shape, x_BxHxWxC.dtype)
     tokens = SpectralDense(c.dim, name="embed")(patchify(x_BxHxWxC, c.patch_size))
-    tokens = tokens + self.param("pos_embed", nn.initializers.normal(0.02), (c.num_tokens, c.dim))
+    tokens = tokens + self.param("pos_embed", nn.initializers.normal(0.02), (c.num_tokens, c.dim))[None]
     for layer in range(c.depth):
       tokens = AttentionBlock(c, name=f"block_{layer}")(tokens)
       tokens = SLL(c.sll_hidden, name=f"sll_{layer}")(tokens)
     pooled = bounded_norm(jnp.mean(tokens, axis=1), c.radius)
+    self.sow("intermediates", "features", pooled)
     return nn.Dense(c.num_classes, name="head")(pooled)
 
 
@@ -195,16 +199,18 @@ class Intermediates(NamedTuple):
   Attributes:
     logits: [B, num_classes].
     attention_inputs: [depth, B, n, d], N(X) at the input of each attention layer.
+    features: [B, d], the pooled, normalised feature z that the linear head reads.
   """
   logits: jnp.ndarray
   attention_inputs: jnp.ndarray
+  features: jnp.ndarray
 
 
 def forward_with_intermediates(config: CertifiedViTConfig, params, x_BxHxWxC) -> Intermediates:
   """Logits and the attention layers' inputs of ``CertifiedViT(config)`` (eval mode)."""
   logits, state = CertifiedViT(config).apply({"params": params}, x_BxHxWxC, mutable=["intermediates"])
   inputs = [state["intermediates"][f"block_{l}"]["attention_input"][0] for l in range(config.depth)]
-  return Intermediates(logits, jnp.stack(inputs))
+  return Intermediates(logits, jnp.stack(inputs), state["intermediates"]["features"][0])
 
 
 def embedding_lipschitz(params) -> jnp.ndarray:

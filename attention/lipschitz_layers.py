@@ -37,10 +37,17 @@ def sll_scaling(w_MxD, q_log_M) -> jnp.ndarray:
   return jnp.where(denom_M > 0, q_M / jnp.where(denom_M > 0, denom_M, 1.0), 0.0)
 
 
+def _last_axis(v_M, ndim: int) -> jnp.ndarray:
+  """v [m] reshaped to [1, …, 1, m] with ``ndim`` axes (explicit broadcasting)."""
+  return jnp.reshape(v_M, (1,) * (ndim - 1) + (-1,))
+
+
 def sll(x_xD, w_MxD, b_M, q_log_M) -> jnp.ndarray:
   """SLL layer h(x) = x − 2 Wᵀ diag(t) relu(W x + b) on the last axis of x [..., d] (1-Lipschitz)."""
+  x_xD = jnp.asarray(x_xD)
   t_M = sll_scaling(w_MxD, q_log_M)
-  return x_xD - 2.0 * (jax.nn.relu(x_xD @ w_MxD.T + b_M) * t_M) @ w_MxD
+  hidden = jax.nn.relu(x_xD @ w_MxD.T + _last_axis(b_M, x_xD.ndim)) * _last_axis(t_M, x_xD.ndim)
+  return x_xD - 2.0 * hidden @ w_MxD
 
 
 def bounded_norm(x_xD, radius) -> jnp.ndarray:
@@ -96,4 +103,4 @@ class SpectralDense(nn.Module):
   def __call__(self, x_xI):
     kernel = self.param("kernel", nn.initializers.orthogonal(), (x_xI.shape[-1], self.features))
     bias = self.param("bias", nn.initializers.zeros, (self.features,))
-    return x_xI @ spectral_normalized(kernel) + bias
+    return x_xI @ spectral_normalized(kernel) + _last_axis(bias, x_xI.ndim)

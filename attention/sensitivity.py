@@ -20,15 +20,18 @@ R_V = max_k ‖v_k − v̄‖₂, μ the mean token, X_c = X − 1μᵀ, δ_i th
     for any m_i. Shifting row i by δ_iAμᵀ + x_iAδ̄ᵀ + δ_iAδ̄ᵀ gives D̃ = ΔAX_cᵀ + XA(Δ − 1δ̄ᵀ)ᵀ +
     ΔA(Δ − 1δ̄ᵀ)ᵀ, and since ‖Δ − 1δ̄ᵀ‖_F ≤ ‖Δ‖_F and ‖Δ‖₂ ≤ ‖Δ‖_F,
         ‖D̃‖_F ≤ D̃(ε) := (‖X_cAᵀ‖₂ + ‖XA‖₂) ε + ‖A‖₂ ε².
-(2) Mean value theorem with ‖J‖₂ ≤ ½ along the segment: ‖p'_i − p_i‖₂ ≤ ½‖d̃_i‖₂, so
-    ‖P' − P‖₂ ≤ ‖P' − P‖_F ≤ ½ D̃(ε).
-(3) Value term: ‖P'ΔW_V‖_F ≤ ‖P'‖₂‖Δ‖_F‖W_V‖₂ ≤ (‖P‖₂ + ½D̃(ε)) ‖W_V‖₂ ε.
+(2) Along the segment s_i + t d_i the probabilities q(t) obey q_k(t) ≤ p_k e^{range(d_i)} and
+    range(d_i) ≤ √2‖d̃_i‖₂ ≤ √2 D̃(ε), so max_k q_k(t) ≤ p* e^{√2D̃(ε)} with p* = max_ik P_ik. Since
+    0 ⪯ J(q) ⪯ diag(q), ‖J(q)‖₂ ≤ min(½, max_k q_k) ≤ c(ε) := min(½, p* e^{√2D̃(ε)}), and the mean value
+    theorem gives ‖p'_i − p_i‖₂ ≤ c(ε)‖d̃_i‖₂, so ‖P' − P‖₂ ≤ ‖P' − P‖_F ≤ c(ε) D̃(ε).
+(3) Value term: ‖P'ΔW_V‖_F ≤ ‖P'‖₂‖Δ‖_F‖W_V‖₂ ≤ (‖P‖₂ + c(ε)D̃(ε)) ‖W_V‖₂ ε.
 (4) Softmax term, Taylor with integral remainder along s_i + t d_i, t ∈ [0, 1]:
         p'_i − p_i = J_i d_i + ρ_i,   ρ_i = ∫₀¹ (1 − t) ∇²σ(s_i + t d_i)[d_i, d_i] dt,
     and for any probability vector q = σ(s): ∇²σ(s)[d, d] = q ⊙ ((d − qᵀd)² − Var_q(d)). Its entries sum to
-    0 and their absolute values to ≤ 2 Var_q(d) ≤ ½ range(d)² ≤ ‖d̃‖₂² (range(d) = range(d̃) ≤ √2‖d̃‖₂).
-    Because ρ_i sums to 0, ρ_iᵀV = ρ_iᵀ(V − 1v̄ᵀ), so ‖ρ_iᵀV‖ ≤ ½ R_V ‖d̃_i‖² for every t-path, and
-        ‖[ρ_iᵀV]_i‖_F ≤ ½ R_V Σ_i ‖d̃_i‖² ≤ ½ R_V D̃(ε)²                     [remainder term].
+    0 and their absolute values to ≤ 2 Var_q(d), with Var_q(d) ≤ Σ_k q_k d̃_k² ≤ max_k q_k ‖d̃‖² and
+    Var_q(d) ≤ ¼ range(d)² ≤ ½‖d̃‖²; so Var_{q(t)}(d_i) ≤ c(ε)‖d̃_i‖² on the whole segment (step 2).
+    Because ρ_i sums to 0, ρ_iᵀV = ρ_iᵀ(V − 1v̄ᵀ), so ‖ρ_iᵀV‖ ≤ ∫₀¹(1 − t)dt · 2c(ε)‖d̃_i‖² R_V and
+        ‖[ρ_iᵀV]_i‖_F ≤ c(ε) R_V Σ_i ‖d̃_i‖² ≤ c(ε) R_V D̃(ε)²                 [remainder term].
     The linear part, row i: (J_i d_i)ᵀV = d_iᵀ J_i V, split along (1):
     query side  δ_i A Xᵀ J_i V: a block-diagonal operator in Δ, norm σ_Q = max_i ‖A Xᵀ J_i V‖₂ (exact);
     key side    x_i A Δᵀ J_i V =: K(Δ)_i: a dense operator. In column-major vec, vec(XAΔᵀ) = (I_n ⊗ XA)
@@ -40,11 +43,11 @@ R_V = max_k ‖v_k − v̄‖₂, μ the mean token, X_c = X − 1μᵀ, δ_i th
                 a_iᵀ = x_iA and B_i = J_iV: σ_K ≤ ‖diag(‖B_i‖₂) XA‖₂ and σ_K ≤ √λ_max(Σ_i ‖a_i‖² B_iB_iᵀ).
     second order δ_i A Δᵀ J_i V: ≤ ‖δ_i‖ ‖A‖₂ ε ‖J_iV‖₂, so ≤ ‖A‖₂ max_i ‖J_iV‖₂ ε².
 (5) Fine-grained bound (sum of (3), (4)):
-        B_fine(ε) = (‖P‖₂ + ½D̃(ε))‖W_V‖₂ε + (σ_Q + σ_K)ε + ‖A‖₂ max_i‖J_iV‖₂ ε² + ½R_V D̃(ε)².
+        B_fine(ε) = (‖P‖₂ + c(ε)D̃(ε))‖W_V‖₂ε + (σ_Q + σ_K)ε + ‖A‖₂ max_i‖J_iV‖₂ ε² + c(ε)R_V D̃(ε)².
     Its ε-coefficient ‖P‖₂‖W_V‖₂ + σ_Q + σ_K bounds the Jacobian norm of F at X (first order); the other
     terms are the exact price of finite ε.
 (6) Naive bound (global norms only): ‖P'‖₂ ≤ ‖P'‖_F ≤ √n, ‖XW_V‖₂ ≤ ‖X‖₂‖W_V‖₂ and (2) with the
-    uncentred ‖D‖_F ≤ 2‖A‖₂‖X‖₂ε + ‖A‖₂ε²:
+    uncentred ‖D‖_F ≤ 2‖A‖₂‖X‖₂ε + ‖A‖₂ε², and the global ½ of step (2):
         B_naive(ε) = √n ‖W_V‖₂ ε + ½‖A‖₂(2‖X‖₂ε + ε²)‖X‖₂‖W_V‖₂.
     B_fine can exceed B_naive at large ε (its remainder is quadratic in ‖XA‖₂ε); certify with the minimum.
 
@@ -73,6 +76,7 @@ class HeadConstants(NamedTuple):
   Attributes:
     n_tokens: n, the number of tokens (float).
     p_norm: ‖P‖₂ of the attention matrix at X.
+    p_max: p* = max_ik P_ik, the largest attention weight.
     wv_norm: ‖W_V‖₂.
     a_norm: ‖A‖₂.
     x_norm: ‖X‖₂.
@@ -87,6 +91,7 @@ class HeadConstants(NamedTuple):
   """
   n_tokens: jnp.ndarray
   p_norm: jnp.ndarray
+  p_max: jnp.ndarray
   wv_norm: jnp.ndarray
   a_norm: jnp.ndarray
   x_norm: jnp.ndarray
@@ -215,6 +220,7 @@ def head_constants(x_NxD, a_DxD, w_v_DxE, *, key, power_iters: int = 100) -> Hea
   return HeadConstants(
       n_tokens=jnp.asarray(n, dtype),
       p_norm=spectral_norm(p_NxN),
+      p_max=jnp.max(p_NxN),
       wv_norm=spectral_norm(w_v_DxE),
       a_norm=spectral_norm(a_DxD),
       x_norm=spectral_norm(x_NxD),
@@ -232,6 +238,11 @@ def head_constants(x_NxD, a_DxD, w_v_DxE, *, key, power_iters: int = 100) -> Hea
 def logit_shift_bound(c: HeadConstants, eps) -> jnp.ndarray:
   """D̃(ε) = (‖X_cAᵀ‖₂ + ‖XA‖₂)ε + ‖A‖₂ε² ≥ ‖D̃‖_F, the row-centred logit change (step 1)."""
   return (c.xca_norm + c.xa_norm) * eps + c.a_norm * eps ** 2
+
+
+def softmax_jacobian_bound(c: HeadConstants, eps) -> jnp.ndarray:
+  """c(ε) = min(½, p*·exp(√2 D̃(ε))) ≥ ‖J(q)‖₂ and ≥ Var_q(d)/‖d̃‖² on the whole segment (step 2)."""
+  return jnp.minimum(0.5, c.p_max * jnp.exp(jnp.sqrt(2.0) * logit_shift_bound(c, eps)))
 
 
 def bound_terms(c: HeadConstants, eps, *, key_norm: KeyNorm = "power") -> dict:
@@ -254,12 +265,13 @@ def bound_terms(c: HeadConstants, eps, *, key_norm: KeyNorm = "power") -> dict:
   eps = check_eps(eps)
   sigma_k = c.key_norm if key_norm == "power" else c.key_norm_upper
   shift = logit_shift_bound(c, eps)
+  jac = softmax_jacobian_bound(c, eps)
   terms = dict(
-      value=(c.p_norm + 0.5 * shift) * c.wv_norm * eps,
+      value=(c.p_norm + jac * shift) * c.wv_norm * eps,
       query=c.query_norm * eps,
       key=sigma_k * eps,
       second_order=c.a_norm * c.jv_norm * eps ** 2,
-      remainder=0.5 * c.value_radius * shift ** 2,
+      remainder=jac * c.value_radius * shift ** 2,
   )
   terms["fine"] = sum(terms.values())
   terms["naive_value"] = jnp.sqrt(c.n_tokens) * c.wv_norm * eps

@@ -1,0 +1,206 @@
+"""Lipschitz layers, the composed ViT bound and margin certificates (attention.lipschitz_layers,
+certified_vit, certification): 1-Lipschitz layers, sound layer radii, no certified sample broken by PGD."""
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from attacks import pgd_l2
+from attention import certification as C
+from attention.certified_vit import (CertifiedViT, CertifiedViTConfig, embedding_lipschitz,
+                                     forward_with_intermediates, head_matrices, patchify)
+from attention.lipschitz_layers import bounded_norm, sll, sll_scaling, spectral_normalized
+
+SMALL = CertifiedViTConfig(num_classes=3, image_size=8, channels=1, patch_size=4, dim=8, depth=2,
+                           num_heads=2, sll_hidden=12, attention_bound=1.0, value_bound=1.0)
+
+
+def _sll_params(seed, d=5, m=7, scale=1.0):
+  rng = np.random.default_rng(seed)
+  return rng.normal(size=(m, d)) * scale, rng.normal(size=m), rng.normal(size=m)
+
+
+@pytest.mark.parametrize("seed,scale", [(0, 0.1), (1, 1.0), (2, 10.0)])
+def test_sll_is_one_lipschitz(seed, scale):
+  with jax.experimental.enable_x64():
+    w, b, q = _sll_params(seed, scale=scale)
+    rng = np.random.default_rng(seed + 10)
+    x, y = rng.normal(size=(500, 5)) * 3, rng.normal(size=(500, 5)) * 3
+    y[:250] = x[:250] + 1e-3 * rng.normal(size=(250, 5))   # near pairs probe the Jacobian
+    hx, hy = np.asarray(sll(x, w, b, q)), np.asarray(sll(y, w, b, q))
+    ratios = np.linalg.norm(hx - hy, axis=1) / np.linalg.norm(x - y, axis=1)
+    assert ratios.max() <= 1 + 1e-12
+    jac = jax.vmap(jax.jacfwd(lambda v: sll(v, w, b, q)))(jnp.asarray(x[:100]))
+    norms = np.linalg.svd(np.asarray(jac), compute_uv=False)[:, 0]
+    assert norms.max() <= 1 + 1e-12
+    assert norms.max() > 0.99   # the Jacobian is I − 2WᵀTΛW: some direction keeps norm ~1
+    # Doubling t breaks the guarantee for some W: the scaling is what makes it 1-Lipschitz.
+    t = np.asarray(sll_scaling(w, q))
+    assert np.linalg.eigvalsh(w.T @ np.diag(t) @ w).max() <= 1 + 1e-12
+
+
+def test_sll_zero_row_gives_no_nan():
+  w, b, q = _sll_params(0)
+  w[2] = 0.0
+  assert np.all(np.isfinite(np.asarray(sll(np.ones((3, 5)), w, b, q))))
+  assert float(sll_scaling(w, q)[2]) == 0.0
+
+
+def test_bounded_norm_is_one_lipschitz_and_bounded():
+  rng = np.random.default_rng(0)
+  x, y = rng.normal(size=(400, 6)) * 4, rng.normal(size=(400, 6)) * 4
+  nx, ny = np.asarray(bounded_norm(x, 2.0)), np.asarray(bounded_norm(y, 2.0))
+  assert np.linalg.norm(nx, axis=1).max() <= 2.0 + 1e-5
+  np.testing.assert_allclose(nx.mean(axis=1), 0.0, atol=1e-6)
+  assert np.all(np.linalg.norm(nx - ny, axis=1) <= np.linalg.norm(x - y, axis=1) + 1e-5)
+  grad = jax.grad(lambda v: jnp.sum(bounded_norm(v, 1.0)))(jnp.zeros(4))
+  assert np.all(np.isfinite(np.asarray(grad)))
+  small = rng.normal(size=6) * 0.01
+  np.testing.assert_allclose(np.asarray(bounded_norm(small, 2.0)), small - small.mean(), rtol=1e-5)
+
+
+def test_spectral_normalized_and_patchify():
+  w = np.random.default_rng(0).normal(size=(6, 4)) * 5
+  assert np.linalg.norm(np.asarray(spectral_normalized(w)), 2) <= 1 + 1e-5
+  small = w / 100
+  np.testing.assert_allclose(np.asarray(spectral_normalized(small)), small, rtol=1e-6)
+  x = np.random.default_rng(1).normal(size=(2, 8, 8, 3))
+  p = np.asarray(patchify(jnp.asarray(x), 4))
+  assert p.shape == (2, 4, 48)
+  np.testing.assert_allclose(np.linalg.norm(p.reshape(2, -1), axis=1), np.linalg.norm(x.reshape(2, -1), axis=1),
+                             rtol=1e-6)
+  np.testing.assert_allclose(p[0, 1], x[0, :4, 4:8].reshape(-1), rtol=1e-6)
+
+
+def _model(seed=0, config=SMALL):
+  x = jax.random.uniform(jax.random.PRNGKey(seed + 100), (12, config.image_size, config.image_size,
+                                                         config.channels))
+  params = CertifiedViT(config).init(jax.random.PRNGKey(seed), x[:1])["params"]
+  return config, params, x
+
+
+def test_head_matrices_reproduce_the_layer():
+  config, params, x = _model()
+  out = forward_with_intermediates(config, params, x)
+  a, w_v = head_matrices(config, params["block_0"]["attention"])
+  assert float(jnp.max(jnp.linalg.svd(a, compute_uv=False)[:, 0])) <= config.attention_bound * (1 + 1e-5)
+  assert float(jnp.max(jnp.linalg.svd(w_v, compute_uv=False)[:, 0])) <= 0.5 * (1 + 1e-5)
+  y = out.attention_inputs[0]
+  heads = sum(jax.nn.softmax(y @ a[h] @ jnp.swapaxes(y, 1, 2), -1) @ y @ w_v[h] for h in range(2))
+  from attention.certified_vit import MultiHeadAttention
+  layer = MultiHeadAttention(config).apply({"params": params["block_0"]["attention"]}, y)
+  np.testing.assert_allclose(np.asarray(layer - params["block_0"]["attention"]["b_o"][None, None]), np.asarray(heads),
+                             rtol=1e-4, atol=1e-5)
+
+
+@functools.partial(jax.jit, static_argnames=("config",))
+def _features_and_inputs(config, params, x):
+  out = forward_with_intermediates(config, params, x)
+  return out.features, out.attention_inputs
+
+
+@pytest.mark.parametrize("mode", ["min", "fine", "naive"])
+def test_layer_radii_are_sound_under_attack(mode):
+  """Every attention input and the pooled feature move by at most the composed radii, for random
+  perturbations and for PGD on the feature deviation."""
+  with jax.experimental.enable_x64():
+    config, params, x = _model(1)
+    params = jax.tree_util.tree_map(lambda p: p.astype(jnp.float64) * 3.0, params)  # sharper attention
+    x = x.astype(jnp.float64)
+    _, consts = C.layer_constants(config, params, x, key=jax.random.PRNGKey(0), power_iters=200)
+    lip = embedding_lipschitz(params)
+    z0, inputs0 = _features_and_inputs(config, params, x)
+    for eps in (0.01, 0.3, 2.0):
+      radii = np.asarray(C.layer_radii(consts, eps, embed_lipschitz=lip, mode=mode))   # [L+1, B]
+      rz = np.asarray(C.feature_radius(consts, eps, embed_lipschitz=lip, mode=mode))
+      objective = lambda d: jnp.sum((_features_and_inputs(config, params, x + d)[0] - z0) ** 2)
+      key = jax.random.PRNGKey(int(eps * 100))
+      d = jax.random.normal(key, x.shape, x.dtype)
+      d = eps * d / jnp.linalg.norm(d.reshape(len(x), -1), axis=1)[:, None, None, None]
+      for _ in range(30):   # PGD-L2 on Σ_b ‖Δz_b‖² (samples do not interact)
+        g = jax.grad(objective)(d)
+        g = g / (jnp.linalg.norm(g.reshape(len(x), -1), axis=1)[:, None, None, None] + 1e-30)
+        d = d + 0.3 * eps * g
+        d = d * jnp.minimum(1.0, eps / jnp.linalg.norm(d.reshape(len(x), -1), axis=1))[:, None, None, None]
+      z1, inputs1 = _features_and_inputs(config, params, x + d)
+      assert np.all(np.linalg.norm(np.asarray(z1 - z0), axis=1) <= rz * (1 + 1e-9))
+      token_dev = np.linalg.norm(np.asarray(inputs1 - inputs0), axis=(2, 3))   # [L, B]
+      assert np.all(token_dev <= radii[:-1] * (1 + 1e-9))
+
+
+def test_min_bound_never_looser_and_per_pair_never_weaker():
+  config, params, x = _model(2)
+  logits, consts = C.layer_constants(config, params, x, key=jax.random.PRNGKey(0))
+  lip = embedding_lipschitz(params)
+  labels = jnp.argmax(logits, axis=1)
+  for eps in (0.01, 0.1, 1.0):
+    r = {m: C.feature_radius(consts, eps, embed_lipschitz=lip, mode=m) for m in C.MODES}
+    assert np.all(np.asarray(r["min"]) <= np.minimum(np.asarray(r["naive"]), np.asarray(r["fine"])) * (1 + 1e-6))
+    rigorous = C.feature_radius(consts, eps, embed_lipschitz=lip, key_norm="closed_form")
+    assert np.all(np.asarray(rigorous) >= np.asarray(r["min"]) * (1 - 1e-6))
+    pair = C.margin_certificate(logits, labels, C.head_kernel(params), r["min"], form="per_pair")
+    tsu = C.margin_certificate(logits, labels, C.head_kernel(params), r["min"], form="tsuzuku")
+    assert np.all(np.asarray(pair) >= np.asarray(tsu))
+
+
+def test_margin_certificate_by_hand():
+  w = jnp.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])   # w_0 = e_0, w_1 = e_1, w_2 = 0
+  logits = jnp.array([[2.0, 1.0, 0.0], [2.0, 1.0, 0.0], [0.0, 3.0, 0.0]])
+  labels = jnp.array([0, 0, 0])
+  # pair (0, 1): margin 1, ‖w_0 − w_1‖ = √2; pair (0, 2): margin 2, ‖w_0‖ = 1.
+  radius = jnp.array([0.7, 0.71, 0.0])
+  got = C.margin_certificate(logits, labels, w, radius)
+  assert got.tolist() == [True, False, False]   # 1 > √2·0.7 = 0.99; 1 < √2·0.71; sample 3 misclassified
+  # Tsuzuku: margin 1 > √2·‖W‖₂·r with ‖W‖₂ = 1.
+  assert C.margin_certificate(logits, labels, w, jnp.array([0.7, 0.71, 0.0]), form="tsuzuku").tolist() == [
+      True, False, False]
+
+
+def test_certified_samples_survive_pgd_l2():
+  """A certified sample is never broken by PGD-L2 at that ε (labels = the model's own predictions, so
+  there are certified samples; an untrained model with sharpened weights so that some are not)."""
+  config, params, x = _model(3)
+  params = jax.tree_util.tree_map(lambda p: p * 2.0, params)
+  logits, consts = C.layer_constants(config, params, x, key=jax.random.PRNGKey(0))
+  labels = jnp.argmax(logits, axis=1)
+  lip = embedding_lipschitz(params)
+  apply = jax.tree_util.Partial(lambda p, v: CertifiedViT(config).apply({"params": p}, v), params)
+  radius = C.certified_radius(consts, logits, labels, C.head_kernel(params), embed_lipschitz=lip,
+                              eps_max=10.0)
+  assert np.all(np.asarray(radius) > 0)
+  n_certified = 0
+  for eps in (0.5 * float(jnp.median(radius)), 2.0 * float(jnp.max(radius))):
+    r = C.feature_radius(consts, eps, embed_lipschitz=lip)
+    cert = np.asarray(C.margin_certificate(logits, labels, C.head_kernel(params), r))
+    assert np.array_equal(cert, np.asarray(radius) >= eps)   # the radius is where the certificate ends
+    attack = pgd_l2(apply, x, labels, eps=eps, key=jax.random.PRNGKey(1), alpha=eps / 4, steps=40,
+                    bounds=(-10.0, 10.0))
+    assert not np.any(np.asarray(attack.success) & cert)
+    n_certified += int(cert.sum())
+  assert n_certified > 0
+
+
+def test_bad_inputs_raise_clear_errors():
+  config, params, x = _model()
+  logits, consts = C.layer_constants(config, params, x, key=jax.random.PRNGKey(0))
+  kernel = C.head_kernel(params)
+  with pytest.raises(ValueError, match="eps"):
+    C.feature_radius(consts, -0.5, embed_lipschitz=1.0)
+  with pytest.raises(ValueError, match="mode"):
+    C.feature_radius(consts, 0.5, embed_lipschitz=1.0, mode="crown")
+  with pytest.raises(ValueError, match="key_norm"):
+    C.layer_radii(consts, 0.5, embed_lipschitz=1.0, key_norm="exact")
+  with pytest.raises(ValueError, match="labels must lie"):
+    C.margin_certificate(logits, jnp.full(len(x), 7), kernel, 0.1)
+  with pytest.raises(ValueError, match="form"):
+    C.margin_certificate(logits, jnp.zeros(len(x), int), kernel, 0.1, form="lmt")
+  with pytest.raises(ValueError, match="eps_max"):
+    C.certified_radius(consts, logits, jnp.zeros(len(x), int), kernel, embed_lipschitz=1.0, eps_max=0.0)
+  with pytest.raises(ValueError, match="patch_size"):
+    CertifiedViTConfig(image_size=10, patch_size=4).validate()
+  with pytest.raises(ValueError, match="attention_bound"):
+    CertifiedViTConfig(attention_bound=-1.0).validate()
+  with pytest.raises(ValueError, match="expects images"):
+    CertifiedViT(config).apply({"params": params}, jnp.zeros((1, 9, 9, 1)))

@@ -1,0 +1,255 @@
+"""Differential attention (reference semantics), gradient alignment, Lemma 1 and Theorem 3.
+
+Tiny layers and 8×8 images keep this file fast; Lemma 1 is checked in float64.
+"""
+import math
+
+import flax
+import jax
+import jax.experimental
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from attention.alignment import (
+    cosine_alignment,
+    head_alignment,
+    jacobian_gram,
+    lemma1_norm,
+    theorem3_predicts_da_more_sensitive,
+    theorem3_threshold,
+)
+from attention.differential import (
+    DifferentialAttention,
+    MultiHeadSelfAttention,
+    lambda_init_schedule,
+    reparameterized_lambda,
+    softmax_attention_map,
+)
+from attention.vit import ViTConfig, init_params, matched_configs
+
+H, D, N = 2, 4, 5  # differential heads, head width, tokens; model width 2·H·D = 16
+DIM = 2 * H * D
+
+
+def _layer_and_params(lambda_init=0.8, seed=0, learnable_gain=True):
+  layer = DifferentialAttention(H, D, lambda_init, learnable_gain=learnable_gain)
+  x = jax.random.normal(jax.random.key(seed), (3, N, DIM))
+  params = layer.init(jax.random.key(seed + 1), x)["params"]
+  if learnable_gain:  # a non-trivial gain, so the test sees where it is applied
+    params = {**params, "norm_gain": 1.0 + 0.1 * jax.random.normal(jax.random.key(seed + 2), (2 * D,))}
+  return layer, params, x
+
+
+def _with_lambda(params, target, lambda_init):
+  """Sets the four λ vectors so that λ = exp(λ_q1·λ_k1) − exp(λ_q2·λ_k2) + λ_init equals target."""
+  if target >= lambda_init:
+    a, b = math.log(target + 1 - lambda_init), 0.0
+  else:
+    a, b = 0.0, math.log(1 + lambda_init - target)
+  e0 = np.eye(D, dtype=np.float32)[0]
+  vec = lambda v: jnp.asarray(math.sqrt(abs(v)) * e0)  # noqa: E731
+  sgn = lambda v: jnp.asarray(math.copysign(math.sqrt(abs(v)), v) * e0)  # noqa: E731
+  return {**params, "lambda_q1": vec(a), "lambda_k1": sgn(a), "lambda_q2": vec(b), "lambda_k2": sgn(b)}
+
+
+def _reference_standard_heads(params, x, lambda_init):
+  """Standard softmax attention of the A₁ heads (query/key heads 2h) with value width 2d, followed by the
+  same per-head RMSNorm, gain and (1 − λ_init) scale, in float64 numpy."""
+  p = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), flax.core.unfreeze(params))
+  x = np.asarray(x, np.float64)
+  b = x.shape[0]
+  q = (x @ p["q_proj"]["kernel"]).reshape(b, N, H, 2, D)[:, :, :, 0].transpose(0, 2, 1, 3)
+  k = (x @ p["k_proj"]["kernel"]).reshape(b, N, H, 2, D)[:, :, :, 0].transpose(0, 2, 1, 3)
+  v = (x @ p["v_proj"]["kernel"]).reshape(b, N, H, 2 * D).transpose(0, 2, 1, 3)
+  s = np.einsum("bhnd,bhmd->bhnm", q, k) / math.sqrt(D)
+  a = np.exp(s - s.max(-1, keepdims=True))
+  a /= a.sum(-1, keepdims=True)
+  o = np.einsum("bhnm,bhme->bhne", a, v)
+  o = o / np.sqrt(np.mean(o ** 2, -1, keepdims=True) + 1e-5) * p["norm_gain"].reshape(1, 1, 1, -1)
+  o = o * (1 - lambda_init)
+  return o.transpose(0, 2, 1, 3).reshape(b, N, DIM) @ p["out_proj"]["kernel"]
+
+
+def test_lambda_schedule_and_reparameterisation():
+  assert lambda_init_schedule(0) == pytest.approx(0.2)
+  assert lambda_init_schedule(3) == pytest.approx(0.8 - 0.6 * math.exp(-0.9))
+  assert lambda_init_schedule(100) == pytest.approx(0.8)
+  z = jnp.zeros(D)
+  assert float(reparameterized_lambda(z, z, z, z, 0.8)) == pytest.approx(0.8)  # e⁰ − e⁰ + λ_init
+  layer, params, x = _layer_and_params()
+  _, maps = layer.apply({"params": _with_lambda(params, -0.7, 0.8)}, x, return_maps=True)
+  assert float(maps.lam) == pytest.approx(-0.7, abs=1e-6)
+
+
+def test_lambda_zero_reduces_to_standard_attention_with_the_same_normalisation():
+  lambda_init = 0.8
+  layer, params, x = _layer_and_params(lambda_init)
+  params = _with_lambda(params, 0.0, lambda_init)
+  out, maps = layer.apply({"params": params}, x, return_maps=True)
+  assert abs(float(maps.lam)) < 1e-6
+  np.testing.assert_allclose(np.asarray(out), _reference_standard_heads(params, x, lambda_init), rtol=2e-5,
+                             atol=2e-5)
+  # With λ = 0 the second map's projections (query/key heads 2h + 1) have no effect.
+  q = np.asarray(params["q_proj"]["kernel"]).reshape(DIM, H, 2, D).copy()
+  q[:, :, 1] += 5.0
+  moved = {**params, "q_proj": {"kernel": jnp.asarray(q.reshape(DIM, DIM))}}
+  np.testing.assert_allclose(np.asarray(layer.apply({"params": moved}, x)), np.asarray(out), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("lam", [-1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 2.0])
+def test_finite_for_lambda_in_minus_one_to_two(lam):
+  layer, params, x = _layer_and_params(0.5)
+  out, maps = layer.apply({"params": _with_lambda(params, lam, 0.5)}, 30.0 * x, return_maps=True)
+  assert float(maps.lam) == pytest.approx(lam, abs=1e-5)
+  assert np.isfinite(np.asarray(out)).all()
+  np.testing.assert_allclose(np.asarray(maps.a1).sum(-1), 1.0, rtol=1e-5)
+  np.testing.assert_allclose(np.asarray(maps.a2).sum(-1), 1.0, rtol=1e-5)
+
+
+def test_identical_maps_with_lambda_one_give_zero_not_nan():
+  """A₁ = A₂ and λ = 1: (A₁ − λA₂)V = 0, and RMSNorm's eps keeps the output at exactly 0."""
+  layer, params, x = _layer_and_params(0.5, learnable_gain=False)
+  q = np.array(params["q_proj"]["kernel"]).reshape(DIM, H, 2, D)
+  k = np.array(params["k_proj"]["kernel"]).reshape(DIM, H, 2, D)
+  q[:, :, 1], k[:, :, 1] = q[:, :, 0], k[:, :, 0]
+  params = _with_lambda({**params, "q_proj": {"kernel": jnp.asarray(q.reshape(DIM, DIM))},
+                         "k_proj": {"kernel": jnp.asarray(k.reshape(DIM, DIM))}}, 1.0, 0.5)
+  out = np.asarray(layer.apply({"params": params}, x))
+  assert np.isfinite(out).all() and np.abs(out).max() < 1e-4
+
+
+def test_softmax_runs_in_float32_for_narrow_inputs():
+  q = jax.random.normal(jax.random.key(0), (1, 2, N, D)).astype(jnp.bfloat16)
+  a = softmax_attention_map(q, q)
+  assert a.dtype == jnp.float32
+  np.testing.assert_allclose(np.asarray(a).sum(-1), 1.0, rtol=1e-6)
+
+
+def test_standard_and_differential_layers_have_the_same_projection_shapes():
+  x = jnp.zeros((1, N, DIM))
+  std = MultiHeadSelfAttention(2 * H, D).init(jax.random.key(0), x)["params"]
+  diff = DifferentialAttention(H, D, 0.8).init(jax.random.key(0), x)["params"]
+  for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
+    assert std[name]["kernel"].shape == diff[name]["kernel"].shape == (DIM, DIM)
+  extra = sum(np.size(v) for k, v in diff.items() if k not in std)
+  assert extra == 4 * D + 2 * D  # λ's four vectors and the RMSNorm gain
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(num_heads=0, head_dim=4, lambda_init=0.8), "num_heads"),
+    (dict(num_heads=2, head_dim=0, lambda_init=0.8), "head_dim"),
+    (dict(num_heads=2, head_dim=4, lambda_init=1.0), "lambda_init"),
+    (dict(num_heads=2, head_dim=4, lambda_init=-0.1), "lambda_init"),
+    (dict(num_heads=2, head_dim=4, lambda_init=float("nan")), "lambda_init"),
+])
+def test_bad_layer_arguments(kwargs, match):
+  with pytest.raises(ValueError, match=match):
+    DifferentialAttention(**kwargs).init(jax.random.key(0), jnp.zeros((1, N, DIM)))
+
+
+def test_wrong_input_width_and_rank():
+  with pytest.raises(ValueError, match="feature dim"):
+    DifferentialAttention(H, D, 0.8).init(jax.random.key(0), jnp.zeros((1, N, DIM + 1)))
+  with pytest.raises(ValueError, match="batch, tokens, dim"):
+    MultiHeadSelfAttention(2 * H, D).init(jax.random.key(0), jnp.zeros((N, DIM)))
+  with pytest.raises(ValueError, match="lambda_init_schedule|layer_index"):
+    lambda_init_schedule(-1)
+
+
+# Gradient alignment -------------------------------------------------------------------------------------
+
+
+def test_jacobian_gram_of_a_hand_built_two_branch_map_has_the_known_angle():
+  """A₁(x) = W₁x, A₂(x) = c·(cos φ·W₁ + sin φ·W⊥)x with ⟨W₁, W⊥⟩_F = 0, ‖W⊥‖ = ‖W₁‖: cos θ = cos φ, ρ = c."""
+  rng = np.random.default_rng(0)
+  w1 = rng.normal(size=(6, 7))
+  w_perp = rng.normal(size=(6, 7))
+  w_perp -= np.sum(w_perp * w1) / np.sum(w1 * w1) * w1
+  w_perp *= np.linalg.norm(w1) / np.linalg.norm(w_perp)
+  phi, c = 2.0, 0.7
+  w2 = c * (math.cos(phi) * w1 + math.sin(phi) * w_perp)
+  with jax.experimental.enable_x64():
+    maps_fn = lambda x: jnp.stack([jnp.asarray(w1) @ x, jnp.asarray(w2) @ x])[None]  # noqa: E731  [1, 2, 6]
+    gram = np.asarray(jacobian_gram(maps_fn, jnp.asarray(rng.normal(size=7)), chunk_size=3))[0]
+  assert gram[0, 1] / math.sqrt(gram[0, 0] * gram[1, 1]) == pytest.approx(math.cos(phi), abs=1e-12)
+  assert math.sqrt(gram[1, 1] / gram[0, 0]) == pytest.approx(c, abs=1e-12)
+  cos, rho = cosine_alignment(w1, w2)
+  assert float(cos) == pytest.approx(math.cos(phi), abs=1e-6) and float(rho) == pytest.approx(c, abs=1e-6)
+
+
+def test_mirrored_softmax_branches_are_anti_aligned_and_lemma1_gives_one_plus_lambda_rho():
+  """A₁(x) = softmax(x), A₂(x) = softmax(−x): at x = 0, J₂ = −J₁, so cos θ = −1 and ‖∇A_DA‖ = (1 + λ)‖∇A₁‖."""
+  with jax.experimental.enable_x64():
+    maps_fn = lambda x: jnp.stack([jax.nn.softmax(x), jax.nn.softmax(-x)])[None]  # noqa: E731
+    gram = np.asarray(jacobian_gram(maps_fn, jnp.zeros(5, jnp.float64)))[0]
+    cos = gram[0, 1] / math.sqrt(gram[0, 0] * gram[1, 1])
+    lam = 0.8
+    via_lemma = float(lemma1_norm(math.sqrt(gram[0, 0]), 1.0, cos, lam))
+  assert cos == pytest.approx(-1.0, abs=1e-12)
+  assert via_lemma == pytest.approx((1 + lam) * math.sqrt(gram[0, 0]), rel=1e-12)
+
+
+def test_jacobian_gram_equals_explicit_jacobians():
+  with jax.experimental.enable_x64():
+    x = jax.random.normal(jax.random.key(0), (3, 4), jnp.float64)
+    maps_fn = lambda x: jnp.stack([jnp.tanh(x) ** 2, jnp.sin(x) * x])[None]  # noqa: E731
+    gram = np.asarray(jacobian_gram(maps_fn, x, chunk_size=5))[0]
+    jac = np.asarray(jax.jacfwd(maps_fn)(x))[0].reshape(2, -1)
+  np.testing.assert_allclose(gram, jac @ jac.T, rtol=1e-12)
+
+
+def _tiny_pair(lambda_init=0.8, depth=2):
+  base = ViTConfig(num_classes=3, image_size=8, patch_size=4, dim=8, depth=depth, num_heads=4,
+                   lambda_init=lambda_init)
+  vit_cfg, diff_cfg = matched_configs(base)
+  return vit_cfg, diff_cfg, init_params(vit_cfg, key=jax.random.key(0), channels=1), \
+      init_params(diff_cfg, key=jax.random.key(1), channels=1)
+
+
+def test_lemma1_holds_to_float64_precision_on_real_images():
+  from experiments.data import load_dataset
+  digits = load_dataset("mnist", "test", n=2, seed=0).x[:, ::4, ::4]  # real digits, 28×28 -> 7×7
+  images = np.pad(digits, ((0, 0), (0, 1), (0, 1), (0, 0)))  # -> 8×8
+  vit_cfg, diff_cfg, vit_p, diff_p = _tiny_pair(lambda_init=None)  # depth schedule
+  with jax.experimental.enable_x64():
+    to64 = lambda t: jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), t)  # noqa: E731
+    for image in images:
+      a = head_alignment(diff_cfg, to64(diff_p), jnp.asarray(image, jnp.float64), vit_config=vit_cfg,
+                         vit_params=to64(vit_p), chunk_size=16)
+      np.testing.assert_allclose(a.norm_da_lemma1, a.norm_da, rtol=1e-12)
+      assert np.all(np.abs(a.cos_theta) <= 1 + 1e-12)
+      # Theorem 3's condition is, given Lemma 1, exactly ‖∇A_DA‖ > ‖∇A_std‖.
+      np.testing.assert_array_equal(a.predicted_da_more_sensitive, a.norm_da > a.norm_std)
+      assert a.lam.shape == (2,) and a.cos_theta.shape == (2, 2)
+
+
+def test_float32_model_with_float64_gram_meets_lemma1_closely():
+  vit_cfg, diff_cfg, vit_p, diff_p = _tiny_pair()
+  x = jax.random.uniform(jax.random.key(3), (8, 8, 1))
+  a = head_alignment(diff_cfg, diff_p, x, vit_config=vit_cfg, vit_params=vit_p, chunk_size=64)
+  np.testing.assert_allclose(a.norm_da_lemma1, a.norm_da, rtol=1e-6)
+  assert np.all(np.isfinite(a.gamma)) and np.all(a.gamma > 0)
+
+
+def test_theorem3_condition_matches_lemma1_norms_for_both_signs_of_lambda_rho():
+  rng = np.random.default_rng(1)
+  n1, rho = rng.uniform(0.1, 2, 500), rng.uniform(0.1, 2, 500)
+  cos, lam = rng.uniform(-1, 1, 500), rng.uniform(-1, 2, 500)
+  n_std = rng.uniform(0.1, 3, 500)
+  gamma = n1 / n_std
+  predicted = np.asarray(theorem3_predicts_da_more_sensitive(cos, lam, rho, gamma))
+  np.testing.assert_array_equal(predicted, np.asarray(lemma1_norm(n1, rho, cos, lam)) > n_std)
+  # The divided form: cos θ < threshold for λρ > 0, reversed for λρ < 0.
+  thr = np.asarray(theorem3_threshold(lam, rho, gamma))
+  np.testing.assert_array_equal(predicted, np.where(lam * rho > 0, cos < thr, cos > thr))
+
+
+def test_head_alignment_argument_errors():
+  vit_cfg, diff_cfg, vit_p, diff_p = _tiny_pair(depth=1)
+  with pytest.raises(ValueError, match="differential"):
+    head_alignment(vit_cfg, vit_p, jnp.zeros((8, 8, 1)))
+  with pytest.raises(ValueError, match="one image"):
+    head_alignment(diff_cfg, diff_p, jnp.zeros((1, 8, 8, 1)))
+  with pytest.raises(ValueError, match="chunk_size"):
+    jacobian_gram(lambda x: x[None, None], jnp.zeros(3), chunk_size=0)
