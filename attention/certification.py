@@ -2,10 +2,10 @@
 
 Composition (pixel perturbation δ with ‖δ‖₂ ≤ ε; all norms Frobenius over the token matrix):
   r₀ = ‖W̃_E‖₂ ε                           patches are a permutation of pixels, the embedding is linear;
-  r_{l+1} = r_l + Σ_h B_h(r_l)             attention block X + MHA(N(X)): N is 1-Lipschitz so N(X') is
-                                           within r_l of the clean N(X), where head h's local bound B_h
-                                           (``attention.sensitivity``) is evaluated; the SLL after it is
-                                           1-Lipschitz and leaves the radius unchanged;
+  r_{l+1} = r_l + B_l(r_l)                 attention block X + MHA(N(X)): N is 1-Lipschitz so N(X') is
+                                           within r_l of the clean N(X), where the layer's local bound B_l
+                                           (``attention.sensitivity.layer_bound``) is evaluated; the SLL
+                                           after it is 1-Lipschitz and leaves the radius unchanged;
   r_z = r_L / √n                           ‖mean_i Δ_i‖₂ ≤ (1/n)Σ_i‖Δ_i‖₂ ≤ ‖ΔX‖_F/√n, then the
                                            1-Lipschitz bounded normalisation.
 Each B_h is increasing in its radius and every step is monotone, so r_z(ε) is increasing in ε.
@@ -17,12 +17,14 @@ Margin certificates for logits f = W z + b (W = head kernel, columns w_j):
       f_y − f_j > ‖w_y − w_j‖₂ r_z for every j ≠ y   (never looser, since ‖w_y − w_j‖₂ ≤ √2‖W‖₂).
 Source: REFERENCE.md §5. A sample counts as certified only if it is also classified correctly.
 
-Bound kinds ("mode"): "naive", "fine", or "min" = min(naive, fine) per head and layer (what we certify
-with); ``key_norm`` "power" (LoFAST's power iteration) or "closed_form" (fully rigorous key-side norm).
+Bound kinds ("mode", per layer): "naive" (Σ_h B_naive), "fine" (Σ_h B_fine, the decomposition of
+REFERENCE §5), "joint" (exact first order of the whole layer + the per-head higher-order terms), or "min"
+= min(Σ_h min(B_naive, B_fine), B_joint), what we certify with. ``key_norm`` "power" (power iteration,
+as LoFAST) or "closed_form" (fully rigorous: closed-form key-side norm, no joint bound).
 """
 from __future__ import annotations
 
-from typing import Literal
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -30,67 +32,56 @@ import numpy as np
 
 from attention.certified_vit import (CertifiedViTConfig, embedding_lipschitz, forward_with_intermediates,
                                      head_matrices)
-from attention.sensitivity import KEY_NORMS, HeadConstants, bound_terms, check_eps, head_constants
+from attention import sensitivity
+from attention.sensitivity import KEY_NORMS, LAYER_MODES, LayerConstants, check_eps
 
-Mode = Literal["naive", "fine", "min"]
-MODES = ("naive", "fine", "min")
+MODES = LAYER_MODES
 FORMS = ("per_pair", "tsuzuku")
 
 
 def layer_constants(config: CertifiedViTConfig, params, x_BxHxWxC, *, key, power_iters: int = 100):
-  """Logits and the ``HeadConstants`` of every head of every attention layer at every image.
+  """Logits and the ``LayerConstants`` of every attention layer at every image.
 
   Args:
     config: the model's ``CertifiedViTConfig``.
     params: its parameters.
     x_BxHxWxC: images in [0, 1], shape [B, H, W, C].
-    key: PRNG key; layer l, head h, sample b use fold_in(fold_in(fold_in(key, l), h), b).
-    power_iters: power iterations for the key-side norm.
+    key: PRNG key; layer l of sample b uses fold_in(fold_in(key, l), b) (heads fold in further).
+    power_iters: power iterations for σ_K and the layer Jacobian norms.
 
   Returns:
-    (logits [B, C], HeadConstants with every field of shape [B, depth, heads]).
+    (logits [B, C], LayerConstants with head fields [B, depth, heads] and the rest [B, depth]).
   """
+  config.validate()
+  return _layer_constants(config, params, jnp.asarray(x_BxHxWxC), key, power_iters)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 4))
+def _layer_constants(config, params, x_BxHxWxC, key, power_iters):
   out = forward_with_intermediates(config, params, x_BxHxWxC)
   batch = x_BxHxWxC.shape[0]
   per_layer = []
   for layer in range(config.depth):
     a_HxDxD, wv_HxDxD = head_matrices(config, params[f"block_{layer}"]["attention"])
     layer_key = jax.random.fold_in(key, layer)
-
-    def one_head(head, a_DxD, wv_DxD, inputs_BxNxD):
-      head_key = jax.random.fold_in(layer_key, head)
-      sample_keys = jax.vmap(lambda b: jax.random.fold_in(head_key, b))(jnp.arange(batch))
-      return jax.vmap(lambda x, k: head_constants(x, a_DxD, wv_DxD, key=k, power_iters=power_iters))(
-          inputs_BxNxD, sample_keys)
-
-    heads = jax.vmap(one_head, in_axes=(0, 0, 0, None))(jnp.arange(config.num_heads), a_HxDxD, wv_HxDxD,
-                                                        out.attention_inputs[layer])   # fields [H, B]
-    per_layer.append(heads)
-  consts = jax.tree_util.tree_map(lambda *f: jnp.stack(f).transpose(2, 0, 1), *per_layer)  # [B, L, H]
+    sample_keys = jax.vmap(lambda b: jax.random.fold_in(layer_key, b))(jnp.arange(batch))
+    per_layer.append(jax.vmap(
+        lambda x, k: sensitivity.layer_constants(x, a_HxDxD, wv_HxDxD, key=k, power_iters=power_iters))(
+            out.attention_inputs[layer], sample_keys))
+  consts = jax.tree_util.tree_map(lambda *f: jnp.stack(f, axis=1), *per_layer)
   return out.logits, consts
 
 
-def head_bound(c: HeadConstants, radius, *, mode: Mode = "min", key_norm: str = "power") -> jnp.ndarray:
-  """The chosen local bound of each head at ``radius`` (broadcast against c's fields)."""
-  if mode not in MODES:
-    raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-  terms = bound_terms(c, radius, key_norm=key_norm)
-  if mode == "naive":
-    return terms["naive"]
-  if mode == "fine":
-    return terms["fine"]
-  return jnp.minimum(terms["naive"], terms["fine"])
-
-
-def layer_radii(consts: HeadConstants, eps, *, embed_lipschitz, mode: Mode = "min",
+def layer_radii(consts: LayerConstants, eps, *, embed_lipschitz, mode: str = "min",
                 key_norm: str = "power") -> jnp.ndarray:
   """Radii r_0 … r_L of the token perturbation before each attention layer and after the last one.
 
   Args:
-    consts: ``HeadConstants`` with fields [B, L, H] (``layer_constants``).
+    consts: ``LayerConstants`` with head fields [B, L, H] (``layer_constants``).
     eps: pixel-space ℓ2 radius ε ≥ 0: a scalar or an array of shape [B].
     embed_lipschitz: ‖W̃_E‖₂ (``embedding_lipschitz``).
-    mode, key_norm: which bound (module docstring).
+    mode: "naive", "fine", "joint" or "min" (``attention.sensitivity.layer_bound``).
+    key_norm: "power" or "closed_form" (rigorous; then "min" excludes the joint bound).
 
   Returns:
     Array [L + 1, B].
@@ -101,20 +92,20 @@ def layer_radii(consts: HeadConstants, eps, *, embed_lipschitz, mode: Mode = "mi
   eps = check_eps(eps)
   if key_norm not in KEY_NORMS:
     raise ValueError(f"key_norm must be one of {KEY_NORMS}, got {key_norm!r}")
-  batch, depth = consts.p_norm.shape[:2]
+  batch, depth = consts.jacobian_norm.shape
   r_B = jnp.broadcast_to(embed_lipschitz * eps, (batch,))
   radii = [r_B]
   for layer in range(depth):
-    c = jax.tree_util.tree_map(lambda f: f[:, layer, :], consts)  # [B, H]
-    r_B = r_B + jnp.sum(head_bound(c, r_B[:, None], mode=mode, key_norm=key_norm), axis=-1)
+    lc = jax.tree_util.tree_map(lambda f: f[:, layer], consts)
+    r_B = r_B + sensitivity.layer_bound(lc, r_B, mode=mode, key_norm=key_norm)
     radii.append(r_B)
   return jnp.stack(radii)
 
 
-def feature_radius(consts: HeadConstants, eps, *, embed_lipschitz, mode: Mode = "min",
+def feature_radius(consts: LayerConstants, eps, *, embed_lipschitz, mode: str = "min",
                    key_norm: str = "power") -> jnp.ndarray:
   """r_z(ε) ≥ ‖Δz‖₂ for the pooled, normalised feature z, shape [B] (module docstring)."""
-  n_tokens = consts.n_tokens[:, 0, 0]
+  n_tokens = consts.heads.n_tokens[:, 0, 0]
   return layer_radii(consts, eps, embed_lipschitz=embed_lipschitz, mode=mode, key_norm=key_norm)[-1] / jnp.sqrt(n_tokens)
 
 
@@ -157,8 +148,8 @@ def margin_certificate(logits_BxC, labels_B, head_kernel_DxC, radius_B, *, form:
   return correct & jnp.all(ok | ~others, axis=1)
 
 
-def certified_radius(consts: HeadConstants, logits_BxC, labels_B, head_kernel_DxC, *, embed_lipschitz,
-                     mode: Mode = "min", key_norm: str = "power", form: str = "per_pair",
+def certified_radius(consts: LayerConstants, logits_BxC, labels_B, head_kernel_DxC, *, embed_lipschitz,
+                     mode: str = "min", key_norm: str = "power", form: str = "per_pair",
                      eps_max: float = 1.0, iters: int = 40) -> jnp.ndarray:
   """The largest ε ∈ [0, eps_max] the certificate accepts, by bisection (r_z is increasing in ε).
 

@@ -46,10 +46,17 @@ R_V = max_k ‖v_k − v̄‖₂, μ the mean token, X_c = X − 1μᵀ, δ_i th
         B_fine(ε) = (‖P‖₂ + c(ε)D̃(ε))‖W_V‖₂ε + (σ_Q + σ_K)ε + ‖A‖₂ max_i‖J_iV‖₂ ε² + c(ε)R_V D̃(ε)².
     Its ε-coefficient ‖P‖₂‖W_V‖₂ + σ_Q + σ_K bounds the Jacobian norm of F at X (first order); the other
     terms are the exact price of finite ε.
+(5') Multi-head layer G(X) = Σ_h F_h(X) (W_V^h includes W_O^h): the per-head first-order terms add up by the
+    triangle inequality, which is loose (heads partly cancel). The joint bound keeps the first order exact,
+        B_joint(ε) = ‖∂G/∂X‖ ε + Σ_h [c(ε)D̃_h(ε)‖W_V^h‖₂ε + ‖A_h‖₂ max_i‖J_iV_h‖₂ ε² + c(ε)R_{V,h} D̃_h(ε)²],
+    because G(X') − G(X) − ∂G/∂X[Δ] = Σ_h [(P'_h − P_h)ΔW_V^h + (J_i(ΔA_hΔᵀ)_i)ᵀV_h rows + ρ_h], each bounded
+    in (3)–(4). ‖∂G/∂X‖ (Frobenius to Frobenius) comes from power iteration through jvp/vjp, with the same
+    caveat as σ_K; it has no closed-form counterpart here, so the rigorous mode does not use B_joint.
 (6) Naive bound (global norms only): ‖P'‖₂ ≤ ‖P'‖_F ≤ √n, ‖XW_V‖₂ ≤ ‖X‖₂‖W_V‖₂ and (2) with the
     uncentred ‖D‖_F ≤ 2‖A‖₂‖X‖₂ε + ‖A‖₂ε², and the global ½ of step (2):
         B_naive(ε) = √n ‖W_V‖₂ ε + ½‖A‖₂(2‖X‖₂ε + ε²)‖X‖₂‖W_V‖₂.
-    B_fine can exceed B_naive at large ε (its remainder is quadratic in ‖XA‖₂ε); certify with the minimum.
+    B_fine can exceed B_naive at large ε (its remainder is quadratic in ‖XA‖₂ε); certify with the minimum
+    (for a layer: min(Σ_h min(B_naive,h, B_fine,h), B_joint), ``layer_bound(mode="min")``).
 
 Soundness caveats: σ_K from power iteration is a converged lower estimate of σ_max(K) (sound up to
 that convergence, whose gap is reported; standard in the literature, e.g. Tsuzuku et al. 2018);
@@ -57,6 +64,7 @@ that convergence, whose gap is reported; standard in the literature, e.g. Tsuzuk
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable, Literal, NamedTuple
 
 import jax
@@ -201,6 +209,13 @@ def head_constants(x_NxD, a_DxD, w_v_DxE, *, key, power_iters: int = 100) -> Hea
     ValueError: bad shapes or non-finite inputs (``check_head``), power_iters < 1.
   """
   x_NxD, a_DxD, w_v_DxE = check_head(x_NxD, a_DxD, w_v_DxE)
+  if not isinstance(power_iters, int) or power_iters < 1:
+    raise ValueError(f"power_iters must be an integer ≥ 1, got {power_iters!r}")
+  return _head_constants(x_NxD, a_DxD, w_v_DxE, key, power_iters)
+
+
+@functools.partial(jax.jit, static_argnums=4)
+def _head_constants(x_NxD, a_DxD, w_v_DxE, key, power_iters: int) -> HeadConstants:
   dtype = x_NxD.dtype
   n = x_NxD.shape[0]
   p_NxN = attention_probs(x_NxD, a_DxD)
@@ -255,7 +270,8 @@ def bound_terms(c: HeadConstants, eps, *, key_norm: KeyNorm = "power") -> dict:
 
   Returns:
     dict of arrays: value, query, key, second_order, remainder (the fine-grained terms), fine (their
-    sum), naive_value, naive_softmax, naive (their sum).
+    sum), first_order ((‖P‖₂‖W_V‖₂ + σ_Q + σ_K)ε) and higher_order (fine − first_order),
+    naive_value, naive_softmax, naive (their sum).
 
   Raises:
     ValueError: negative or non-finite eps, unknown key_norm.
@@ -274,6 +290,8 @@ def bound_terms(c: HeadConstants, eps, *, key_norm: KeyNorm = "power") -> dict:
       remainder=jac * c.value_radius * shift ** 2,
   )
   terms["fine"] = sum(terms.values())
+  terms["first_order"] = terms["value"] - jac * shift * c.wv_norm * eps + terms["query"] + terms["key"]
+  terms["higher_order"] = terms["fine"] - terms["first_order"]
   terms["naive_value"] = jnp.sqrt(c.n_tokens) * c.wv_norm * eps
   terms["naive_softmax"] = 0.5 * c.a_norm * (2 * c.x_norm * eps + eps ** 2) * c.x_norm * c.wv_norm
   terms["naive"] = terms["naive_value"] + terms["naive_softmax"]
@@ -294,6 +312,103 @@ def local_bound(c: HeadConstants, eps, *, key_norm: KeyNorm = "power") -> jnp.nd
   """min(B_naive(ε), B_fine(ε)): never looser than the naive bound, by construction."""
   terms = bound_terms(c, eps, key_norm=key_norm)
   return jnp.minimum(terms["naive"], terms["fine"])
+
+
+class LayerConstants(NamedTuple):
+  """ε-independent constants of a multi-head layer G(X) = Σ_h F_h(X) at X.
+
+  Attributes:
+    heads: ``HeadConstants`` whose fields have a leading head axis [H] (or [..., H] when vmapped).
+    jacobian_norm: ‖∂G/∂X‖ by power iteration (a converged lower estimate), scalar.
+    jacobian_gap: its relative convergence gap.
+  """
+  heads: HeadConstants
+  jacobian_norm: jnp.ndarray
+  jacobian_gap: jnp.ndarray
+
+
+LAYER_MODES = ("naive", "fine", "joint", "min")
+
+
+def multi_head_attention(x_NxD, a_HxDxD, w_v_HxDxE) -> jnp.ndarray:
+  """G(X) = Σ_h rowsoftmax(X A_h Xᵀ) X W_V^h, shape [n, e] (output bias omitted: it cancels)."""
+  probs_HxNxN = jax.nn.softmax(jnp.einsum("nd,hde,me->hnm", x_NxD, a_HxDxD, x_NxD), axis=-1)
+  return jnp.einsum("hnm,md,hde->ne", probs_HxNxN, x_NxD, w_v_HxDxE)
+
+
+def layer_constants(x_NxD, a_HxDxD, w_v_HxDxE, *, key, power_iters: int = 100) -> LayerConstants:
+  """``HeadConstants`` of every head and the joint Jacobian norm of the layer at X.
+
+  Args:
+    x_NxD: the layer's input tokens X, shape [n, d].
+    a_HxDxD: A_h of every head, shape [H, d, d].
+    w_v_HxDxE: W_V^h (times W_O^h) of every head, shape [H, d, e].
+    key: PRNG key; head h uses fold_in(key, h), the joint Jacobian fold_in(key, H).
+    power_iters: power iterations (≥ 1) for σ_K and for ‖∂G/∂X‖.
+
+  Returns:
+    ``LayerConstants``.
+
+  Raises:
+    ValueError: wrong ranks or mismatched head counts, and as ``head_constants``.
+  """
+  a_HxDxD, w_v_HxDxE = jnp.asarray(a_HxDxD), jnp.asarray(w_v_HxDxE)
+  if a_HxDxD.ndim != 3 or w_v_HxDxE.ndim != 3 or a_HxDxD.shape[0] != w_v_HxDxE.shape[0]:
+    raise ValueError(f"a must be [H, d, d] and w_v [H, d, e] with the same H, got {tuple(a_HxDxD.shape)} "
+                     f"and {tuple(w_v_HxDxE.shape)}")
+  check_head(x_NxD, a_HxDxD[0], w_v_HxDxE[0])
+  return _layer_constants(jnp.asarray(x_NxD), a_HxDxD, w_v_HxDxE, key, power_iters)
+
+
+@functools.partial(jax.jit, static_argnums=4)
+def _layer_constants(x_NxD, a_HxDxD, w_v_HxDxE, key, power_iters: int) -> LayerConstants:
+  num_heads = a_HxDxD.shape[0]
+  heads = jax.vmap(lambda h, a, w: head_constants(x_NxD, a, w, key=jax.random.fold_in(key, h),
+                                                  power_iters=power_iters))(
+      jnp.arange(num_heads), a_HxDxD, w_v_HxDxE)
+  est = top_singular_value(
+      lambda t: jax.jvp(lambda z: multi_head_attention(z, a_HxDxD, w_v_HxDxE), (x_NxD,), (t,))[1],
+      jnp.zeros_like(x_NxD), key=jax.random.fold_in(key, num_heads), iters=power_iters)
+  return LayerConstants(heads, est.sigma, est.gap)
+
+
+def layer_bound_terms(lc: LayerConstants, eps, *, key_norm: KeyNorm = "power") -> dict:
+  """Bounds on ‖G(X + Δ) − G(X)‖_F over ‖Δ‖_F ≤ ε for the whole layer (steps 5', 6).
+
+  Args:
+    lc: ``LayerConstants`` (head fields [..., H], the rest [...]).
+    eps: radius ε ≥ 0, broadcastable against lc.jacobian_norm (the head axis is added here).
+    key_norm: as ``bound_terms``. With "closed_form" the joint bound (power iteration only) is inf and
+      "min" is min(Σ_h min(naive, fine)) alone, so the result is rigorous.
+
+  Returns:
+    dict with naive (Σ_h B_naive), fine (Σ_h B_fine), joint (B_joint) and min (the minimum of
+    Σ_h min(B_naive, B_fine) and B_joint), arrays of the shape of lc.jacobian_norm.
+  """
+  eps = jnp.broadcast_to(check_eps(eps), jnp.shape(lc.jacobian_norm))
+  terms = bound_terms(lc.heads, eps[..., None], key_norm=key_norm)
+  out = {name: jnp.sum(terms[name], axis=-1) for name in ("naive", "fine", "higher_order")}
+  per_head_min = jnp.sum(jnp.minimum(terms["naive"], terms["fine"]), axis=-1)
+  if key_norm == "power":
+    out["joint"] = lc.jacobian_norm * eps + out.pop("higher_order")
+  else:
+    out.pop("higher_order")
+    out["joint"] = jnp.full_like(per_head_min, jnp.inf)
+  out["min"] = jnp.minimum(per_head_min, out["joint"])
+  return out
+
+
+def layer_bound(lc: LayerConstants, eps, *, mode: str = "min", key_norm: KeyNorm = "power") -> jnp.ndarray:
+  """One of ``layer_bound_terms``: mode in ("naive", "fine", "joint", "min").
+
+  Raises:
+    ValueError: unknown mode, "joint" with key_norm="closed_form", and as ``bound_terms``.
+  """
+  if mode not in LAYER_MODES:
+    raise ValueError(f"mode must be one of {LAYER_MODES}, got {mode!r}")
+  if mode == "joint" and key_norm != "power":
+    raise ValueError("mode='joint' uses power iteration for ‖∂G/∂X‖; it has no key_norm='closed_form' form")
+  return layer_bound_terms(lc, eps, key_norm=key_norm)[mode]
 
 
 def jacobian_norm(layer_fn: Callable, x, *, key, iters: int = 100) -> jnp.ndarray:

@@ -2,16 +2,20 @@
 
   python benchmarks/attacks_pgd_speed.py                        # JAX here, torch via /tmp/torchref
   python benchmarks/attacks_pgd_speed.py --torch-python none    # JAX only
+  python benchmarks/attacks_pgd_speed.py --threads 1            # one thread each (shared machines)
 
 PyTorch is not a dependency of this project: the torch half runs in whatever interpreter has torch and
 torchattacks (this one if it imports torch, else `--torch-python`, default /tmp/torchref/bin/python; see
 scripts/torchattacks_crosscheck.py for that environment), as a subprocess of this script that prints
 one JSON line. Both halves attack the same MLP 784-1024-10 (ReLU) with the same numpy-seeded weights,
-ε = 8/255, α = 2/255, 10 steps, random start.
+ε = 8/255, α = 2/255, 10 steps, random start. JAX runs twice: with the weights stored [out, in] as
+torch.nn.Linear stores them (the like-for-like comparison) and [in, out] as flax.linen.Dense does.
 
-Printed per implementation: ms per batch (median and best of --reps), µs per image, the attack's
-matmul FLOP/s and its fraction of the machine's matmul peak, measured here with jnp.matmul (the larger of
-a 2048² square product and the attack's own 256×784×1024 product). FLOPs counted: per step one forward
+Printed per implementation: wall ms per batch (median and best), µs per image, the attack's matmul
+FLOP/s and its fraction of the machine's matmul peak, measured here with jnp.matmul (the larger of a
+2048² square product and the attack's own 256×784×1024 product); and the same in process CPU time,
+which other jobs on a shared machine disturb less (it is the fairer figure with --threads 1; with
+several threads it also counts OpenMP spin-waiting). FLOPs counted: per step one forward
 and one input-gradient backward through both layers, 4·B·(784·1024 + 1024·10); the weight gradients
 are not needed and neither implementation computes them.
 
@@ -59,31 +63,48 @@ def make_data(batch: int, seed: int = 0) -> dict[str, np.ndarray]:
       y=rng.integers(0, classes, batch).astype(np.int64))
 
 
-def _time(fn, reps: int) -> list[float]:
+def _time(fn, reps: int) -> dict[str, list[float]]:
+  """Wall-clock and process CPU seconds of `reps` calls after one warm-up call."""
   fn()  # warm-up: compilation (JAX) or allocator and thread-pool start-up (torch)
-  times = []
+  wall, cpu = [], []
   for _ in range(reps):
-    start = time.perf_counter()
+    start_wall, start_cpu = time.perf_counter(), time.process_time()
     fn()
-    times.append(time.perf_counter() - start)
-  return times
+    wall.append(time.perf_counter() - start_wall)
+    cpu.append(time.process_time() - start_cpu)
+  return dict(wall=wall, cpu=cpu)
+
+
+def _peak(times: dict[str, list[float]], flops: float) -> dict[str, float]:
+  return {k: flops / min(v) for k, v in times.items()}
 
 
 @functools.lru_cache(maxsize=None)
-def _jax_attack(batch: int):
-  """The compiled JAX attack on the benchmark MLP, as a zero-argument callable."""
+def _jax_attack(batch: int, layout: str):
+  """The compiled JAX attack on the benchmark MLP, as a zero-argument callable.
+
+  layout "out_in" stores each weight as [out, in] and computes x @ Wᵀ, exactly like torch.nn.Linear;
+  "in_out" stores [in, out] and computes x @ W, like flax.linen.Dense. Same function, different
+  memory layout: on XLA:CPU the input-gradient GEMM g @ Wᵀ of "in_out" contracts W's minor axis,
+  which Eigen runs markedly slower at these shapes.
+  """
   import jax
   import jax.numpy as jnp
 
   from attacks import pgd_linf
 
   data = make_data(batch)
-
-  def apply(params, x):
-    w1, b1, w2, b2 = params
-    return jnp.maximum(x @ w1 + b1[None, :], 0.0) @ w2 + b2[None, :]
-
-  params = tuple(jnp.asarray(data[k]) for k in ("w1", "b1", "w2", "b2"))
+  if layout == "out_in":
+    def apply(params, x):
+      w1, b1, w2, b2 = params
+      return jnp.maximum(x @ w1.T + b1[None, :], 0.0) @ w2.T + b2[None, :]
+    params = tuple(jnp.asarray(data[k].T.copy() if k[0] == "w" else data[k])
+                   for k in ("w1", "b1", "w2", "b2"))
+  else:
+    def apply(params, x):
+      w1, b1, w2, b2 = params
+      return jnp.maximum(x @ w1 + b1[None, :], 0.0) @ w2 + b2[None, :]
+    params = tuple(jnp.asarray(data[k]) for k in ("w1", "b1", "w2", "b2"))
   logits_fn = jax.tree_util.Partial(apply, params)
   x, y = jnp.asarray(data["x"]), jnp.asarray(data["y"], jnp.int32)
   key = jax.random.key(0)
@@ -93,29 +114,33 @@ def _jax_attack(batch: int):
   return attack
 
 
-def jax_matmul_peak(batch: int, reps: int) -> float:
-  """Best float32 jnp.matmul FLOP/s over a 2048² product and the attack's 256×784×1024 product."""
+def jax_matmul_peak(batch: int, reps: int) -> dict[str, float]:
+  """Best float32 jnp.matmul FLOP per wall / CPU second over a 2048² product and the attack's
+  256×784×1024 product."""
   import jax
   import jax.numpy as jnp
-  peak = 0.0
+  peak = dict(wall=0.0, cpu=0.0)
   matmul = jax.jit(jnp.matmul)
   for m, k, n in ((2048, 2048, 2048), (batch, SIZES[0], SIZES[1])):
     a = jnp.asarray(np.random.default_rng(1).standard_normal((m, k)), jnp.float32)
     b = jnp.asarray(np.random.default_rng(2).standard_normal((k, n)), jnp.float32)
-    best = min(_time(lambda: matmul(a, b).block_until_ready(), reps))
-    peak = max(peak, 2 * m * k * n / best)
+    this = _peak(_time(lambda: matmul(a, b).block_until_ready(), reps), 2 * m * k * n)
+    peak = {key: max(peak[key], this[key]) for key in peak}
   return peak
 
 
-def run_jax(batch: int, reps: int) -> dict:
+def run_jax(batch: int, reps: int, layout: str) -> dict:
   import jax
-  return dict(impl=f"jax {jax.__version__} (attacks.pgd_linf)", times=_time(_jax_attack(batch), reps),
+  return dict(impl=f"jax {jax.__version__} attacks.pgd_linf, W [{layout.replace('_', ', ')}]",
+              times=_time(_jax_attack(batch, layout), reps),
               matmul_peak=jax_matmul_peak(batch, max(reps, 10)))
 
 
-def run_torch(batch: int, reps: int) -> dict:
+def run_torch(batch: int, reps: int, threads: int = 0) -> dict:
   import torch
   import torchattacks
+  if threads:
+    torch.set_num_threads(threads)
 
   data = make_data(batch)
   model = torch.nn.Sequential(torch.nn.Linear(SIZES[0], SIZES[1]), torch.nn.ReLU(),
@@ -129,9 +154,9 @@ def run_torch(batch: int, reps: int) -> dict:
   atk = torchattacks.PGD(model, eps=EPS, alpha=ALPHA, steps=STEPS, random_start=True)
   a = torch.randn(2048, 2048)
   b = torch.randn(2048, 2048)
-  best = min(_time(lambda: a @ b, max(reps, 10)))
   return dict(impl=f"torch {torch.__version__} + torchattacks {torchattacks.__version__} (PGD)",
-              times=_time(lambda: atk(x, y), reps), matmul_peak=2 * 2048**3 / best,
+              times=_time(lambda: atk(x, y), reps),
+              matmul_peak=_peak(_time(lambda: a @ b, max(reps, 10)), 2 * 2048**3),
               threads=torch.get_num_threads())
 
 
@@ -140,13 +165,14 @@ def _torch_round(args) -> dict | None:
   try:
     import torch  # noqa: F401
     import torchattacks  # noqa: F401
-    return run_torch(args.batch, args.reps)
+    return run_torch(args.batch, args.reps, args.threads)
   except ImportError:
     pass
   if args.torch_python in ("", "none") or not pathlib.Path(args.torch_python).exists():
     return None
   done = subprocess.run([args.torch_python, __file__, "--only", "torch", "--batch", str(args.batch),
-                         "--reps", str(args.reps)], capture_output=True, text=True, check=False)
+                         "--reps", str(args.reps), "--threads", str(args.threads)],
+                        capture_output=True, text=True, check=False)
   if done.returncode != 0:
     print(f"torch half failed:\n{done.stderr[-2000:]}", file=sys.stderr)
     return None
@@ -154,8 +180,8 @@ def _torch_round(args) -> dict | None:
 
 
 def _merge(rounds: list[dict]) -> dict:
-  return dict(rounds[0], times=[t for r in rounds for t in r["times"]],
-              matmul_peak=max(r["matmul_peak"] for r in rounds))
+  return dict(rounds[0], times={k: [t for r in rounds for t in r["times"][k]] for k in ("wall", "cpu")},
+              matmul_peak={k: max(r["matmul_peak"][k] for r in rounds) for k in ("wall", "cpu")})
 
 
 def main() -> None:
@@ -166,39 +192,54 @@ def main() -> None:
                       help="alternating JAX / torch rounds, so load from other jobs hits both alike")
   parser.add_argument("--only", choices=("all", "jax", "torch"), default="all")
   parser.add_argument("--torch-python", default="/tmp/torchref/bin/python")
+  parser.add_argument("--threads", type=int, default=0,
+                      help="intra-op threads for both libraries (0: each library's default, all cores); "
+                           "1 is less sensitive to other jobs on a shared machine")
   args = parser.parse_args()
+  if args.threads == 1:  # must precede the first jax import (XLA reads it at backend start-up)
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                               + " --xla_cpu_multi_thread_eigen=false").strip()
+  elif args.threads > 1:
+    print("--threads > 1 applies to torch only; XLA uses all cores", file=sys.stderr)
   if args.only == "torch":
-    print(json.dumps(run_torch(args.batch, args.reps)))
+    print(json.dumps(run_torch(args.batch, args.reps, args.threads)))
     return
 
-  jax_rounds, torch_rounds = [], []
+  jax_rounds = {"out_in": [], "in_out": []}
+  torch_rounds = []
   for _ in range(args.rounds):
-    jax_rounds.append(run_jax(args.batch, args.reps))
+    for layout, rounds in jax_rounds.items():
+      rounds.append(run_jax(args.batch, args.reps, layout))
     if args.only == "all":
       torch_round = _torch_round(args)
       if torch_round is not None:
         torch_rounds.append(torch_round)
-  results = [_merge(jax_rounds)] + ([_merge(torch_rounds)] if torch_rounds else [])
+  results = [_merge(r) for r in jax_rounds.values()] + ([_merge(torch_rounds)] if torch_rounds else [])
   if args.only == "all" and not torch_rounds:
     print("torchattacks not available: JAX half only", file=sys.stderr)
-  peak = results[0]["matmul_peak"]
+  peak = {k: max(r["matmul_peak"][k] for r in results[:2]) for k in ("wall", "cpu")}
 
   flops = attack_flops(args.batch)
   print(f"PGD-L∞, {STEPS} steps, batch {args.batch}, MLP {'-'.join(map(str, SIZES))}, "
-        f"{os.cpu_count()} CPUs, {args.rounds}×{args.reps} timed runs each; "
-        f"{flops / 1e9:.2f} GFLOP per batch")
-  print(f"machine matmul peak (jnp.matmul, float32): {peak / 1e9:.1f} GFLOP/s"
-        + (f"; torch 2048² matmul: {results[1]['matmul_peak'] / 1e9:.1f} GFLOP/s"
-           if len(results) > 1 else ""))
+        f"{os.cpu_count()} CPUs, threads={args.threads or 'default'}, "
+        f"{args.rounds}×{args.reps} timed runs each; {flops / 1e9:.2f} GFLOP per batch")
+  print(f"matmul peak (jnp.matmul, float32): {peak['wall'] / 1e9:.1f} GFLOP/s wall, "
+        f"{peak['cpu'] / 1e9:.1f} GFLOP per CPU-second"
+        + (f"; torch: {results[2]['matmul_peak']['wall'] / 1e9:.1f} and "
+           f"{results[2]['matmul_peak']['cpu'] / 1e9:.1f}" if len(results) > 2 else ""))
   for r in results:
-    median, best = statistics.median(r["times"]), min(r["times"])
-    r["median"], r["best"] = median, best
-    print(f"  {r['impl']:58s} median {1e3 * median:7.1f} ms/batch (best {1e3 * best:6.1f}), "
-          f"{1e6 * median / args.batch:6.1f} µs/image, {flops / median / 1e9:6.1f} GFLOP/s "
-          f"= {flops / median / peak:5.1%} of peak (best {flops / best / peak:5.1%})")
-  if len(results) > 1:
-    print(f"  speed ratio torchattacks / JAX: {results[1]['median'] / results[0]['median']:.2f}× "
-          f"median, {results[1]['best'] / results[0]['best']:.2f}× best (> 1: JAX faster)")
+    wall, cpu = r["times"]["wall"], r["times"]["cpu"]
+    r["median"], r["best"], r["cpu"] = statistics.median(wall), min(wall), statistics.median(cpu)
+    print(f"  {r['impl']:50s} wall median {1e3 * r['median']:6.1f} ms/batch (best {1e3 * r['best']:6.1f})"
+          f" = {1e6 * r['median'] / args.batch:5.1f} µs/image, {flops / r['median'] / 1e9:5.1f} GFLOP/s"
+          f" = {flops / r['median'] / peak['wall']:4.0%} of peak (best {flops / r['best'] / peak['wall']:4.0%});"
+          f" CPU {1e3 * r['cpu']:6.1f} ms = {flops / r['cpu'] / peak['cpu']:4.0%} of CPU peak")
+  if len(results) > 2:
+    for jax_result in results[:2]:
+      print(f"  torchattacks / JAX W [{jax_result['impl'].split('[')[1]}: "
+            f"{results[2]['median'] / jax_result['median']:.2f}× wall median, "
+            f"{results[2]['best'] / jax_result['best']:.2f}× wall best, "
+            f"{results[2]['cpu'] / jax_result['cpu']:.2f}× CPU time (> 1: JAX faster)")
   print("  small ViT: TODO (not yet in the project when this was written; see the module docstring)")
 
 

@@ -61,10 +61,10 @@ class DiffAttentionConfig(TrainViTConfig):
   apgd_steps, apgd_restarts: APGD-CE iterations and restarts.
   cw_depths, cw_samples, cw_steps, cw_search_steps, cw_l2_grid: CW-L2 on the DiffViT (main λ_init) and ViT
     at these depths, on the first cw_samples clean-correct images, success counted on the L2 grid.
-  lipschitz_samples: test images for the local Lipschitz estimates; lipschitz_layer_eps_255: the ε of the
-    per-layer estimates.
-  alignment_samples: test images for the gradient alignment; alignment_chunk: forward-mode directions per
-    step (memory).
+  lipschitz_samples: test images for the local Lipschitz estimates; lipschitz_layer_eps_255: the ε (one of
+    eps_255) of the per-layer estimates and of the per-sample sensitivity compared with Theorem 3.
+  alignment_samples: the first test images (≤ lipschitz_samples) for the gradient alignment;
+    alignment_chunk: forward-mode directions per step (memory).
   crossover_eps_255: the (small, large) ε of the depth-crossover plot.
   """
   depths: tuple[int, ...] = (1, 2, 4)
@@ -107,8 +107,12 @@ class DiffAttentionConfig(TrainViTConfig):
       raise ValueError(f"pgd_step_ratio must be > 0, got {self.pgd_step_ratio}")
     if any(not e > 0 for e in self.cw_l2_grid):
       raise ValueError(f"cw_l2_grid must hold L2 budgets > 0, got {self.cw_l2_grid}")
-    if not self.lipschitz_layer_eps_255 > 0:
-      raise ValueError(f"lipschitz_layer_eps_255 must be > 0, got {self.lipschitz_layer_eps_255}")
+    if self.lipschitz_layer_eps_255 not in self.eps_255:
+      raise ValueError(f"lipschitz_layer_eps_255 must be one of eps_255 {self.eps_255} (its per-sample "
+                       f"logits estimates feed the Theorem 3 comparison), got {self.lipschitz_layer_eps_255}")
+    if self.alignment_samples > self.lipschitz_samples:
+      raise ValueError(f"alignment_samples ({self.alignment_samples}) must be <= lipschitz_samples "
+                       f"({self.lipschitz_samples}): the alignment images are the first Lipschitz images")
     if len(self.crossover_eps_255) != 2 or any(e not in self.eps_255 for e in self.crossover_eps_255):
       raise ValueError(f"crossover_eps_255 must be two values of eps_255 {self.eps_255}, "
                        f"got {self.crossover_eps_255}")
@@ -234,7 +238,7 @@ def _lipschitz_records(config, tm, x, key, is_done):
     start = time.perf_counter()
     values = np.asarray(local_lipschitz(tm.logits_fn, x, eps=e255 / 255.0, key=jax.random.fold_in(key, i)))
     yield _record("lipschitz", tm.point, attack=NA, eps=e255 / 255.0, eps_255=e255, layer=LOGITS_LAYER,
-                  mean=float(values.mean()), std=float(values.std()), n=len(values),
+                  mean=float(values.mean()), std=float(values.std()), n=len(values), values=values.tolist(),
                   wall_time_s=time.perf_counter() - start)
   e255 = config.lipschitz_layer_eps_255
   for layer in range(1, tm.vit_config.depth + 1):
@@ -248,16 +252,20 @@ def _lipschitz_records(config, tm, x, key, is_done):
                   output="tokens after block (flattened, L1 over n·dim)", wall_time_s=time.perf_counter() - start)
 
 
-def _alignment_records(config, diff, vit, x, key) -> list[dict]:
-  """Per layer of ``diff``: cos θ, ρ, γ, Lemma 1, Theorem 3 vs the actually more sensitive model."""
+def _alignment_records(config, diff, vit, x, lip_diff, lip_vit) -> list[dict]:
+  """Per layer of ``diff``: cos θ, ρ, γ, Lemma 1, Theorem 3 vs the actually more sensitive model.
+
+  lip_diff, lip_vit: per-sample local Lipschitz estimates of the two models' logits on x at ε =
+  lipschitz_layer_eps_255 (read from their Lipschitz records: the estimator is per-sample, so these are
+  the values a call on x alone would give).
+  """
   start = time.perf_counter()
   per_sample = [head_alignment(diff.vit_config, diff.params, xi, vit_config=vit.vit_config, vit_params=vit.params,
                                chunk_size=config.alignment_chunk)
                 for xi in tqdm(x, desc=f"alignment {diff.point.name}", leave=False, unit="image")]
   stack = lambda field: np.stack([getattr(a, field) for a in per_sample])  # noqa: E731  [S, L, H]
   eps = config.lipschitz_layer_eps_255 / 255.0
-  lip_diff = np.asarray(local_lipschitz(diff.logits_fn, x, eps=eps, key=key))
-  lip_vit = np.asarray(local_lipschitz(vit.logits_fn, x, eps=eps, key=key))
+  lip_diff, lip_vit = np.asarray(lip_diff), np.asarray(lip_vit)
   jac_diff = np.asarray(input_jacobian_norm(diff.logits_fn, x))
   jac_vit = np.asarray(input_jacobian_norm(vit.logits_fn, x))
   actual = lip_diff > lip_vit  # [S]
@@ -299,7 +307,7 @@ def run(config: DiffAttentionConfig, workdir, *, overwrite_config: bool = False)
   wd = Workdir(workdir, KEY_FIELDS, config, overwrite_config=overwrite_config)
   done = wd.done()
   root = jax.random.key(config.seed)
-  attack_key, lipschitz_key, alignment_key = jax.random.split(root, 3)
+  attack_key, lipschitz_key = jax.random.split(root, 2)
   keys = dict(pgd=jax.random.fold_in(attack_key, 0), apgd=jax.random.fold_in(attack_key, 1))
   train, test = train_vit.load_data(config)
   n_attack = len(test.y) if config.attack_samples is None else min(config.attack_samples, len(test.y))
@@ -334,11 +342,18 @@ def run(config: DiffAttentionConfig, workdir, *, overwrite_config: bool = False)
       append(_cw_records(config, tm, x, y, clean_pred))
     append(_lipschitz_records(config, tm, x_lip, lipschitz_key, is_done))
 
+  def lipschitz_values(point):
+    eps = config.lipschitz_layer_eps_255 / 255.0
+    rec = [r for r in wd.records() if r["kind"] == "lipschitz" and r["name"] == point.name
+           and r["layer"] == LOGITS_LAYER and r["eps"] == eps][-1]
+    return np.asarray(rec["values"][:len(x_align)])
+
   for point, tm in tqdm([(p, m) for p, m in models.items() if p.model == "diffvit"], desc="alignment",
                         unit="model"):
-    vit = models[Point("vit", point.depth, NO_LAMBDA)]
+    vit_point = Point("vit", point.depth, NO_LAMBDA)
     if not is_done(point, "alignment", eps=config.lipschitz_layer_eps_255 / 255.0, layer=point.depth):
-      append(_alignment_records(config, tm, vit, x_align, alignment_key))
+      append(_alignment_records(config, tm, models[vit_point], x_align, lipschitz_values(point),
+                                lipschitz_values(vit_point)))
   return wd.records()
 
 

@@ -91,6 +91,36 @@ def test_no_perturbation_exceeds_the_bounds(n, d, e):
     assert worst > 0.3   # the bound is not vacuous: some case comes within a factor of ~3
 
 
+@jax.jit
+def _attack_layer(x, a, w_v, eps, key):
+  layer = lambda z: S.multi_head_attention(z, a, w_v)
+  pgd, _ = S.max_deviation(layer, x, eps, key=key, steps=60, restarts=3)
+  lc = S.layer_constants(x, a, w_v, key=jax.random.fold_in(key, 1), power_iters=200)
+  bounds = S.layer_bound_terms(lc, eps)
+  rigorous = S.layer_bound(lc, eps, key_norm="closed_form")
+  first = jnp.sum(lc.heads.p_norm * lc.heads.wv_norm + lc.heads.query_norm + lc.heads.key_norm)
+  return pgd, bounds["naive"], bounds["fine"], bounds["joint"], bounds["min"], rigorous, lc.jacobian_norm, first
+
+
+@pytest.mark.parametrize("n,heads", [(3, 2), (8, 3)])
+def test_multi_head_layer_joint_bound_is_sound(n, heads):
+  """The joint bound (exact layer Jacobian + per-head higher-order terms) is never exceeded either."""
+  with jax.experimental.enable_x64():
+    for seed in range(3):
+      rng = np.random.default_rng(seed)
+      x = rng.normal(size=(n, 4))
+      a = rng.normal(size=(heads, 4, 4)) * (0.5, 2.0, 5.0)[seed] / 2
+      w_v = rng.normal(size=(heads, 4, 4)) / 2
+      for k, eps in enumerate(EPS_GRID):
+        pgd, naive, fine, joint, best, rigorous, jac, first = map(
+            float, _attack_layer(jnp.asarray(x), jnp.asarray(a), jnp.asarray(w_v), eps,
+                                 jax.random.PRNGKey(10 * seed + k)))
+        for bound in (naive, fine, joint, best, rigorous):
+          assert pgd <= bound * (1 + 1e-9), (seed, eps, pgd, naive, fine, joint)
+        assert best <= min(naive, fine, joint) * (1 + 1e-12)
+        assert jac <= first * (1 + 1e-9)   # the joint first order never loses to the triangle inequality
+
+
 def test_value_only_head_is_attained():
   """With A = 0 the softmax is constant (uniform), F(X+Δ) − F(X) = PΔW_V and B_fine = ‖P‖₂‖W_V‖₂ε exactly."""
   with jax.experimental.enable_x64():
@@ -193,3 +223,10 @@ def test_bad_inputs_raise_clear_errors():
     S.max_deviation(lambda z: z, x, -1.0, key=key)
   with pytest.raises(ValueError, match="start"):
     S.max_deviation(lambda z: z, x, 1.0, key=key, restarts=0, jacobian_start=False)
+  lc = S.layer_constants(x, a[None], w_v[None], key=key)
+  with pytest.raises(ValueError, match="mode"):
+    S.layer_bound(lc, 0.1, mode="crown")
+  with pytest.raises(ValueError, match="joint"):
+    S.layer_bound(lc, 0.1, mode="joint", key_norm="closed_form")
+  with pytest.raises(ValueError, match="same H"):
+    S.layer_constants(x, a[None], np.stack([w_v, w_v]), key=key)
