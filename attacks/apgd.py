@@ -149,7 +149,8 @@ def apgd(logits_fn, x, y, *, eps, key=None, targeted: bool = False, target=None,
     x: inputs with shape [batch, ...], floating, inside `bounds`.
     y: true labels, integer, shape [batch].
     eps: budget ≥ 0 on the pixel scale, in the norm `norm`.
-    key: PRNG key, required with random_start; sample i, restart r uses fold_in(fold_in(key, i), r).
+    key: PRNG key, required with random_start; sample i draws its `restarts` starts from
+      fold_in(key, i).
     targeted: move towards `target`.
     target: target labels with shape [batch] (targeted only).
     norm: "linf" or "l2".

@@ -7,14 +7,14 @@
     -> z = N(mean_i X_i)                                    (mean pooling: ‖Δz‖ ≤ ‖ΔX‖_F / √n)
     -> logits = z W_head + b                                 (unconstrained; per-pair rows used exactly)
 
-Only the attention is left unconstrained: its local sensitivity at the input being certified is bounded
-by ``attention.sensitivity`` (Havens et al., ICML 2024 report that constraining attention weight norms
-hurts clean accuracy more than it helps; REFERENCE.md §5). The attention has no query/key/value biases,
-so each head is exactly F_h(X) = rowsoftmax(X A_h Xᵀ) X W_V^h with A_h = W_Q^h W_K^hᵀ/√d_h and
-W_V^h = W_v^h W_o^h (``head_matrices``); the output bias cancels in differences. Optionally (the
-defaults) ‖A_h‖₂ ≤ ``attention_bound`` and ‖W_V^h‖₂ ≤ ``value_bound``/H by spectral normalisation of the
-factors: without them the trained attention is too sensitive for any bound to certify (see
-experiments/certify.py).
+The attention is the one layer without a global Lipschitz constant: its local sensitivity at the input
+being certified is bounded by ``attention.sensitivity``. It has no query/key/value biases, so each head
+is exactly F_h(X) = rowsoftmax(X A_h Xᵀ) X W_V^h (``head_matrices``; the output bias cancels in
+differences). Its weights can be norm-bounded, ‖A_h‖₂ ≤ ``attention_bound`` and ‖W_V^h‖₂ ≤
+``value_bound``/H, by spectral normalisation of the factors. Havens et al. (ICML 2024) report that
+constraining attention weight norms hurts clean accuracy more than it helps (REFERENCE.md §5); on the small
+data used here an unconstrained model is too sensitive for any of the bounds to certify anything
+(experiments/certify.py sweeps the bound).
 
 The inputs of the attention layers are sown as ``intermediates`` (``forward_with_intermediates``).
 

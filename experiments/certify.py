@@ -84,10 +84,10 @@ class CertifyConfig:
   power_iters: int = 50
   chunk: int = 100
   pgd_steps: int = 20
-  pgd_restarts: int = 2
-  tightness_samples: int = 16
-  layer_pgd_steps: int = 100
-  layer_pgd_restarts: int = 4
+  pgd_restarts: int = 1
+  tightness_samples: int = 8
+  layer_pgd_steps: int = 60
+  layer_pgd_restarts: int = 2
 
   def validate(self) -> None:
     """Raises ValueError naming the field and its allowed range."""

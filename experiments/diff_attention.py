@@ -38,7 +38,7 @@ from tqdm.auto import tqdm
 
 import attacks
 from attention.alignment import head_alignment
-from attention.local_lipschitz import input_jacobian_norm, local_lipschitz
+from attention.local_lipschitz import local_lipschitz
 from attention.vit import VisionTransformer
 from experiments import config as config_lib
 from experiments import train_vit
@@ -266,8 +266,6 @@ def _alignment_records(config, diff, vit, x, lip_diff, lip_vit) -> list[dict]:
   stack = lambda field: np.stack([getattr(a, field) for a in per_sample])  # noqa: E731  [S, L, H]
   eps = config.lipschitz_layer_eps_255 / 255.0
   lip_diff, lip_vit = np.asarray(lip_diff), np.asarray(lip_vit)
-  jac_diff = np.asarray(input_jacobian_norm(diff.logits_fn, x))
-  jac_vit = np.asarray(input_jacobian_norm(vit.logits_fn, x))
   actual = lip_diff > lip_vit  # [S]
   seconds = time.perf_counter() - start
   cos, rho, gamma, lam = stack("cos_theta"), stack("rho"), stack("gamma"), stack("lam")
@@ -296,7 +294,6 @@ def _alignment_records(config, diff, vit, x, lip_diff, lip_vit) -> list[dict]:
         diffvit_more_sensitive=actual.tolist(), diffvit_more_sensitive_frequency=float(actual.mean()),
         theorem3_agreement=float(agree.mean()),
         lipschitz_diffvit=lip_diff.tolist(), lipschitz_vit=lip_vit.tolist(),
-        jacobian_norm_diffvit=jac_diff.tolist(), jacobian_norm_vit=jac_vit.tolist(),
         matched_vit=vit.point.name, wall_time_s=seconds))
   return out
 

@@ -74,10 +74,16 @@ def test_spectral_normalized_and_patchify():
   np.testing.assert_allclose(p[0, 1], x[0, :4, 4:8].reshape(-1), rtol=1e-6)
 
 
-def _model(seed=0, config=SMALL):
+@functools.lru_cache(maxsize=None)
+def _init(config, seed):
   x = jax.random.uniform(jax.random.PRNGKey(seed + 100), (12, config.image_size, config.image_size,
                                                          config.channels))
-  params = CertifiedViT(config).init(jax.random.PRNGKey(seed), x[:1])["params"]
+  params = jax.jit(lambda k, v: CertifiedViT(config).init(k, v))(jax.random.PRNGKey(seed), x[:1])["params"]
+  return params, x
+
+
+def _model(seed=0, config=SMALL):
+  params, x = _init(config, seed)
   return config, params, x
 
 
@@ -101,10 +107,19 @@ def _features_and_inputs(config, params, x):
   return out.features, out.attention_inputs
 
 
-@pytest.mark.parametrize("mode", ["min", "fine", "naive", "joint"])
-def test_layer_radii_are_sound_under_attack(mode):
-  """Every attention input and the pooled feature move by at most the composed radii, for random
-  perturbations and for PGD on the feature deviation."""
+@functools.partial(jax.jit, static_argnames=("config",))
+def _pgd_step(config, params, x, z0, d, eps):
+  """One PGD-L2 step on Σ_b ‖z(x_b + δ_b) − z(x_b)‖² (samples do not interact), step 0.3ε."""
+  objective = lambda v: jnp.sum((_features_and_inputs(config, params, x + v)[0] - z0) ** 2)
+  g = jax.grad(objective)(d)
+  per_sample = lambda v: jnp.sqrt(jnp.sum(v ** 2, axis=(1, 2, 3), keepdims=True))
+  d = d + 0.3 * eps * g / (per_sample(g) + 1e-30)
+  return d * jnp.minimum(1.0, eps / per_sample(d))
+
+
+def test_layer_radii_are_sound_under_attack():
+  """Every attention input and the pooled feature move by at most the composed radii (every bound
+  kind), for PGD on the feature deviation from a random start."""
   with jax.experimental.enable_x64():
     config, params, x = _model(1)
     params = jax.tree_util.tree_map(lambda p: p.astype(jnp.float64) * 3.0, params)  # sharper attention
@@ -113,21 +128,20 @@ def test_layer_radii_are_sound_under_attack(mode):
     lip = embedding_lipschitz(params)
     z0, inputs0 = _features_and_inputs(config, params, x)
     for eps in (0.01, 0.3, 2.0):
-      radii = np.asarray(C.layer_radii(consts, eps, embed_lipschitz=lip, mode=mode))   # [L+1, B]
-      rz = np.asarray(C.feature_radius(consts, eps, embed_lipschitz=lip, mode=mode))
-      objective = lambda d: jnp.sum((_features_and_inputs(config, params, x + d)[0] - z0) ** 2)
-      key = jax.random.PRNGKey(int(eps * 100))
-      d = jax.random.normal(key, x.shape, x.dtype)
+      d = jax.random.normal(jax.random.PRNGKey(int(eps * 100)), x.shape, x.dtype)
       d = eps * d / jnp.linalg.norm(d.reshape(len(x), -1), axis=1)[:, None, None, None]
-      for _ in range(30):   # PGD-L2 on Σ_b ‖Δz_b‖² (samples do not interact)
-        g = jax.grad(objective)(d)
-        g = g / (jnp.linalg.norm(g.reshape(len(x), -1), axis=1)[:, None, None, None] + 1e-30)
-        d = d + 0.3 * eps * g
-        d = d * jnp.minimum(1.0, eps / jnp.linalg.norm(d.reshape(len(x), -1), axis=1))[:, None, None, None]
+      for _ in range(25):
+        d = _pgd_step(config, params, x, z0, d, eps)
       z1, inputs1 = _features_and_inputs(config, params, x + d)
-      assert np.all(np.linalg.norm(np.asarray(z1 - z0), axis=1) <= rz * (1 + 1e-9))
+      z_dev = np.linalg.norm(np.asarray(z1 - z0), axis=1)
       token_dev = np.linalg.norm(np.asarray(inputs1 - inputs0), axis=(2, 3))   # [L, B]
-      assert np.all(token_dev <= radii[:-1] * (1 + 1e-9))
+      for mode in C.MODES:
+        radii = np.asarray(C.layer_radii(consts, eps, embed_lipschitz=lip, mode=mode))   # [L+1, B]
+        rz = np.asarray(C.feature_radius(consts, eps, embed_lipschitz=lip, mode=mode))
+        assert np.all(z_dev <= rz * (1 + 1e-9)), mode
+        assert np.all(token_dev <= radii[:-1] * (1 + 1e-9)), mode
+      # The min-radius of the last layer is within a modest factor of what the attack reached.
+      assert np.median(np.asarray(C.layer_radii(consts, eps, embed_lipschitz=lip))[-2] / token_dev[-1]) < 50
 
 
 def test_min_bound_never_looser_and_per_pair_never_weaker():
