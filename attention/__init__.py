@@ -75,3 +75,54 @@ __all__ += [
     "spectral_normalized",
     "top_singular_value",
 ]
+
+# Differential attention, ViT / DiffViT, gradient alignment and local Lipschitz estimates
+# (arXiv 2510.00517, REFERENCE §4).
+from attention.alignment import (
+    HeadAlignment,
+    cosine_alignment,
+    head_alignment,
+    jacobian_gram,
+    lemma1_norm,
+    theorem3_predicts_da_more_sensitive,
+    theorem3_threshold,
+)
+from attention.differential import (
+    AttentionMaps,
+    DifferentialAttention,
+    MultiHeadSelfAttention,
+    differential_combine,
+    head_rms_norm,
+    lambda_init_schedule,
+    reparameterized_lambda,
+    softmax_attention_map,
+)
+from attention.local_lipschitz import input_jacobian_norm, lipschitz_ratio, local_lipschitz
+from attention.vit import ViTConfig, VisionTransformer, attention_maps, init_params, matched_configs, parameter_count
+
+__all__ += [
+    "AttentionMaps",
+    "DifferentialAttention",
+    "HeadAlignment",
+    "MultiHeadSelfAttention",
+    "ViTConfig",
+    "VisionTransformer",
+    "attention_maps",
+    "cosine_alignment",
+    "differential_combine",
+    "head_alignment",
+    "head_rms_norm",
+    "init_params",
+    "input_jacobian_norm",
+    "jacobian_gram",
+    "lambda_init_schedule",
+    "lemma1_norm",
+    "lipschitz_ratio",
+    "local_lipschitz",
+    "matched_configs",
+    "parameter_count",
+    "reparameterized_lambda",
+    "softmax_attention_map",
+    "theorem3_predicts_da_more_sensitive",
+    "theorem3_threshold",
+]

@@ -36,7 +36,7 @@ def test_sll_is_one_lipschitz(seed, scale):
     norms = np.linalg.svd(np.asarray(jac), compute_uv=False)[:, 0]
     assert norms.max() <= 1 + 1e-12
     assert norms.max() > 0.99   # the Jacobian is I − 2WᵀTΛW: some direction keeps norm ~1
-    # Doubling t breaks the guarantee for some W: the scaling is what makes it 1-Lipschitz.
+    # The condition behind it, WᵀTW ⪯ I (Gershgorin on Q⁻¹WWᵀQ), holds for the SLL scaling t.
     t = np.asarray(sll_scaling(w, q))
     assert np.linalg.eigvalsh(w.T @ np.diag(t) @ w).max() <= 1 + 1e-12
 
@@ -219,3 +219,26 @@ def test_bad_inputs_raise_clear_errors():
     CertifiedViTConfig(attention_bound=-1.0).validate()
   with pytest.raises(ValueError, match="expects images"):
     CertifiedViT(config).apply({"params": params}, jnp.zeros((1, 9, 9, 1)))
+
+
+def test_certify_experiment_runs_and_resumes(tmp_path):
+  """The entry point writes config.json, results.jsonl, plots and summary.md; a rerun adds nothing."""
+  from experiments import certify
+  from experiments.workdir import read_records
+  argv = ["--workdir", str(tmp_path), "datasets=mnist", "attention_bounds=0.25", "epsilons=0.05",
+          "n_train=32", "n_test=8", "epochs=1", "batch_size=16", "depth=1", "dim=8", "num_heads=1",
+          "sll_hidden=8", "power_iters=5", "chunk=8", "pgd_steps=3", "tightness_samples=2",
+          "layer_pgd_steps=5", "layer_pgd_restarts=1"]
+  certify.main(argv)
+  records = read_records(tmp_path)
+  kinds = sorted(r["kind"] for r in records)
+  assert kinds == ["certify", "radius", "tightness", "train"]
+  cert = [r for r in records if r["kind"] == "certify"][0]
+  assert cert["pgd_violations"] == 0 and cert["certified_accuracy"] <= cert["pgd_accuracy"] + 1e-12
+  assert cert["pgd_accuracy"] <= cert["clean_accuracy"] + 1e-12
+  for name in ("config.json", "summary.md", "certified_accuracy.png", "tightness.png"):
+    assert (tmp_path / name).exists(), name
+  certify.main(argv)
+  assert len(read_records(tmp_path)) == len(records)
+  with pytest.raises(SystemExit):
+    certify.main(["--workdir", str(tmp_path), "attention_bounds=-1"])

@@ -36,6 +36,7 @@ def _key(r):
   return tuple(r[f] for f in diff_attention.KEY_FIELDS)
 
 
+@pytest.mark.slow  # the shared fixture trains and analyses two tiny models (~40 s of CPU)
 def test_records_plots_and_summary(finished_run):
   workdir, records = finished_run
   kinds = [(r["kind"], r["attack"]) for r in records]
@@ -64,6 +65,7 @@ def test_records_plots_and_summary(finished_run):
   assert "Lemma 1" in summary and "0.8498" in summary and "CLIP" in summary
 
 
+@pytest.mark.slow
 def test_resume_after_interruption_recomputes_only_missing_points(tmp_path, tiny_config, finished_run):
   workdir, records = finished_run
   shutil.copytree(workdir, tmp_path / "run")
@@ -82,6 +84,7 @@ def test_resume_after_interruption_recomputes_only_missing_points(tmp_path, tiny
   assert len(diff_attention.run(tiny_config, tmp_path / "run")) == len(records)  # nothing left to do
 
 
+@pytest.mark.slow
 def test_resume_with_another_config_is_refused(finished_run, tiny_config):
   workdir, _ = finished_run
   with pytest.raises(ValueError, match="different config"):
