@@ -75,3 +75,12 @@ def cli(description: str, get_config, argv=None):
   except ValueError as e:
     parser.error(str(e))
   return config, args
+
+
+def report_cli(description: str, write_report, argv=None) -> None:
+  """``python -m experiments.<name>_report --workdir DIR``: redraws plots and summary.md from the records."""
+  parser = argparse.ArgumentParser(description=description)
+  parser.add_argument("--workdir", required=True, help="a workdir holding results.jsonl")
+  args = parser.parse_args(argv)
+  write_report(args.workdir)
+  print(f"wrote plots and summary.md to {args.workdir}")

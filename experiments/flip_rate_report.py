@@ -4,7 +4,6 @@
 """
 from __future__ import annotations
 
-import argparse
 from collections import defaultdict
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import numpy as np
 import scipy.stats
 
 from experiments.plotting import MODEL_COLORS, MODEL_LABELS, save, subplots
+from experiments.config import report_cli
 from experiments.workdir import read_records
 
 # arXiv 2603.13085 (REFERENCE §1), 10-class unless named, ε = 0.3, flip rate in % for FGSM / PGD / MIM.
@@ -125,11 +125,7 @@ def write_report(workdir, records=None) -> str:
 
 
 def main(argv=None) -> None:
-  parser = argparse.ArgumentParser(description="Redraw the flip-rate plots and summary.md.")
-  parser.add_argument("--workdir", required=True)
-  args = parser.parse_args(argv)
-  write_report(args.workdir)
-  print(f"wrote plots and summary.md to {args.workdir}")
+  report_cli("Redraw the flip-rate plots and summary.md.", write_report, argv)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,6 @@
 """
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +11,7 @@ import numpy as np
 from ntk.distance import loglog_fit
 from experiments.plotting import (MODEL_COLORS, MODEL_LABELS, finite, grouped, log_errorbar, save, series,
                                   subplots)
+from experiments.config import report_cli
 from experiments.workdir import read_records
 
 # arXiv 2603.13085, Table (NTK distance ‖f_m − f_NTK‖ by width), as quoted in REFERENCE §1. Targets to
@@ -158,11 +158,7 @@ def write_report(workdir, records=None) -> str:
 
 
 def main(argv=None) -> None:
-  parser = argparse.ArgumentParser(description="Redraw the width-sweep plots and summary.md.")
-  parser.add_argument("--workdir", required=True)
-  args = parser.parse_args(argv)
-  write_report(args.workdir)
-  print(f"wrote plots and summary.md to {args.workdir}")
+  report_cli("Redraw the width-sweep plots and summary.md.", write_report, argv)
 
 
 if __name__ == "__main__":
