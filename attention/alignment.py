@@ -198,7 +198,8 @@ def head_alignment(diff_config: ViTConfig, diff_params, x_HxWxC, *, vit_config: 
   cos_theta = gram[..., 0, 1] / (norm_a1 * norm_a2)
   rho = norm_a2 / norm_a1
   lam_LxH = np.broadcast_to(lam[:, None], cos_theta.shape)
-  norm_da_lemma1 = np.asarray(lemma1_norm(norm_a1, rho, cos_theta, lam_LxH))
+  with _maybe_x64(float64_gram):  # the formulas in float64 too, else their float32 rounding shows
+    norm_da_lemma1 = np.asarray(lemma1_norm(norm_a1, rho, cos_theta, lam_LxH), np.float64)
   shape = cos_theta.shape
   norm_std = gamma = np.full(shape, np.nan)
   predicted = np.zeros(shape, bool)
@@ -211,6 +212,7 @@ def head_alignment(diff_config: ViTConfig, diff_params, x_HxWxC, *, vit_config: 
       std = np.asarray(standard_head_norms(vit_config, vit_params, x_HxWxC, chunk_size=chunk_size), np.float64)
     norm_std = std[:, 0::2]
     gamma = norm_a1 / norm_std
-    predicted = np.asarray(theorem3_predicts_da_more_sensitive(cos_theta, lam_LxH, rho, gamma))
+    with _maybe_x64(float64_gram):
+      predicted = np.asarray(theorem3_predicts_da_more_sensitive(cos_theta, lam_LxH, rho, gamma))
   return HeadAlignment(cos_theta, rho, norm_a1, norm_a2, np.sqrt(gram[..., 2, 2]), norm_da_lemma1, lam,
                        norm_std, gamma, predicted)

@@ -8,7 +8,7 @@ Composition (pixel perturbation δ with ‖δ‖₂ ≤ ε; all norms Frobenius 
                                            after it is 1-Lipschitz and leaves the radius unchanged;
   r_z = r_L / √n                           ‖mean_i Δ_i‖₂ ≤ (1/n)Σ_i‖Δ_i‖₂ ≤ ‖ΔX‖_F/√n, then the
                                            1-Lipschitz bounded normalisation.
-Each B_h is increasing in its radius and every step is monotone, so r_z(ε) is increasing in ε.
+Each B_l is increasing in its radius and every step is monotone, so r_z(ε) is increasing in ε.
 
 Margin certificates for logits f = W z + b (W = head kernel, columns w_j):
   Tsuzuku et al. (NeurIPS 2018, Prop. 1): ‖Δf‖₂ ≤ ‖W‖₂ r_z, and the prediction y cannot change if
@@ -30,9 +30,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attention.certified_vit import (CertifiedViTConfig, embedding_lipschitz, forward_with_intermediates,
-                                     head_matrices)
 from attention import sensitivity
+from attention.certified_vit import CertifiedViTConfig, forward_with_intermediates, head_matrices
 from attention.sensitivity import KEY_NORMS, LAYER_MODES, LayerConstants, check_eps
 
 MODES = LAYER_MODES
@@ -60,15 +59,19 @@ def layer_constants(config: CertifiedViTConfig, params, x_BxHxWxC, *, key, power
 def _layer_constants(config, params, x_BxHxWxC, key, power_iters):
   out = forward_with_intermediates(config, params, x_BxHxWxC)
   batch = x_BxHxWxC.shape[0]
-  per_layer = []
-  for layer in range(config.depth):
-    a_HxDxD, wv_HxDxD = head_matrices(config, params[f"block_{layer}"]["attention"])
+  # All layers have the same shapes: stack them and vmap (one compiled body instead of `depth`).
+  mats = [head_matrices(config, params[f"block_{layer}"]["attention"]) for layer in range(config.depth)]
+  a_LxHxDxD = jnp.stack([a for a, _ in mats])
+  wv_LxHxDxD = jnp.stack([w for _, w in mats])
+
+  def one_layer(layer, a_HxDxD, wv_HxDxD, inputs_BxNxD):
     layer_key = jax.random.fold_in(key, layer)
     sample_keys = jax.vmap(lambda b: jax.random.fold_in(layer_key, b))(jnp.arange(batch))
-    per_layer.append(jax.vmap(
-        lambda x, k: sensitivity.layer_constants(x, a_HxDxD, wv_HxDxD, key=k, power_iters=power_iters))(
-            out.attention_inputs[layer], sample_keys))
-  consts = jax.tree_util.tree_map(lambda *f: jnp.stack(f, axis=1), *per_layer)
+    return jax.vmap(lambda x, k: sensitivity.layer_constants(x, a_HxDxD, wv_HxDxD, key=k,
+                                                             power_iters=power_iters))(inputs_BxNxD, sample_keys)
+
+  per_layer = jax.vmap(one_layer)(jnp.arange(config.depth), a_LxHxDxD, wv_LxHxDxD, out.attention_inputs)
+  consts = jax.tree_util.tree_map(lambda f: jnp.swapaxes(f, 0, 1), per_layer)   # [L, B, ...] -> [B, L, ...]
   return out.logits, consts
 
 
@@ -92,6 +95,15 @@ def layer_radii(consts: LayerConstants, eps, *, embed_lipschitz, mode: str = "mi
   eps = check_eps(eps)
   if key_norm not in KEY_NORMS:
     raise ValueError(f"key_norm must be one of {KEY_NORMS}, got {key_norm!r}")
+  if mode not in MODES:
+    raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+  if mode == "joint" and key_norm != "power":
+    raise ValueError("mode='joint' uses power iteration for ‖∂G/∂X‖; it has no key_norm='closed_form' form")
+  return _layer_radii(consts, eps, embed_lipschitz, mode, key_norm)
+
+
+@functools.partial(jax.jit, static_argnums=(3, 4))
+def _layer_radii(consts, eps, embed_lipschitz, mode, key_norm):
   batch, depth = consts.jacobian_norm.shape
   r_B = jnp.broadcast_to(embed_lipschitz * eps, (batch,))
   radii = [r_B]
@@ -106,7 +118,8 @@ def feature_radius(consts: LayerConstants, eps, *, embed_lipschitz, mode: str = 
                    key_norm: str = "power") -> jnp.ndarray:
   """r_z(ε) ≥ ‖Δz‖₂ for the pooled, normalised feature z, shape [B] (module docstring)."""
   n_tokens = consts.heads.n_tokens[:, 0, 0]
-  return layer_radii(consts, eps, embed_lipschitz=embed_lipschitz, mode=mode, key_norm=key_norm)[-1] / jnp.sqrt(n_tokens)
+  radii = layer_radii(consts, eps, embed_lipschitz=embed_lipschitz, mode=mode, key_norm=key_norm)
+  return radii[-1] / jnp.sqrt(n_tokens)
 
 
 def margin_certificate(logits_BxC, labels_B, head_kernel_DxC, radius_B, *, form: str = "per_pair") -> jnp.ndarray:
@@ -135,6 +148,12 @@ def margin_certificate(logits_BxC, labels_B, head_kernel_DxC, radius_B, *, form:
     if lab.size and (lab.min() < 0 or lab.max() >= num_classes):
       raise ValueError(f"labels must lie in [0, {num_classes}), got range [{lab.min()}, {lab.max()}]")
   radius_B = jnp.broadcast_to(jnp.asarray(radius_B, logits_BxC.dtype), labels_B.shape)
+  return _margin_certificate(logits_BxC, labels_B, jnp.asarray(head_kernel_DxC), radius_B, form)
+
+
+@functools.partial(jax.jit, static_argnums=4)
+def _margin_certificate(logits_BxC, labels_B, head_kernel_DxC, radius_B, form):
+  num_classes = logits_BxC.shape[1]
   f_y = jnp.take_along_axis(logits_BxC, labels_B[:, None], axis=1)                  # [B, 1]
   others = jax.nn.one_hot(labels_B, num_classes, dtype=bool) == False  # noqa: E712  [B, C]
   correct = jnp.argmax(logits_BxC, axis=1) == labels_B
@@ -160,21 +179,37 @@ def certified_radius(consts: LayerConstants, logits_BxC, labels_B, head_kernel_D
   Raises:
     ValueError: eps_max ≤ 0, iters < 1, and as ``margin_certificate``.
   """
-  if not eps_max > 0 or iters < 1:
+  if not eps_max > 0 or not isinstance(iters, int) or iters < 1:
     raise ValueError(f"need eps_max > 0 and iters ≥ 1, got {eps_max}, {iters}")
+  # Validates every argument once (concrete values) before the compiled bisection.
+  margin_certificate(logits_BxC, labels_B, head_kernel_DxC,
+                     feature_radius(consts, eps_max, embed_lipschitz=embed_lipschitz, mode=mode,
+                                    key_norm=key_norm), form=form)
+  return _certified_radius(consts, jnp.asarray(logits_BxC), jnp.asarray(labels_B), jnp.asarray(head_kernel_DxC),
+                           embed_lipschitz, eps_max, mode, key_norm, form, iters)
+
+
+@functools.partial(jax.jit, static_argnums=(6, 7, 8, 9))
+def _certified_radius(consts, logits_BxC, labels_B, head_kernel_DxC, embed_lipschitz, eps_max, mode, key_norm,
+                      form, iters):
+  n_tokens = consts.heads.n_tokens[:, 0, 0]
 
   def certified(eps_B):
-    r = feature_radius(consts, eps_B, embed_lipschitz=embed_lipschitz, mode=mode, key_norm=key_norm)
-    return margin_certificate(logits_BxC, labels_B, head_kernel_DxC, r, form=form)
+    r = _layer_radii(consts, eps_B, embed_lipschitz, mode, key_norm)[-1] / jnp.sqrt(n_tokens)
+    return _margin_certificate(logits_BxC, labels_B, head_kernel_DxC, r, form)
 
   batch = labels_B.shape[0]
   lo = jnp.zeros(batch, logits_BxC.dtype)
   hi = jnp.full(batch, eps_max, logits_BxC.dtype)
-  top = certified(hi)
-  for _ in range(iters):
+
+  def body(_, bracket):
+    lo, hi = bracket
     mid = 0.5 * (lo + hi)
     ok = certified(mid)
-    lo, hi = jnp.where(ok, mid, lo), jnp.where(ok, hi, mid)
+    return jnp.where(ok, mid, lo), jnp.where(ok, hi, mid)
+
+  top = certified(hi)
+  lo, _ = jax.lax.fori_loop(0, iters, body, (lo, hi))
   correct = jnp.argmax(logits_BxC, axis=1) == labels_B
   return jnp.where(top, eps_max, jnp.where(correct, lo, 0.0))
 

@@ -21,6 +21,7 @@ Source: Havens et al. (ICML 2024), REFERENCE.md §5; margin certificate: Tsuzuku
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from pathlib import Path
 from typing import Optional
@@ -165,23 +166,29 @@ def _pgd_broken(apply_fn, params, x, y, eps, config: CertifyConfig, key):
   return np.concatenate(broken)
 
 
+@jax.jit
+def _bound_terms_per_layer(consts, radii_LxB):
+  """Per layer l: (B_naive, B_fine) per head [B, H] and (Σ_h min, B_joint) [B] at radius r_l."""
+  out = []
+  for layer in range(radii_LxB.shape[0] - 1):
+    lc = jax.tree_util.tree_map(lambda f: f[:, layer], consts)
+    terms = sensitivity.bound_terms(lc.heads, radii_LxB[layer][:, None])
+    out.append((terms["naive"], terms["fine"], sensitivity.layer_bound_terms(lc, radii_LxB[layer])["joint"]))
+  return out
+
+
 def _bound_comparison(consts, radii_LxB, correct_B) -> dict:
   """How often and by how much the fine-grained bound alone beats the naive one (per head, layer and
   correctly classified image, at the radius the certificate propagates to that layer), and the joint
   bound the per-head minimum."""
   fine_wins, gains, joint_wins, joint_gains, ratios = [], [], [], [], []
-  for layer in range(radii_LxB.shape[0] - 1):
-    lc = jax.tree_util.tree_map(lambda f: f[:, layer], consts)
-    r_B = radii_LxB[layer]
-    terms = sensitivity.bound_terms(lc.heads, r_B[:, None])
-    naive, fine = np.asarray(terms["naive"])[correct_B], np.asarray(terms["fine"])[correct_B]
+  for naive, fine, joint in _bound_terms_per_layer(consts, jnp.asarray(radii_LxB)):
+    naive, fine, joint = np.asarray(naive)[correct_B], np.asarray(fine)[correct_B], np.asarray(joint)[correct_B]
     ratio = naive / fine
     ratios.append(ratio.ravel())
     fine_wins.append((fine < naive).ravel())
     gains.append(ratio[fine < naive])
-    layer_terms = sensitivity.layer_bound_terms(lc, r_B)
     per_head = np.sum(np.minimum(naive, fine), axis=-1)
-    joint = np.asarray(layer_terms["joint"])[correct_B]
     joint_wins.append(joint < per_head)
     joint_gains.append((per_head / joint)[joint < per_head])
   cat = np.concatenate
@@ -192,23 +199,30 @@ def _bound_comparison(consts, radii_LxB, correct_B) -> dict:
               joint_gain_median=med(cat(joint_gains)))
 
 
+@functools.partial(jax.jit, static_argnames=("steps", "restarts"))
+def _layer_attack(a_HxDxD, w_v_HxDxD, y_BxNxD, r_B, keys, *, steps, restarts):
+  """Largest ‖G(y + Δ) − G(y)‖_F found by PGD over ‖Δ‖_F ≤ r per image, G the multi-head layer."""
+  layer_fn = lambda y: sensitivity.multi_head_attention(y, a_HxDxD, w_v_HxDxD)
+  return jax.vmap(lambda y, r, k: sensitivity.max_deviation(layer_fn, y, r, key=k, steps=steps,
+                                                            restarts=restarts)[0])(y_BxNxD, r_B, keys)
+
+
 def _tightness(model_config, params, x, consts, radii_LxB, config: CertifyConfig, key) -> list[dict]:
   """Bound / attained deviation of every attention layer (the whole multi-head layer) at its radius."""
-  out = forward_with_intermediates(model_config, params, jnp.asarray(x))
+  out = jax.jit(forward_with_intermediates, static_argnums=0)(model_config, params, jnp.asarray(x))
   rows = []
   for layer in range(model_config.depth):
     a, w_v = head_matrices(model_config, params[f"block_{layer}"]["attention"])
-    layer_fn = lambda y: sensitivity.multi_head_attention(y, a, w_v)
-    attack = jax.jit(jax.vmap(lambda y, r, k: sensitivity.max_deviation(
-        layer_fn, y, r, key=k, steps=config.layer_pgd_steps, restarts=config.layer_pgd_restarts)[0]))
     r_B = radii_LxB[layer]
     keys = jax.vmap(lambda b: jax.random.fold_in(jax.random.fold_in(key, layer), b))(jnp.arange(len(x)))
-    attained = np.asarray(attack(out.attention_inputs[layer], r_B, keys))
+    attained = np.asarray(_layer_attack(a, w_v, out.attention_inputs[layer], jnp.asarray(r_B), keys,
+                                        steps=config.layer_pgd_steps, restarts=config.layer_pgd_restarts))
     lc = jax.tree_util.tree_map(lambda f: f[:, layer], consts)
     terms = {k: np.asarray(v) for k, v in sensitivity.layer_bound_terms(lc, r_B).items()}
     safe = np.maximum(attained, np.finfo(np.float32).tiny)
     rows.append(dict(layer=layer, radius_median=float(np.median(r_B)), attained_median=float(np.median(attained)),
-                     **{f"ratio_{k}_median": float(np.median(terms[k] / safe)) for k in ("min", "fine", "naive", "joint")},
+                     **{f"ratio_{k}_median": float(np.median(terms[k] / safe))
+                        for k in ("min", "fine", "naive", "joint")},
                      ratio_min_max=float(np.max(terms["min"] / safe)),
                      ratio_min_min=float(np.min(terms["min"] / safe)),
                      violations=int(np.sum(attained > terms["min"] * (1 + 1e-4))),

@@ -124,7 +124,7 @@ def summary_markdown(records) -> str:
               "PGD-L2 is an upper bound on the true robust accuracy; `viol.` counts certified samples PGD "
               "broke (must be 0). s/sample: bound constants + propagation, after compilation.", "",
               "| data set | α | ε | clean | PGD-L2 | certified | rigorous | naive | fine | joint | Tsuzuku | "
-              "viol. | s/sample (cert.) | s/sample (PGD) |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "viol. | s/sample (cert.) | s/sample (PGD) |", "|---" * 14 + "|"]
     for r in cert:
       lines.append(
           f"| {r['dataset']} | {r['attention_bound']:g} | {r['eps']:g} | {_pct(r['clean_accuracy'])} | "
@@ -158,7 +158,7 @@ def summary_markdown(records) -> str:
               "deviation ‖G(X + Δ) − G(X)‖_F that PGD on Δ found (≥ 1 always; `viol.` = cases below 1, must "
               "be 0). Medians over images; the min-bound's range in brackets.", "",
               "| data set | α | ε | layer | layer radius | attained | min bound / attack | fine / attack | "
-              "joint / attack | naive / attack | ‖∂G/∂X‖ | viol. |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "joint / attack | naive / attack | ‖∂G/∂X‖ | viol. |", "|---" * 12 + "|"]
     for r in tight:
       lines.append(
           f"| {r['dataset']} | {r['attention_bound']:g} | {r['eps']:g} | {r['layer'] + 1} | "

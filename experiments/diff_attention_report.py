@@ -218,6 +218,7 @@ def plot_lipschitz(records, path) -> None:
   axes[0].set_ylabel("local Lipschitz L̂ of the logits (L1/L∞)")
   axes[0].legend(fontsize=5)
   axes[1].set_yscale("log")
+  axes[1].xaxis.get_major_locator().set_params(integer=True)
   axes[1].set_xlabel("layer (tokens after block)")
   axes[1].set_ylabel("local Lipschitz L̂ of the tokens")
   axes[1].legend(fontsize=5)

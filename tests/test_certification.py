@@ -89,14 +89,14 @@ def _model(seed=0, config=SMALL):
 
 def test_head_matrices_reproduce_the_layer():
   config, params, x = _model()
-  out = forward_with_intermediates(config, params, x)
+  out = jax.jit(forward_with_intermediates, static_argnums=0)(config, params, x)
   a, w_v = head_matrices(config, params["block_0"]["attention"])
   assert float(jnp.max(jnp.linalg.svd(a, compute_uv=False)[:, 0])) <= config.attention_bound * (1 + 1e-5)
   assert float(jnp.max(jnp.linalg.svd(w_v, compute_uv=False)[:, 0])) <= 0.5 * (1 + 1e-5)
   y = out.attention_inputs[0]
   heads = sum(jax.nn.softmax(y @ a[h] @ jnp.swapaxes(y, 1, 2), -1) @ y @ w_v[h] for h in range(2))
   from attention.certified_vit import MultiHeadAttention
-  layer = MultiHeadAttention(config).apply({"params": params["block_0"]["attention"]}, y)
+  layer = jax.jit(MultiHeadAttention(config).apply)({"params": params["block_0"]["attention"]}, y)
   np.testing.assert_allclose(np.asarray(layer - params["block_0"]["attention"]["b_o"][None, None]), np.asarray(heads),
                              rtol=1e-4, atol=1e-5)
 
@@ -221,10 +221,13 @@ def test_bad_inputs_raise_clear_errors():
     CertifiedViT(config).apply({"params": params}, jnp.zeros((1, 9, 9, 1)))
 
 
-def test_certify_experiment_runs_and_resumes(tmp_path):
+@pytest.mark.slow
+def test_certify_experiment_runs_and_resumes(tmp_path, monkeypatch):
   """The entry point writes config.json, results.jsonl, plots and summary.md; a rerun adds nothing."""
-  from experiments import certify
+  from experiments import certify, workdir
   from experiments.workdir import read_records
+  # Library versions are recorded by Workdir (tested with it); skip importing neural_tangents/TF here.
+  monkeypatch.setattr(workdir, "versions", lambda: {"jax": jax.__version__})
   argv = ["--workdir", str(tmp_path), "datasets=mnist", "attention_bounds=0.25", "epsilons=0.05",
           "n_train=32", "n_test=8", "epochs=1", "batch_size=16", "depth=1", "dim=8", "num_heads=1",
           "sll_hidden=8", "power_iters=5", "chunk=8", "pgd_steps=3", "tightness_samples=2",
