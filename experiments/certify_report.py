@@ -4,11 +4,11 @@
 """
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
 
+from experiments.config import report_cli
 from experiments.plotting import finite, save, subplots
 from experiments.workdir import read_records
 
@@ -184,11 +184,7 @@ def write_report(workdir, records=None) -> str:
 
 
 def main(argv=None) -> None:
-  parser = argparse.ArgumentParser(description="Redraw the certification plots and summary.md.")
-  parser.add_argument("--workdir", required=True)
-  args = parser.parse_args(argv)
-  write_report(args.workdir)
-  print(f"wrote plots and summary.md to {args.workdir}")
+  report_cli("Redraw the certification plots and summary.md.", write_report, argv)
 
 
 if __name__ == "__main__":

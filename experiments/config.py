@@ -6,6 +6,7 @@ Each override is ``field=value``; tuples are comma-separated; booleans are true/
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import typing
 from typing import Any, Sequence
@@ -60,14 +61,27 @@ def apply_overrides(config, overrides: Sequence[str]):
   return new
 
 
+def _fields_help(config) -> str:
+  lines = ["config fields (override as field=value; tuples comma-separated) and their quick defaults:"]
+  for f in dataclasses.fields(config):
+    value = getattr(config, f.name)
+    text = ",".join(str(v) for v in value) if isinstance(value, tuple) else str(value)
+    lines.append(f"  {f.name}={text}")
+  return "\n".join(lines)
+
+
 def cli(description: str, get_config, argv=None):
-  """Parses ``--workdir``, ``--full``, ``--overwrite_config`` and overrides; returns (config, args)."""
-  parser = argparse.ArgumentParser(description=description,
-                                   epilog="overrides: field=value (comma-separated for tuples)")
+  """Parses ``--workdir``, ``--full``, ``--overwrite_config`` and overrides; returns (config, args).
+
+  ``--help`` lists every config field with its default.
+  """
+  parser = argparse.ArgumentParser(description=description, epilog=_fields_help(get_config()),
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--workdir", required=True, help="output directory (resumes if it exists)")
   parser.add_argument("--full", action="store_true", help="the full-size config instead of the quick one")
   parser.add_argument("--overwrite_config", action="store_true",
-                      help="resume a workdir whose config.json differs from this config")
+                      help="the workdir holds results of another config: move them into previous-<time>/ "
+                           "and start afresh")
   parser.add_argument("overrides", nargs="*", help="field=value")
   args = parser.parse_args(argv)
   try:
@@ -84,3 +98,46 @@ def report_cli(description: str, write_report, argv=None) -> None:
   args = parser.parse_args(argv)
   write_report(args.workdir)
   print(f"wrote plots and summary.md to {args.workdir}")
+
+
+@contextlib.contextmanager
+def user_errors():
+  """Turns the errors a user can cause (bad values, missing or corrupt data files) into one line on
+  stderr and exit status 2, instead of a traceback."""
+  try:
+    yield
+  except (ValueError, FileNotFoundError) as e:
+    raise SystemExit(f"error: {e}") from None
+
+
+def check_common(config, *, dataset_fields=("datasets",), binary_tasks: bool = False, nonempty=(),
+                 finite=()) -> None:
+  """Checks shared by the experiment configs, run by their ``validate()`` before anything is written.
+
+  Raises:
+    ValueError: an unknown data set name (or binary task name, where ``binary_tasks``; listing the valid
+      ones), an unknown data_source, an empty
+      tuple among ``nonempty``, or a non-finite value among the tuples named in ``finite``.
+  """
+  import math
+
+  from experiments.data import BINARY_TASKS, get_spec
+  from experiments.data.loader import SOURCES
+  for field in nonempty:
+    if not getattr(config, field):
+      raise ValueError(f"{field} must not be empty")
+  for field in dataset_fields:
+    for name in getattr(config, field, ()):
+      if binary_tasks and name in BINARY_TASKS:
+        continue
+      try:
+        get_spec(name)
+      except ValueError as e:
+        tasks = f"; binary tasks: {sorted(BINARY_TASKS)}" if binary_tasks else ""
+        raise ValueError(f"{field}: {e}{tasks}") from None
+  source = getattr(config, "data_source", "embedded")
+  if source not in SOURCES:
+    raise ValueError(f"data_source must be one of {SOURCES}, got {source!r}")
+  for field in finite:
+    if not all(math.isfinite(v) for v in getattr(config, field)):
+      raise ValueError(f"{field} must hold finite numbers, got {getattr(config, field)}")

@@ -43,6 +43,7 @@ class CubingConfig:
   split: str = "train"
 
   def validate(self) -> None:
+    config_lib.check_common(self, nonempty=("datasets", "ns", "seeds", "layers", "eps"), finite=("eps",))
     if not self.ns or any(n < 2 for n in self.ns):
       raise ValueError(f"ns must be integers ≥ 2, got {self.ns}")
     if any(k < 1 for k in self.layers):
@@ -164,7 +165,8 @@ def write_report(workdir, records=None) -> str:
 
 def main(argv=None) -> None:
   config, args = config_lib.cli("Condition-number cubing check κ(G̃) = κ(G)³.", get_config, argv)
-  records = run(config, args.workdir, overwrite_config=args.overwrite_config)
+  with config_lib.user_errors():
+    records = run(config, args.workdir, overwrite_config=args.overwrite_config)
   write_report(args.workdir, records)
   print(f"wrote {len(records)} records, kappa_vs_n.png and summary.md to {args.workdir}")
 

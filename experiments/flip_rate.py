@@ -78,8 +78,12 @@ class FlipRateConfig:
   at_epochs_per_round: int = 50
 
   def validate(self) -> None:
-    if any(e < 0 for e in self.eps):
-      raise ValueError(f"eps must be ≥ 0 (pixel scale [0, 1]), got {self.eps}")
+    config_lib.check_common(self, dataset_fields=("tasks",), binary_tasks=True, finite=("eps",),
+                            nonempty=("tasks", "models", "widths", "seeds", "eps", "attacks"))
+    if any(not 0 <= e <= 1 for e in self.eps):
+      raise ValueError(f"eps must be in [0, 1] (L∞ on the [0, 1] pixel scale), got {self.eps}")
+    if not 0 <= self.at_eps <= 1:
+      raise ValueError(f"at_eps must be in [0, 1], got {self.at_eps}")
     bad = [a for a in self.attacks if a not in ATTACKS]
     if bad:
       raise ValueError(f"attacks must be among {ATTACKS}, got {bad}")
@@ -225,7 +229,8 @@ def run(config: FlipRateConfig, workdir, *, overwrite_config: bool = False) -> l
 def main(argv=None) -> None:
   config, args = config_lib.cli("Flip rate of NTK influence under attacks on the training data.", get_config,
                                 argv)
-  records = run(config, args.workdir, overwrite_config=args.overwrite_config)
+  with config_lib.user_errors():
+    records = run(config, args.workdir, overwrite_config=args.overwrite_config)
   from experiments import flip_rate_report
   flip_rate_report.write_report(args.workdir, records)
   print(f"wrote {len(records)} records, plots and summary.md to {args.workdir}")

@@ -58,7 +58,10 @@ def plot_vs(records, x: str, path, *, at_eps=None) -> None:
           continue
         xs = sorted(g)
         stats = [mean_ci(100 * np.array(g[k])) for k in xs]
-        ax.errorbar([k[0] for k in xs], [s[0] for s in stats], yerr=[s[1] for s in stats], marker="o", ms=3,
+        means = np.array([s[0] for s in stats])
+        half = np.array([s[1] for s in stats])
+        yerr = [np.minimum(half, means), np.minimum(half, 100 - means)]  # a rate stays in [0, 100] %
+        ax.errorbar([k[0] for k in xs], means, yerr=yerr, marker="o", ms=3,
                     capsize=2, ls=ls, color=MODEL_COLORS[model], label=f"{MODEL_LABELS[model]} ({task})")
     ax.set_title(ATTACK_LABELS[attack] + (f", ε = {at_eps:g}" if at_eps is not None else ""))
     ax.set_xlabel("ε (pixel scale)" if x == "eps" else "width m")
@@ -69,7 +72,17 @@ def plot_vs(records, x: str, path, *, at_eps=None) -> None:
   save(fig, path)
 
 
-def summary_markdown(records, eps: float = 0.3) -> str:
+def _fmt_ci(values) -> str:
+  if len(values) < 2:
+    return f"{values[0]:.1f} (1 run)"
+  return "{:.1f} ± {:.1f}".format(*mean_ci(values))
+
+
+def summary_markdown(records, eps: float | None = None) -> str:
+  """The flip-rate table at ``eps`` (default 0.3, the paper's, or the largest ε run when 0.3 was not)."""
+  if eps is None:
+    all_eps = {float(r["eps"]) for r in records}
+    eps = 0.3 if any(np.isclose(e, 0.3) for e in all_eps) else max(all_eps)
   lines = ["# Influence malleability: flip rates of NTK influence under attack", "",
            "Top-10 % most influential training samples (NTK leave-one-out on kernel ridge regression, empirical "
            "NTK at the trained parameters) whose influence changes sign after every training row is attacked; "
@@ -90,7 +103,7 @@ def summary_markdown(records, eps: float = 0.3) -> str:
         cells = []
         for attack in ("fgsm", "pgd", "mim", "random_sign"):
           v = [100 * r["flip_rate"] for r in sel if r["attack"] == attack and np.isclose(r["eps"], eps)]
-          cells.append("–" if not v else "{:.1f} ± {:.1f}".format(*mean_ci(v)))
+          cells.append("–" if not v else _fmt_ci(v))
         rho = [r["spearman"] for r in sel if r["attack"] == "pgd" and np.isclose(r["eps"], eps)]
         use = [r["mean_linf_over_eps"] for r in sel if r["attack"] == "pgd" and np.isclose(r["eps"], eps)]
         zero = [r["n_flipped"] for r in sel if r["eps"] == 0]

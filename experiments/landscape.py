@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
+from typing import Optional
 
 import jax
 import jax.numpy as jnp
@@ -43,6 +44,7 @@ class LandscapeConfig:
   seeds: tuple[int, ...] = (0, 1, 2)
   n_train: int = 256
   data_source: str = "embedded"
+  data_dir: Optional[str] = None
   epochs: int = 500
   top_k: int = 3
   lanczos_iters: int = 30
@@ -51,6 +53,8 @@ class LandscapeConfig:
   span: float = 1.0
 
   def validate(self) -> None:
+    config_lib.check_common(self, dataset_fields=("tasks",), binary_tasks=True,
+                            nonempty=("tasks", "models", "widths", "seeds"))
     if self.top_k < 1 or self.lanczos_iters < self.top_k:
       raise ValueError(f"need 1 ≤ top_k ≤ lanczos_iters, got {self.top_k}, {self.lanczos_iters}")
     if self.grid_1d < 3 or self.grid_2d < 3 or self.span <= 0:
@@ -69,7 +73,8 @@ def run(config: LandscapeConfig, workdir, *, overwrite_config: bool = False) -> 
   wd = Workdir(workdir, KEY_FIELDS, config, overwrite_config=overwrite_config)
   done = wd.done()
   fr_config = flip_rate.FlipRateConfig(tasks=config.tasks, n_train=config.n_train, n_test=1,
-                                       data_source=config.data_source, epochs=config.epochs)
+                                       data_source=config.data_source, data_dir=config.data_dir,
+                                       epochs=config.epochs)
   todo = [(t, m, w, s) for t in config.tasks for m in config.models for w in config.widths for s in config.seeds
           if (t, m, w, s) not in done]
   data = {}
@@ -149,7 +154,8 @@ def write_report(workdir, records=None) -> str:
 
 def main(argv=None) -> None:
   config, args = config_lib.cli("Sharpness and loss landscapes of 2L-ReLU and MLP-Attn.", get_config, argv)
-  records = run(config, args.workdir, overwrite_config=args.overwrite_config)
+  with config_lib.user_errors():
+    records = run(config, args.workdir, overwrite_config=args.overwrite_config)
   write_report(args.workdir, records)
   print(f"wrote {len(records)} records, plots and summary.md to {args.workdir}")
 

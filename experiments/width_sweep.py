@@ -71,6 +71,7 @@ class WidthSweepConfig:
 
   def validate(self) -> None:
     """Raises ValueError naming the field and its allowed range."""
+    config_lib.check_common(self, nonempty=("datasets", "models", "widths", "seeds"))
     if not self.widths or any(w < 1 for w in self.widths):
       raise ValueError(f"widths must be integers ≥ 1, got {self.widths}")
     if self.n_train < 2 or self.n_test < 1:
@@ -161,7 +162,8 @@ def run(config: WidthSweepConfig, workdir, *, overwrite_config: bool = False) ->
 
 def main(argv=None) -> None:
   config, args = config_lib.cli("NTK width sweep (finite vs infinite width).", get_config, argv)
-  records = run(config, args.workdir, overwrite_config=args.overwrite_config)
+  with config_lib.user_errors():
+    records = run(config, args.workdir, overwrite_config=args.overwrite_config)
   from experiments import width_sweep_report
   width_sweep_report.write_report(args.workdir, records)
   print(f"wrote {len(records)} records, plots and summary.md to {args.workdir}")

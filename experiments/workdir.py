@@ -12,6 +12,7 @@ import functools
 import json
 import platform
 import shutil
+import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -52,27 +53,40 @@ class Workdir:
   Args:
     path: directory (created if missing).
     key_fields: the record fields that identify a sweep point, e.g. ("dataset", "model", "width", "seed").
-    config: the run's config (dataclass or dict); written to ``config.json``. If a config.json with
-      different content exists, ``ValueError`` is raised unless ``overwrite_config`` is True — resuming
-      with another config would mix incompatible records.
+    config: the run's config (dataclass or dict); written to ``config.json``. A workdir that already
+      holds records of a different config is refused (``ValueError``): resuming would mix incompatible
+      records. With ``overwrite_config`` the old config, records and arrays are moved, not deleted, into
+      ``previous-<time>/`` and the run starts afresh. A config.json without records (a run that failed
+      before its first point, e.g. on a typo) is simply replaced.
   """
 
   def __init__(self, path, key_fields: Sequence[str], config=None, *, overwrite_config: bool = False):
     self.path = Path(path)
+    if self.path.exists() and not self.path.is_dir():
+      raise ValueError(f"workdir {self.path} exists and is not a directory")
     self.path.mkdir(parents=True, exist_ok=True)
     self.key_fields = tuple(key_fields)
     self.results_path = self.path / "results.jsonl"
     if config is not None:
       cfg = _jsonable(config)
       cfg_path = self.path / "config.json"
-      if cfg_path.exists() and not overwrite_config:
-        old = json.loads(cfg_path.read_text())
-        if old != cfg:
-          changed = sorted(k for k in set(old) | set(cfg) if old.get(k) != cfg.get(k))
+      old = json.loads(cfg_path.read_text()) if cfg_path.exists() else cfg
+      if old != cfg and self.records():
+        changed = sorted(k for k in set(old) | set(cfg) if old.get(k) != cfg.get(k))
+        if not overwrite_config:
           raise ValueError(
-              f"{cfg_path} holds a different config (fields {changed} differ); use a new workdir or "
-              "pass overwrite_config=True (--overwrite_config) to resume with the new one")
+              f"{cfg_path} holds the records of a different config (fields {changed} differ); use a new "
+              "workdir, or --overwrite_config to move the old results aside and start afresh")
+        self._move_aside()
       cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+
+  def _move_aside(self) -> Path:
+    backup = self.path / time.strftime("previous-%Y%m%d-%H%M%S")
+    backup.mkdir()
+    for name in ("config.json", "results.jsonl", "arrays"):
+      if (self.path / name).exists():
+        shutil.move(str(self.path / name), str(backup / name))
+    return backup
 
   def key(self, record: dict) -> tuple:
     return tuple(record[f] for f in self.key_fields)

@@ -25,7 +25,13 @@ class FlipRate(NamedTuple):
 
 
 def top_influential(scores_N, top_fraction: float) -> np.ndarray:
-  """Indices of the ⌈τn⌉ largest |I_j|, ties broken by index (stable)."""
+  """Indices of the ⌈τn⌉ largest |I_j|, ties broken by index (stable).
+
+  Raises:
+    ValueError: τ outside (0, 1].
+  """
+  if not 0 < top_fraction <= 1:
+    raise ValueError(f"top_fraction must be in (0, 1], got {top_fraction}")
   s = np.asarray(scores_N)
   n_top = math.ceil(top_fraction * s.size)
   order = np.lexsort((np.arange(s.size), -np.abs(s)))

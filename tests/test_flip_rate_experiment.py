@@ -50,6 +50,12 @@ def test_mean_ci():
   assert flip_rate_report.mean_ci([5.0]) == (5.0, 0.0)
 
 
+def test_cli_prints_one_line_errors(tmp_path, capsys):
+  with pytest.raises(SystemExit) as exit_info:
+    flip_rate.main(["--workdir", str(tmp_path), "eps=0,5"])
+  assert exit_info.value.code == 2 and "eps must be in [0, 1]" in capsys.readouterr().err
+
+
 def test_adversarial_training_runs(tmp_path):
   config = apply_overrides(flip_rate.get_config(), SMALL + [
       "adversarial_training=true", "at_rounds=1", "at_epochs_per_round=5", "attacks=pgd", "models=relu"])
@@ -69,8 +75,9 @@ def test_landscape_runner(tmp_path):
   assert "| mnist | 2L-ReLU | 32 |" in landscape.write_report(tmp_path)
 
 
-@pytest.mark.parametrize("override,match", [("eps=-0.1", "eps"), ("attacks=cw", "attacks"),
-                                            ("top_fraction=0", "top_fraction")])
+@pytest.mark.parametrize("override,match", [("eps=-0.1", "eps"), ("eps=0,5", r"\[0, 1\]"), ("eps=nan", "finite"),
+                                            ("attacks=cw", "attacks"), ("top_fraction=0", "top_fraction"),
+                                            ("tasks=mnist_3v9", "unknown dataset"), ("models=", "empty")])
 def test_bad_config(override, match):
   with pytest.raises(ValueError, match=match):
     apply_overrides(flip_rate.get_config(), [override])

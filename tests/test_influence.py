@@ -183,6 +183,8 @@ def test_top_fraction_rounds_up_and_ties_break_by_index():
   assert list(top_influential(scores, 0.3)) == [1, 2, 3]  # ⌈0.3·7⌉ = 3; |−3| = |3| = |3| tie → by index
   assert list(top_influential(scores, 0.1)) == [1]  # ⌈0.7⌉ = 1
   assert flip_rate(scores, scores, top_fraction=1.0).n_top == 7
+  with pytest.raises(ValueError, match="top_fraction"):
+    top_influential(scores, 0.0)
 
 
 def test_zero_size_perturbation_flips_nothing():

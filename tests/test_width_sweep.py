@@ -72,10 +72,25 @@ def test_resume_after_interruption_reproduces_records(tmp_path, small_config, fi
                                                      ["rel_frobenius_train"], rel=1e-6)
 
 
-def test_resume_with_another_config_is_refused(tmp_path, small_config):
-  width_sweep.run(apply_overrides(small_config, ["train=false", "widths=16", "seeds=0"]), tmp_path)
+def test_resume_with_another_config_is_refused_and_overwrite_moves_old_results_aside(tmp_path, small_config):
+  first = apply_overrides(small_config, ["train=false", "widths=16", "seeds=0"])
+  second = apply_overrides(small_config, ["train=false", "widths=32", "seeds=0"])
+  old = width_sweep.run(first, tmp_path)
   with pytest.raises(ValueError, match="different config"):
-    width_sweep.run(apply_overrides(small_config, ["train=false", "widths=32", "seeds=0"]), tmp_path)
+    width_sweep.run(second, tmp_path)
+  new = width_sweep.run(second, tmp_path, overwrite_config=True)
+  assert {r["width"] for r in new} == {32}  # no mixing with the old config's records
+  (backup,) = tmp_path.glob("previous-*")  # ... and nothing computed was lost
+  assert len(read_records(backup)) == len(old)
+  assert json.loads((backup / "config.json").read_text())["widths"] == [16]
+
+
+def test_a_failed_start_does_not_lock_the_workdir(tmp_path, small_config):
+  bad = apply_overrides(small_config, ["train=false", "widths=16", "seeds=0", "n_train=100000"])
+  with pytest.raises(ValueError, match="exceeds"):
+    width_sweep.run(bad, tmp_path)  # config.json written, no records
+  good = apply_overrides(small_config, ["train=false", "widths=16", "seeds=0"])
+  assert len(width_sweep.run(good, tmp_path)) == 2
 
 
 def test_report_is_drawn_from_records(finished_run):
@@ -90,6 +105,8 @@ def test_report_is_drawn_from_records(finished_run):
 @pytest.mark.parametrize("override,match", [
     ("widths=-16", "widths"), ("readout=frozen", "readout"), ("models=cnn", "models"),
     ("n_train=1", "n_train"), ("nonsense=3", "unknown config field"), ("train=maybe", "true or false"),
+    ("datasets=mnst", "unknown dataset name"), ("models=", "must not be empty"),
+    ("data_source=web", "data_source"),
 ])
 def test_bad_config_values(override, match):
   with pytest.raises(ValueError, match=match):
