@@ -19,8 +19,8 @@ Source: REFERENCE.md §5. A sample counts as certified only if it is also classi
 
 Bound kinds ("mode", per layer): "naive" (Σ_h B_naive), "fine" (Σ_h B_fine, the decomposition of
 REFERENCE §5), "joint" (exact first order of the whole layer + the per-head higher-order terms), or "min"
-= min(Σ_h min(B_naive, B_fine), B_joint), what we certify with. ``key_norm`` "power" (power iteration,
-as LoFAST) or "closed_form" (fully rigorous: closed-form key-side norm, no joint bound).
+= min(Σ_h min(B_naive, B_fine), B_joint), what we certify with. ``key_norm`` "power" (Krylov estimate:
+power iteration as in LoFAST, accelerated by Lanczos) or "closed_form" (fully rigorous: closed-form key-side norm, no joint bound).
 """
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def layer_constants(config: CertifiedViTConfig, params, x_BxHxWxC, *, key, power
     params: its parameters.
     x_BxHxWxC: images in [0, 1], shape [B, H, W, C].
     key: PRNG key; layer l of sample b uses fold_in(fold_in(key, l), b) (heads fold in further).
-    power_iters: power iterations for σ_K and the layer Jacobian norms.
+    power_iters: Krylov iterations (Lanczos steps) for σ_K and the layer Jacobian norms.
 
   Returns:
     (logits [B, C], LayerConstants with head fields [B, depth, heads] and the rest [B, depth]).
@@ -98,7 +98,7 @@ def layer_radii(consts: LayerConstants, eps, *, embed_lipschitz, mode: str = "mi
   if mode not in MODES:
     raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
   if mode == "joint" and key_norm != "power":
-    raise ValueError("mode='joint' uses power iteration for ‖∂G/∂X‖; it has no key_norm='closed_form' form")
+    raise ValueError("mode='joint' uses a Krylov estimate of ‖∂G/∂X‖; it has no key_norm='closed_form' form")
   return _layer_radii(consts, eps, embed_lipschitz, mode, key_norm)
 
 

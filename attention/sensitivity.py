@@ -38,8 +38,8 @@ R_V = max_k ‖v_k − v̄‖₂, μ the mean token, X_c = X − 1μᵀ, δ_i th
                 vec(Δᵀ), the row Jacobians act as 𝒥 = Σ_i J_i ⊗ e_ie_iᵀ, and the values as Vᵀ ⊗ I_n, so
                 vec(K(Δ)) = (Vᵀ ⊗ I_n) 𝒥 (I_n ⊗ XA) vec(Δᵀ). Alone, (I_n ⊗ XA) has norm ‖XA‖₂; the
                 useful norm is that of the composition, σ_K = σ_max(K), computed by power iteration
-                applying K and Kᵀ matrix-free (``attention.operator_norm``), never forming a Kronecker
-                product. Rigorous closed-form upper bounds (used by ``key_norm="closed_form"``), with
+                applying K and Kᵀ matrix-free, accelerated by Lanczos on the same Krylov space
+                (``attention.operator_norm``), never forming a Kronecker product. Rigorous closed-form upper bounds (used by ``key_norm="closed_form"``), with
                 a_iᵀ = x_iA and B_i = J_iV: σ_K ≤ ‖diag(‖B_i‖₂) XA‖₂ and σ_K ≤ √λ_max(Σ_i ‖a_i‖² B_iB_iᵀ).
     second order δ_i A Δᵀ J_i V: ≤ ‖δ_i‖ ‖A‖₂ ε ‖J_iV‖₂, so ≤ ‖A‖₂ max_i ‖J_iV‖₂ ε².
 (5) Fine-grained bound (sum of (3), (4)):
@@ -50,7 +50,7 @@ R_V = max_k ‖v_k − v̄‖₂, μ the mean token, X_c = X − 1μᵀ, δ_i th
     triangle inequality, which is loose (heads partly cancel). The joint bound keeps the first order exact,
         B_joint(ε) = ‖∂G/∂X‖ ε + Σ_h [c(ε)D̃_h(ε)‖W_V^h‖₂ε + ‖A_h‖₂ max_i‖J_iV_h‖₂ ε² + c(ε)R_{V,h} D̃_h(ε)²],
     because G(X') − G(X) − ∂G/∂X[Δ] = Σ_h [(P'_h − P_h)ΔW_V^h + (J_i(ΔA_hΔᵀ)_i)ᵀV_h rows + ρ_h], each bounded
-    in (3)–(4). ‖∂G/∂X‖ (Frobenius to Frobenius) comes from power iteration through jvp/vjp, with the same
+    in (3)–(4). ‖∂G/∂X‖ (Frobenius to Frobenius) comes from Lanczos through jvp/vjp, with the same
     caveat as σ_K; it has no closed-form counterpart here, so the rigorous mode does not use B_joint.
 (6) Naive bound (global norms only): ‖P'‖₂ ≤ ‖P'‖_F ≤ √n, ‖XW_V‖₂ ≤ ‖X‖₂‖W_V‖₂ and (2) with the
     uncentred ‖D‖_F ≤ 2‖A‖₂‖X‖₂ε + ‖A‖₂ε², and the global ½ of step (2):
@@ -58,9 +58,11 @@ R_V = max_k ‖v_k − v̄‖₂, μ the mean token, X_c = X − 1μᵀ, δ_i th
     B_fine can exceed B_naive at large ε (its remainder is quadratic in ‖XA‖₂ε); certify with the minimum
     (for a layer: min(Σ_h min(B_naive,h, B_fine,h), B_joint), ``layer_bound(mode="min")``).
 
-Soundness caveats: σ_K from power iteration is a converged lower estimate of σ_max(K) (sound up to
-that convergence, whose gap is reported; standard in the literature, e.g. Tsuzuku et al. 2018);
-``key_norm="closed_form"`` is rigorous. Floating-point rounding is not accounted for.
+Soundness caveats: σ_K and ‖∂G/∂X‖ are Krylov (power/Lanczos) estimates, lower estimates that are sound
+up to their convergence, whose residual is reported (standard in the literature, e.g. Tsuzuku et al.
+2018). Plain power iteration with 50 steps was observed ~1 % low on trained ViT layers with clustered top
+singular values (an attack then exceeded B_joint); Lanczos, the default, converges far faster on the same
+budget. ``key_norm="closed_form"`` is rigorous. Floating-point rounding is not accounted for.
 """
 from __future__ import annotations
 
@@ -91,9 +93,9 @@ class HeadConstants(NamedTuple):
     xa_norm: ‖XA‖₂ (key-side logit sensitivity).
     xca_norm: ‖X_c Aᵀ‖₂ with centred tokens (query-side logit sensitivity).
     query_norm: σ_Q = max_i ‖A Xᵀ J_i V‖₂, exact norm of the query-side operator.
-    key_norm: σ_K by power iteration (a converged lower estimate of the key-side operator norm).
+    key_norm: σ_K by Lanczos/power iteration (a converged lower estimate of the key-side norm).
     key_norm_upper: rigorous closed-form upper bound on σ_K (module docstring, step 4).
-    key_gap: relative convergence gap of the power iteration (0 when converged).
+    key_gap: relative residual of the Krylov estimate (0 when converged).
     jv_norm: max_i ‖J_i V‖₂.
     value_radius: R_V = max_k ‖v_k − v̄‖₂, radius of the value rows about their mean.
   """
@@ -199,8 +201,8 @@ def head_constants(x_NxD, a_DxD, w_v_DxE, *, key, power_iters: int = 100) -> Hea
     x_NxD: the head's input tokens X (after normalisation), shape [n, d], float.
     a_DxD: A = W_Q W_Kᵀ/√d_h, shape [d, d].
     w_v_DxE: the value map (times the output projection), shape [d, e].
-    key: PRNG key for the power iteration's random start.
-    power_iters: power iterations for σ_K (≥ 1).
+    key: PRNG key for the Krylov iteration's random start.
+    power_iters: Krylov iterations (products with K and Kᵀ; Lanczos steps) for σ_K, ≥ 1.
 
   Returns:
     ``HeadConstants`` (jit/vmap friendly).
@@ -266,7 +268,7 @@ def bound_terms(c: HeadConstants, eps, *, key_norm: KeyNorm = "power") -> dict:
   Args:
     c: ``HeadConstants`` of the head at X.
     eps: radius ε ≥ 0 of ‖Δ‖_F, scalar or array broadcastable against c's fields.
-    key_norm: "power" (σ_K by power iteration) or "closed_form" (its rigorous upper bound).
+    key_norm: "power" (σ_K by Lanczos/power iteration) or "closed_form" (its rigorous upper bound).
 
   Returns:
     dict of arrays: value, query, key, second_order, remainder (the fine-grained terms), fine (their
@@ -319,7 +321,7 @@ class LayerConstants(NamedTuple):
 
   Attributes:
     heads: ``HeadConstants`` whose fields have a leading head axis [H] (or [..., H] when vmapped).
-    jacobian_norm: ‖∂G/∂X‖ by power iteration (a converged lower estimate), scalar.
+    jacobian_norm: ‖∂G/∂X‖ by Lanczos (a converged lower estimate), scalar.
     jacobian_gap: its relative convergence gap.
   """
   heads: HeadConstants
@@ -344,7 +346,7 @@ def layer_constants(x_NxD, a_HxDxD, w_v_HxDxE, *, key, power_iters: int = 100) -
     a_HxDxD: A_h of every head, shape [H, d, d].
     w_v_HxDxE: W_V^h (times W_O^h) of every head, shape [H, d, e].
     key: PRNG key; head h uses fold_in(key, h), the joint Jacobian fold_in(key, H).
-    power_iters: power iterations (≥ 1) for σ_K and for ‖∂G/∂X‖.
+    power_iters: Krylov iterations (≥ 1) for σ_K and for ‖∂G/∂X‖.
 
   Returns:
     ``LayerConstants``.
@@ -378,7 +380,7 @@ def layer_bound_terms(lc: LayerConstants, eps, *, key_norm: KeyNorm = "power") -
   Args:
     lc: ``LayerConstants`` (head fields [..., H], the rest [...]).
     eps: radius ε ≥ 0, broadcastable against lc.jacobian_norm (the head axis is added here).
-    key_norm: as ``bound_terms``. With "closed_form" the joint bound (power iteration only) is inf and
+    key_norm: as ``bound_terms``. With "closed_form" the joint bound (Krylov estimate only) is inf and
       "min" is min(Σ_h min(naive, fine)) alone, so the result is rigorous.
 
   Returns:
@@ -407,12 +409,12 @@ def layer_bound(lc: LayerConstants, eps, *, mode: str = "min", key_norm: KeyNorm
   if mode not in LAYER_MODES:
     raise ValueError(f"mode must be one of {LAYER_MODES}, got {mode!r}")
   if mode == "joint" and key_norm != "power":
-    raise ValueError("mode='joint' uses power iteration for ‖∂G/∂X‖; it has no key_norm='closed_form' form")
+    raise ValueError("mode='joint' uses a Krylov estimate of ‖∂G/∂X‖; it has no key_norm='closed_form' form")
   return layer_bound_terms(lc, eps, key_norm=key_norm)[mode]
 
 
 def jacobian_norm(layer_fn: Callable, x, *, key, iters: int = 100) -> jnp.ndarray:
-  """‖∂F/∂X‖ at x (Frobenius to Frobenius) by power iteration through jvp/vjp: the first-order local
+  """‖∂F/∂X‖ at x (Frobenius to Frobenius) by Lanczos through jvp/vjp: the first-order local
   Lipschitz constant, which the ε-coefficient of B_fine bounds. Scalar (a lower estimate)."""
   x = jnp.asarray(x)
   return top_singular_value(lambda t: jax.jvp(layer_fn, (x,), (t,))[1], jnp.zeros_like(x), key=key,
@@ -430,7 +432,7 @@ def max_deviation(layer_fn: Callable, x, eps, *, key, steps: int = 100, restarts
 
   Normalised-gradient steps of length η_t·ε (η decays linearly from 0.5 to 0.02), each followed by the
   projection Δ ← Δ·min(1, ε/‖Δ‖_F); starts on the sphere ‖Δ‖_F = ε: ``restarts`` Gaussian directions
-  and, with ``jacobian_start``, ± the top right singular vector of ∂F/∂X (power iteration). The best
+  and, with ``jacobian_start``, ± the top right singular vector of ∂F/∂X (Lanczos). The best
   iterate over all starts and steps is returned, so the result is a lower bound on the true maximum.
 
   Args:

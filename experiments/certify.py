@@ -55,7 +55,7 @@ class CertifyConfig:
     ``experiments.data.load_dataset``.
   dim, depth, num_heads, sll_hidden, value_bound, noise_std: ``CertifiedViTConfig``.
   epochs, batch_size, learning_rate, weight_decay, warmup_epochs, seed: ``TrainConfig``.
-  power_iters: power iterations for the key-side and layer Jacobian norms.
+  power_iters: Krylov (Lanczos) iterations for the key-side and layer Jacobian norms.
   chunk: images per certification / attack batch.
   pgd_steps, pgd_restarts: PGD-L2 with α = 2.5ε/steps; restart 0 starts at x, the others at random
     points of the ε-ball; a sample counts as broken if any restart breaks it.
