@@ -277,7 +277,7 @@ def claim_verdicts(records, crossover: Optional[dict] = None) -> list[str]:
     inner_peak = any(values[i] > values[i - 1] and values[i] > values[i + 1] for i in range(1, len(values) - 1))
     shape = ("rises then falls" if inner_peak else "increases monotonically" if values == sorted(values)
              else "decreases monotonically" if values == sorted(values, reverse=True) else "is non-monotone")
-    out.append(f"PGD ASR at ε = 1/255 by λ_init: " + ", ".join(f"{l} → {v:.3f}" for l, v in zip(lams, values))
+    out.append("PGD ASR at ε = 1/255 by λ_init: " + ", ".join(f"{l} → {v:.3f}" for l, v in zip(lams, values))
                + f"; it {shape}.")
   else:
     out.append("not measured (needs ≥ 3 single-layer λ_init values).")

@@ -23,12 +23,6 @@ from attacks import (
 )
 
 
-@pytest.fixture(autouse=True)
-def _strict_rank_promotion():
-  with jax.numpy_rank_promotion("raise"):
-    yield
-
-
 SHAPE = (2, 3, 3)  # [channels, height, width] of the toy images, 18 features
 D = int(np.prod(SHAPE))
 

@@ -30,12 +30,6 @@ from attacks import (
 )
 
 
-@pytest.fixture(autouse=True)
-def _strict_rank_promotion():
-  with jax.numpy_rank_promotion("raise"):
-    yield
-
-
 D, K = 12, 3
 _W = jnp.asarray(np.random.default_rng(0).standard_normal((D, K)), jnp.float32)
 _B = jnp.array([0.1, -0.2, 0.05])

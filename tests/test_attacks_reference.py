@@ -6,7 +6,6 @@ PyTorch is not a dependency of this project. Provenance: tests/fixtures/attacks/
 import json
 import pathlib
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -16,12 +15,6 @@ from attacks import fgsm, pgd_linf
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "attacks"
 REFERENCE = np.load(FIXTURES / "torchattacks_reference.npz")
 PROVENANCE = json.loads((FIXTURES / "torchattacks_reference.json").read_text())
-
-
-@pytest.fixture(autouse=True)
-def _strict_rank_promotion():
-  with jax.numpy_rank_promotion("raise"):
-    yield
 
 
 def mlp(x):
