@@ -19,13 +19,10 @@ several threads it also counts OpenMP spin-waiting). FLOPs counted: per step one
 and one input-gradient backward through both layers, 4·B·(784·1024 + 1024·10); the weight gradients
 are not needed and neither implementation computes them.
 
-TODO(small ViT): the issue also asks for a small ViT of this project (target ≥ 2× faster than
-torchattacks, where eager execution pays per operation). The project's ViT (attention/vit.py,
-`VisionTransformer`) only landed, as work in progress, while this benchmark was being written. To add
-the case: time `pgd_linf` on `VisionTransformer.apply` here, and write a weight-for-weight torch twin of
-exactly that architecture for `run_torch`, checked to give the same logits. Do not invent a separate ViT
-for the benchmark. Mind the weight layout: flax.linen.Dense stores kernels as [in, out], which costs
-this MLP about 1.2–1.4× on XLA:CPU (see the two JAX rows).
+The small-ViT case (the issue's target: ≥ 2× faster than torchattacks, where eager execution pays per
+operation) is benchmarks/attacks_pgd_vit_speed.py, against a weight-for-weight torch twin of
+attention/vit.py. Mind the weight layout: flax.linen.Dense stores kernels as [in, out], which costs this
+MLP about 1.2–1.4× on XLA:CPU (see the two JAX rows).
 """
 from __future__ import annotations
 
