@@ -11,6 +11,7 @@ Both models take flattened inputs of shape [n, d_in] and return [n, out_dim]. No
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable, Literal, NamedTuple
 
 import jax
@@ -48,6 +49,7 @@ def _stax_two_layer(width: int, d_in: int, out_dim: int):
   )
 
 
+@functools.lru_cache(maxsize=256)
 def two_layer_relu(
     width: int,
     d_in: int,
@@ -70,7 +72,9 @@ def two_layer_relu(
       NTK has the same distribution as at width m/2 with duplicated units.
 
   Returns:
-    ``Model`` whose params are ``{'W': [d, m], 'a': [m, C]}`` for the fixed readout and the stax
+    ``Model`` (cached: equal arguments return the same object, so jitted code that takes ``apply_fn`` as
+    a static argument — training, attacks, neural-tangents kernels — compiles once per architecture, not
+    once per seed) whose params are ``{'W': [d, m], 'a': [m, C]}`` for the fixed readout and the stax
     params ``[(W [d, m], None), (), (V [m, C], None)]`` for the trained readout.
 
   Raises:

@@ -209,3 +209,8 @@ def test_train_adam_learns_a_separable_problem():
   assert acc > 0.9
   with pytest.raises(ValueError, match="loss"):
     train_adam(model.apply_fn, params, x, y, key=jax.random.PRNGKey(1), loss="hinge")
+
+
+def test_equal_architectures_share_one_model_so_jitted_code_compiles_once():
+  assert ntk.two_layer_relu(32, 5, out_dim=2) is ntk.two_layer_relu(32, 5, out_dim=2)
+  assert ntk.two_layer_relu(32, 5) is not ntk.two_layer_relu(32, 5, readout="trained")
