@@ -105,11 +105,13 @@ class Workdir:
     if missing:
       raise ValueError(f"record lacks key fields {missing}")
     stored = _jsonable({**record, "versions": versions()})
-    with open(self.results_path, "a") as f:
-      # A killed run may have left a partial line: start on a fresh line.
-      if f.tell() > 0 and not self.results_path.read_bytes().endswith(b"\n"):
-        f.write("\n")
-      f.write(json.dumps(stored, sort_keys=True) + "\n")
+    with open(self.results_path, "ab+") as f:
+      # A killed run may have left a partial line: start on a fresh line (reads only the last byte).
+      if f.seek(0, 2) > 0:
+        f.seek(-1, 2)
+        if f.read(1) != b"\n":
+          f.write(b"\n")
+      f.write((json.dumps(stored, sort_keys=True) + "\n").encode())
       f.flush()
     return stored
 
