@@ -131,8 +131,8 @@ def perturb_rows(attack: str, logits_fn, x, y, *, eps: float, key, config: FlipR
   raise ValueError(f"attack must be one of {ATTACKS}, got {attack!r}")
 
 
-def _influence(model, params, model_name, x_train, x_test, y_train, y_test):
-  f_tr, f_te = ntk.model_features(model_name, x_train, x_test)
+def _influence(model, params, f_tr, f_te, y_train, y_test):
+  """NTK-LOO influence from feature rows (train [n, d], test [t, d]) at the fixed parameters."""
   k_tr = np.asarray(ntk.two_layer_relu_ntk(model, params, f_tr), np.float64)
   k_te = np.asarray(ntk.two_layer_relu_ntk(model, params, f_te, f_tr), np.float64)
   return ntk_loo_influence(k_tr, k_te, y_train, y_test)
@@ -193,9 +193,9 @@ def run(config: FlipRateConfig, workdir, *, overwrite_config: bool = False) -> l
     model = ntk.two_layer_relu(width, train.x.shape[1], out_dim=n_classes)
     key = jax.random.PRNGKey(seed)
     params = train_model(config, model, model_name, train.x, y_tr.astype(np.float32), n_classes,
-                    jax.random.fold_in(key, 0))
-    before = _influence(model, params, model_name, train.x, test.x, y_tr, y_te)
+                         jax.random.fold_in(key, 0))
     f_tr, f_te = ntk.model_features(model_name, train.x, test.x)
+    before = _influence(model, params, f_tr, f_te, y_tr, y_te)
     train_acc = float(np.mean(np.argmax(np.asarray(model.apply_fn(params, f_tr)), 1) == train.y))
     test_acc = float(np.mean(np.argmax(np.asarray(model.apply_fn(params, f_te)), 1) == test.y))
     setup_s = time.perf_counter() - start
@@ -212,7 +212,7 @@ def run(config: FlipRateConfig, workdir, *, overwrite_config: bool = False) -> l
         x_adv = np.asarray(perturb_rows(attack, logits_fn, x, jnp.asarray(train.y), eps=eps, key=attack_key,
                                         config=config))
         linf = np.abs(x_adv - train.x).max(axis=1)
-        after = _influence(model, params, model_name, x_adv, test.x, y_tr, y_te)
+        after = _influence(model, params, *ntk.model_features(model_name, x_adv, test.x), y_tr, y_te)
         fr = flip_rate(before.scores, after.scores, config.top_fraction)
         adv_acc = float(np.mean(np.argmax(np.asarray(logits_fn(jnp.asarray(x_adv))), 1) == train.y))
         wd.append(dict(task=task, model=model_name, width=width, seed=seed, adversarial_training=at,
