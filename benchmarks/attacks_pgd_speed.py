@@ -238,7 +238,7 @@ def main() -> None:
             f"{results[2]['median'] / jax_result['median']:.2f}× wall median, "
             f"{results[2]['best'] / jax_result['best']:.2f}× wall best, "
             f"{results[2]['cpu'] / jax_result['cpu']:.2f}× CPU time (> 1: JAX faster)")
-  print("  small ViT: TODO (see the module docstring)")
+  print("  small ViT: python benchmarks/attacks_pgd_vit_speed.py")
 
 
 if __name__ == "__main__":

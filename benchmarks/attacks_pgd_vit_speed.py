@@ -1,21 +1,36 @@
-"""Times PGD-L∞ (10 steps, batch 256) on this project's small ViT against torchattacks 3.5.1 on a
-weight-for-weight PyTorch twin of it.
+"""Times PGD-L∞ (10 steps) on this project's small ViT against torchattacks 3.5.1 on a weight-for-weight
+PyTorch twin of it, over batch sizes.
 
-  python benchmarks/attacks_pgd_vit_speed.py [--torch-python /tmp/torchref/bin/python] [--threads 1]
+  python benchmarks/attacks_pgd_vit_speed.py                          # batch 256, XLA's default threading
+  python benchmarks/attacks_pgd_vit_speed.py --batch 1 8 32 256       # where per-op overhead matters
+  python benchmarks/attacks_pgd_vit_speed.py --devices 2              # one single-threaded XLA device per core
 
 The ViT is ``attention.vit.VisionTransformer`` with its default CPU config (CIFAR-10 32×32, patch 4, width
 64, depth 2, 4 heads, class token). Its weights are exported to an npz file; the torch half (run as a
-subprocess in an interpreter that has torch and torchattacks, see scripts/torchattacks_crosscheck.py for that
-environment; PyTorch is not a project dependency) rebuilds the same network, checks that its logits equal
-the JAX logits on the same images (prints the max abs difference), and times torchattacks' PGD. Both use
-ε = 8/255, α = 2/255, 10 steps, random start, on the same 256 images. Printed: ms per batch (best of the
-rounds, wall and process CPU time) and the ratio torch / JAX. A benchmark, not a test.
+subprocess in an interpreter that has torch and torchattacks, default /tmp/torchref/bin/python; see
+scripts/torchattacks_crosscheck.py for that environment; PyTorch is not a project dependency) rebuilds the
+same network, checks that its logits equal the JAX logits on the same images (prints the max abs
+difference), and times torchattacks' PGD. Both use ε = 8/255, α = 2/255, 10 steps, random start, on the
+same CIFAR-10 test images.
+
+``--devices N`` splits the host into N XLA CPU devices with single-threaded Eigen each
+(``--xla_force_host_platform_device_count``); ``attacks`` then shards every batch over them (data
+parallel over cores). torch always uses its intra-op thread pool (``--threads``, default all cores).
+
+Printed per batch size: ms per batch (median and best of the timed runs, wall-clock; median process CPU
+time), the ratio torch / JAX (> 1: JAX faster), and the matmul FLOP/s each reaches as a fraction of the
+machine's float32 matmul peak (measured here with a 2048² product in each library). Matmul FLOPs counted
+per PGD step: one forward and one input-gradient backward; a linear layer costs one product in the
+backward (w.r.t. its input), the two attention products (QKᵀ and AV) two each; plus the forward that
+scores the final iterate (JAX's AttackResult.success; torchattacks has no such pass). A benchmark, not a
+test.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -23,14 +38,15 @@ import time
 
 import numpy as np
 
-EPS, ALPHA, STEPS, BATCH = 8 / 255, 2 / 255, 10, 256
+EPS, ALPHA, STEPS = 8 / 255, 2 / 255, 10
 
 TORCH_HALF = r'''
 import json, sys, time
 import numpy as np, torch, torchattacks
-torch.set_num_threads(int(sys.argv[3]))
-z = np.load(sys.argv[1])
-cfg = json.loads(sys.argv[2])
+path, cfg, threads, reps = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+batches = [int(b) for b in sys.argv[5].split(",")]
+torch.set_num_threads(threads)
+z = np.load(path)
 t = lambda a: torch.from_numpy(np.ascontiguousarray(a))
 
 class Block(torch.nn.Module):
@@ -70,29 +86,71 @@ class ViT(torch.nn.Module):
     return tok[:, 0] @ t(z["head/kernel"]) + t(z["head/bias"])
 
 model = ViT().eval()
-x = t(z["x"].transpose(0, 3, 1, 2))
-y = t(z["y"]).long()
+x_all = t(z["x"].transpose(0, 3, 1, 2))
+y_all = t(z["y"]).long()
 with torch.no_grad():
-  diff = float((model(x) - t(z["logits"])).abs().max())
+  diff = float((model(x_all) - t(z["logits"])).abs().max())
+
+def timed(fn, reps):
+  fn()
+  wall, cpu = [], []
+  for _ in range(reps):
+    w0, c0 = time.perf_counter(), time.process_time()
+    fn()
+    wall.append(time.perf_counter() - w0); cpu.append(time.process_time() - c0)
+  return dict(wall=wall, cpu=cpu)
+
+a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+peak = 2 * 2048 ** 3 / min(timed(lambda: a @ b, 10)["wall"])
 atk = torchattacks.PGD(model, eps=%(eps)r, alpha=%(alpha)r, steps=%(steps)d, random_start=True)
-atk(x, y)
-wall, cpu = [], []
-for _ in range(int(sys.argv[4])):
-  w0, c0 = time.perf_counter(), time.process_time()
-  atk(x, y)
-  wall.append(time.perf_counter() - w0); cpu.append(time.process_time() - c0)
-print(json.dumps(dict(max_abs_logit_diff=diff, wall=min(wall), cpu=min(cpu))))
+times = {str(n): timed(lambda: atk(x_all[:n], y_all[:n]), reps) for n in batches}
+print(json.dumps(dict(max_abs_logit_diff=diff, times=times, matmul_peak=peak, threads=torch.get_num_threads(),
+                      versions=f"torch {torch.__version__} + torchattacks {torchattacks.__version__}")))
 ''' % dict(eps=EPS, alpha=ALPHA, steps=STEPS)
+
+
+def vit_matmul_flops(config, batch: int, steps: int = STEPS) -> float:
+  """Matmul FLOPs of PGD on the ViT: `steps` × (forward + input-gradient backward) + one scoring forward.
+
+  Per image and forward: patch embedding 2·P·(p²·C)·D (P patches), per block 2·N·D·(4D + 2·hidden) for
+  the linear layers and 2·2·N²·D for QKᵀ and AV (N tokens), the head 2·D·classes. The backward costs the
+  linear products once and the attention products twice.
+  """
+  n, d = config.num_tokens, config.dim
+  patches = (config.image_size // config.patch_size) ** 2
+  hidden = max(1, int(round(config.mlp_ratio * d)))
+  linear = 2 * patches * config.patch_size ** 2 * 3 * d + config.depth * 2 * n * d * (4 * d + 2 * hidden) \
+      + 2 * d * config.num_classes
+  attention = config.depth * 2 * 2 * n * n * d
+  return batch * (steps * (2 * linear + 3 * attention) + linear + attention)
+
+
+def _timed(fn, reps: int) -> dict[str, list[float]]:
+  fn()  # compilation
+  wall, cpu = [], []
+  for _ in range(reps):
+    w0, c0 = time.perf_counter(), time.process_time()
+    fn()
+    wall.append(time.perf_counter() - w0)
+    cpu.append(time.process_time() - c0)
+  return dict(wall=wall, cpu=cpu)
 
 
 def main(argv=None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--batch", type=int, nargs="+", default=[256], help="batch sizes (≤ 1000)")
+  parser.add_argument("--devices", type=int, default=1,
+                      help="XLA CPU devices, single-threaded each (1: one device using every core)")
   parser.add_argument("--torch-python", default="/tmp/torchref/bin/python")
-  parser.add_argument("--threads", type=int, default=os.cpu_count())
-  parser.add_argument("--rounds", type=int, default=3)
+  parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch intra-op threads")
+  parser.add_argument("--reps", type=int, default=5, help="timed attacks per batch size and library")
   args = parser.parse_args(argv)
-  if args.threads == 1:
-    os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+  if args.devices < 1 or any(not 1 <= b <= 1000 for b in args.batch):
+    parser.error("--devices must be >= 1 and every --batch in [1, 1000]")
+  if args.devices > 1:  # must precede the first jax import: XLA reads it when the backend starts
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count="
+                               f"{args.devices} --xla_cpu_multi_thread_eigen=false "
+                               "intra_op_parallelism_threads=1").strip()
   import jax
   import jax.numpy as jnp
   from flax.traverse_util import flatten_dict
@@ -103,36 +161,51 @@ def main(argv=None) -> None:
 
   config = ViTConfig()
   params = init_params(config, key=jax.random.PRNGKey(0))
-  data = load_dataset("cifar10", "test", n=BATCH, seed=0)
+  data = load_dataset("cifar10", "test", n=max(args.batch), seed=0)
   model = VisionTransformer(config)
   apply = lambda p, x: model.apply({"params": p}, x)  # noqa: E731
   logits_fn = jax.tree_util.Partial(apply, params)
-  x, y = jnp.asarray(data.x), jnp.asarray(data.y)
-  run = lambda: jax.block_until_ready(  # noqa: E731
-      attacks.pgd_linf(logits_fn, x, y, eps=EPS, alpha=ALPHA, steps=STEPS, key=jax.random.PRNGKey(1)).x_adv)
-  run()
-  wall, cpu = [], []
-  for _ in range(args.rounds):
-    w0, c0 = time.perf_counter(), time.process_time()
-    run()
-    wall.append(time.perf_counter() - w0)
-    cpu.append(time.process_time() - c0)
-  print(f"JAX ({jax.default_backend()}): {1e3 * min(wall):.1f} ms per batch of {BATCH} (wall), "
-        f"{1e3 * min(cpu):.1f} ms (CPU)")
+  x_all, y_all = jnp.asarray(data.x), jnp.asarray(data.y)
+  key = jax.random.PRNGKey(1)
+  jax_times = {}
+  for n in args.batch:
+    x, y = x_all[:n], y_all[:n]
+    jax_times[n] = _timed(lambda: jax.block_until_ready(attacks.pgd_linf(  # noqa: B023
+        logits_fn, x, y, eps=EPS, alpha=ALPHA, steps=STEPS, key=key).x_adv), args.reps)
+  a = jnp.asarray(np.random.default_rng(0).standard_normal((2048, 2048)), jnp.float32)
+  matmul = jax.jit(jnp.matmul)
+  jax_peak = 2 * 2048 ** 3 / min(_timed(lambda: matmul(a, a).block_until_ready(), 10)["wall"])
+
   weights = {"/".join(k): np.asarray(v) for k, v in flatten_dict(jax.device_get(params)).items()}
   with tempfile.TemporaryDirectory() as tmp:
     path = os.path.join(tmp, "vit.npz")
-    np.savez(path, x=np.asarray(data.x), y=np.asarray(data.y), logits=np.asarray(apply(params, x)), **weights)
+    np.savez(path, x=np.asarray(data.x), y=np.asarray(data.y), logits=np.asarray(apply(params, x_all)),
+             **weights)
     cfg = json.dumps(dict(patch_size=config.patch_size, dim=config.dim, depth=config.depth,
                           num_heads=config.num_heads))
-    out = subprocess.run([args.torch_python, "-c", TORCH_HALF, path, cfg, str(args.threads), str(args.rounds)],
-                         capture_output=True, text=True)
+    out = subprocess.run([args.torch_python, "-c", TORCH_HALF, path, cfg, str(args.threads), str(args.reps),
+                          ",".join(map(str, args.batch))], capture_output=True, text=True)
   if out.returncode:
     sys.exit(f"torch half failed:\n{out.stderr[-2000:]}")
   torch_res = json.loads(out.stdout.strip().splitlines()[-1])
-  print(f"torchattacks (twin, max |logit diff| = {torch_res['max_abs_logit_diff']:.2e}): "
-        f"{1e3 * torch_res['wall']:.1f} ms (wall), {1e3 * torch_res['cpu']:.1f} ms (CPU)")
-  print(f"ratio torch / JAX: {torch_res['wall'] / min(wall):.2f}x (wall), {torch_res['cpu'] / min(cpu):.2f}x (CPU)")
+
+  print(f"PGD-L∞ {STEPS} steps on the small ViT (dim {config.dim}, depth {config.depth}, "
+        f"{config.num_heads} heads, {config.num_tokens} tokens), {os.cpu_count()} CPUs, {args.reps} timed runs")
+  print(f"JAX {jax.__version__}: {len(jax.devices())} XLA device(s) "
+        f"({'one thread each' if args.devices > 1 else 'Eigen thread pool'}); matmul peak "
+        f"{jax_peak / 1e9:.0f} GFLOP/s. {torch_res['versions']}: {torch_res['threads']} threads; matmul peak "
+        f"{torch_res['matmul_peak'] / 1e9:.0f} GFLOP/s. Twin's max |logit diff| = "
+        f"{torch_res['max_abs_logit_diff']:.2e}")
+  print(f"{'batch':>5}  {'JAX ms (best)':>15} {'CPU ms':>7} {'peak':>5}   {'torch ms (best)':>16} {'CPU ms':>7} "
+        f"{'peak':>5}   torch/JAX wall, CPU")
+  for n in args.batch:
+    flops = vit_matmul_flops(config, n)
+    j, t = jax_times[n], torch_res["times"][str(n)]
+    jm, tm = statistics.median(j["wall"]), statistics.median(t["wall"])
+    jc, tc = statistics.median(j["cpu"]), statistics.median(t["cpu"])
+    print(f"{n:5d}  {1e3 * jm:7.1f} ({1e3 * min(j['wall']):6.1f}) {1e3 * jc:7.1f} {flops / jm / jax_peak:5.0%}"
+          f"   {1e3 * tm:8.1f} ({1e3 * min(t['wall']):6.1f}) {1e3 * tc:7.1f} "
+          f"{flops / tm / torch_res['matmul_peak']:5.0%}   {tm / jm:5.2f}×, {tc / jc:5.2f}×")
 
 
 if __name__ == "__main__":
