@@ -17,8 +17,8 @@ same CIFAR-10 test images.
 (``--xla_force_host_platform_device_count``); ``attacks`` then shards every batch over them (data
 parallel over cores). torch always uses its intra-op thread pool (``--threads``, default all cores).
 
-Printed per batch size: ms per batch (median and best of the timed runs, wall-clock; median process CPU
-time), the ratio torch / JAX (> 1: JAX faster), and the matmul FLOP/s each reaches as a fraction of the
+Printed per batch size: ms per batch (median and best of the timed runs, wall-clock), µs per image, median
+process CPU time, the ratio torch / JAX (> 1: JAX faster), and the matmul FLOP/s each reaches as a fraction of the
 machine's float32 matmul peak (measured here with a 2048² product in each library). Matmul FLOPs counted
 per PGD step: one forward and one input-gradient backward; a linear layer costs one product in the
 backward (w.r.t. its input), the two attention products (QKᵀ and AV) two each; plus the forward that
@@ -196,16 +196,16 @@ def main(argv=None) -> None:
         f"{jax_peak / 1e9:.0f} GFLOP/s. {torch_res['versions']}: {torch_res['threads']} threads; matmul peak "
         f"{torch_res['matmul_peak'] / 1e9:.0f} GFLOP/s. Twin's max |logit diff| = "
         f"{torch_res['max_abs_logit_diff']:.2e}")
-  print(f"{'batch':>5}  {'JAX ms (best)':>15} {'CPU ms':>7} {'peak':>5}   {'torch ms (best)':>16} {'CPU ms':>7} "
-        f"{'peak':>5}   torch/JAX wall, CPU")
+  print(f"{'batch':>5}  {'JAX ms (best)':>15} {'µs/img':>7} {'CPU ms':>7} {'peak':>5}   {'torch ms (best)':>16} "
+        f"{'µs/img':>7} {'CPU ms':>7} {'peak':>5}   torch/JAX wall, CPU")
   for n in args.batch:
     flops = vit_matmul_flops(config, n)
     j, t = jax_times[n], torch_res["times"][str(n)]
     jm, tm = statistics.median(j["wall"]), statistics.median(t["wall"])
     jc, tc = statistics.median(j["cpu"]), statistics.median(t["cpu"])
-    print(f"{n:5d}  {1e3 * jm:7.1f} ({1e3 * min(j['wall']):6.1f}) {1e3 * jc:7.1f} {flops / jm / jax_peak:5.0%}"
-          f"   {1e3 * tm:8.1f} ({1e3 * min(t['wall']):6.1f}) {1e3 * tc:7.1f} "
-          f"{flops / tm / torch_res['matmul_peak']:5.0%}   {tm / jm:5.2f}×, {tc / jc:5.2f}×")
+    print(f"{n:5d}  {1e3 * jm:7.1f} ({1e3 * min(j['wall']):6.1f}) {1e6 * jm / n:7.0f} {1e3 * jc:7.1f} "
+          f"{flops / jm / jax_peak:5.0%}   {1e3 * tm:8.1f} ({1e3 * min(t['wall']):6.1f}) {1e6 * tm / n:7.0f} "
+          f"{1e3 * tc:7.1f} {flops / tm / torch_res['matmul_peak']:5.0%}   {tm / jm:5.2f}×, {tc / jc:5.2f}×")
 
 
 if __name__ == "__main__":
