@@ -34,18 +34,41 @@ def _concrete(v) -> bool:
 
 
 def check_nonnegative(value, name: str, *, allow_none: bool = False):
-  """Returns value after checking it is a finite scalar ≥ 0 (concrete values only)."""
+  """Returns value after checking it is a finite real scalar ≥ 0; concrete values come back as float.
+
+  Strings, booleans and complex numbers are refused (a numeric string such as "0.1" would only fail later,
+  deep inside the compiled attack); traced scalars pass through with only their shape and dtype checked.
+  """
   if value is None:
     if allow_none:
       return None
     raise ValueError(f"{name} is required: a finite scalar >= 0")
+  dtype = getattr(value, "dtype", None)
+  if isinstance(value, (bool, np.bool_)) or (dtype is None and not isinstance(value, (int, float))) or (
+      dtype is not None and not (jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer))):
+    raise ValueError(f"{name} must be a real number >= 0, got {value!r}")
   if jnp.ndim(value) != 0:
     raise ValueError(f"{name} must be a scalar, got shape {jnp.shape(value)}")
-  if _concrete(value):
-    v = float(value)
-    if not math.isfinite(v) or v < 0:
-      raise ValueError(f"{name} must be finite and >= 0, got {v}")
-  return value
+  if not _concrete(value):
+    return value
+  v = float(value)
+  if not math.isfinite(v) or v < 0:
+    raise ValueError(f"{name} must be finite and >= 0, got {v}")
+  return v
+
+
+def check_key(key, attack: str) -> None:
+  """Raises ValueError unless key is one JAX PRNG key: jax.random.key(seed) or jax.random.PRNGKey(seed)."""
+  hint = f"{attack} with a random start needs key=jax.random.key(seed) (or pass random_start=False)"
+  if key is None:
+    raise ValueError(hint)
+  dtype = getattr(key, "dtype", None)
+  if dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+    ok = jnp.ndim(key) == 0
+  else:  # a raw uint32 key of the default threefry implementation
+    ok = dtype is not None and dtype == jnp.uint32 and tuple(jnp.shape(key)) == (2,)
+  if not ok:
+    raise ValueError(f"{hint}; got {type(key).__name__} with dtype {dtype} and shape {jnp.shape(key)}")
 
 
 def check_count(value, name: str, *, minimum: int = 0) -> int:
@@ -118,8 +141,9 @@ def check_attack_inputs(logits_fn, x, y, *, bounds, targeted: bool, target, key,
     raise ValueError(f"x must be a floating array with pixels in [{lower}, {upper}], got dtype {x.dtype}")
   if x.ndim < 2 or x.shape[0] == 0:
     raise ValueError(f"x must have shape [batch, ...] with batch >= 1 and rank >= 2, got {tuple(x.shape)}")
-  if _concrete(x):
-    finite, low, high = (float(v) for v in jax.device_get(_range_stats(x)))
+  stats = _range_stats(x) if _concrete(x) else None
+  if stats is not None and all(map(_concrete, stats)):  # inside a caller's jit even a constant x is traced
+    finite, low, high = (float(v) for v in jax.device_get(stats))
     if not finite:
       raise ValueError("x holds NaN or inf values; expected finite pixels")
     if low < lower or high > upper:
@@ -148,7 +172,6 @@ def check_attack_inputs(logits_fn, x, y, *, bounds, targeted: bool, target, key,
   elif target is not None:
     raise ValueError("target was given but targeted=False; pass targeted=True for a targeted attack")
 
-  if needs_key and key is None:
-    raise ValueError(f"{attack} with a random start needs key=jax.random.key(seed) "
-                     "(or pass random_start=False)")
+  if needs_key:
+    check_key(key, attack)
   return Inputs(x, y, target, num_classes, lower, upper)

@@ -157,7 +157,7 @@ def cw_l2(logits_fn, x, y, *, eps=None, key=None, targeted: bool = False, target
     ValueError: negative eps, κ, c₀, learning rate or counts, and the input errors of `pgd_linf`.
   """
   del key
-  if eps is None or (not isinstance(eps, jax.core.Tracer) and float(eps) == float("inf")):
+  if eps is None or (isinstance(eps, float) and eps == float("inf")):  # unbounded (np.float64 is a float)
     eps = float("inf")
   else:
     eps = _checks.check_nonnegative(eps, "eps")

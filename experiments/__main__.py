@@ -1,6 +1,6 @@
 """The main job: a quick reproduction of the NTK non-convergence results on the embedded real subsets.
 
-  python -m experiments [--workdir runs/quick] [--full]
+  python -m experiments [--workdir runs/quick] [--full] [--overwrite_config]
 
 Runs the condition-number cubing check (``experiments.cubing``), the width sweep
 (``experiments.width_sweep``) and the influence flip-rate study (``experiments.flip_rate``) with their quick
@@ -23,11 +23,14 @@ def main(argv=None) -> None:
   parser = argparse.ArgumentParser(prog="python -m experiments", description=__doc__.splitlines()[0])
   parser.add_argument("--workdir", default="runs/quick", help="output directory (default runs/quick)")
   parser.add_argument("--full", action="store_true", help="full-size configs instead of the quick ones")
+  parser.add_argument("--overwrite_config", action="store_true",
+                      help="a sub-workdir holds results of another config (e.g. quick vs --full): move them "
+                           "into its previous-<time>/ and start afresh")
   args = parser.parse_args(argv)
   root = Path(args.workdir)
   start = time.perf_counter()
   with config_lib.user_errors():
-    texts = _run_all(root, args.full)
+    texts = _run_all(root, args.full, args.overwrite_config)
   elapsed = time.perf_counter() - start
   computed = sum(float(r.get("wall_time_s", 0.0)) for sub in ("cubing", "width_sweep", "flip_rate")
                  for r in read_records(root / sub))
@@ -40,15 +43,18 @@ def main(argv=None) -> None:
   print(f"done in {elapsed:.0f} s: {root / 'summary.md'}")
 
 
-def _run_all(root: Path, full: bool) -> tuple[str, str, str]:
+def _run_all(root: Path, full: bool, overwrite_config: bool) -> tuple[str, str, str]:
   print(f"[1/3] condition-number cubing -> {root / 'cubing'}")
-  cub_records = cubing.run(cubing.get_config(full=full), root / "cubing")
+  cub_records = cubing.run(cubing.get_config(full=full), root / "cubing",
+                           overwrite_config=overwrite_config)
   cub_text = cubing.write_report(root / "cubing", cub_records)
   print(f"[2/3] width sweep -> {root / 'width_sweep'}")
-  ws_records = width_sweep.run(width_sweep.get_config(full=full), root / "width_sweep")
+  ws_records = width_sweep.run(width_sweep.get_config(full=full), root / "width_sweep",
+                               overwrite_config=overwrite_config)
   ws_text = width_sweep_report.write_report(root / "width_sweep", ws_records)
   print(f"[3/3] influence flip rates -> {root / 'flip_rate'}")
-  fr_records = flip_rate.run(flip_rate.get_config(full=full), root / "flip_rate")
+  fr_records = flip_rate.run(flip_rate.get_config(full=full), root / "flip_rate",
+                             overwrite_config=overwrite_config)
   fr_text = flip_rate_report.write_report(root / "flip_rate", fr_records)
   return ws_text, cub_text, fr_text
 

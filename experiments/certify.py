@@ -332,9 +332,10 @@ def run(config: CertifyConfig, workdir, *, overwrite_config: bool = False) -> li
 def main(argv=None) -> None:
   config, args = config_lib.cli("Certified ℓ2 robustness of Lipschitz ViTs with local attention bounds.",
                                 get_config, argv)
-  records = run(config, args.workdir, overwrite_config=args.overwrite_config)
   from experiments import certify_report
-  certify_report.write_report(args.workdir, records)
+  with config_lib.user_errors():
+    records = run(config, args.workdir, overwrite_config=args.overwrite_config)
+    certify_report.write_report(args.workdir, records)
   print(f"wrote {len(records)} records, plots and summary.md to {args.workdir}")
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
@@ -39,8 +40,14 @@ class TrainConfig:
   max_to_keep: int = 2
 
   def validate(self) -> None:
-    if self.epochs < 0 or self.batch_size < 1 or self.learning_rate <= 0 or self.weight_decay < 0:
-      raise ValueError(f"need epochs ≥ 0, batch_size ≥ 1, learning_rate > 0, weight_decay ≥ 0; got {self}")
+    """Raises ValueError naming the first field out of range (NaN and inf are out of every range)."""
+    checks = (("epochs", self.epochs >= 0, ">= 0"), ("batch_size", self.batch_size >= 1, ">= 1"),
+              ("learning_rate", math.isfinite(self.learning_rate) and self.learning_rate > 0, "finite and > 0"),
+              ("weight_decay", math.isfinite(self.weight_decay) and self.weight_decay >= 0, "finite and >= 0"),
+              ("warmup_epochs", self.warmup_epochs >= 0, ">= 0"), ("seed", self.seed >= 0, ">= 0"))
+    for name, ok, allowed in checks:
+      if not ok:
+        raise ValueError(f"{name} must be {allowed}, got {getattr(self, name)!r}")
 
 
 class TrainResult(NamedTuple):

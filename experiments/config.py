@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import math
+import sys
 import typing
 from typing import Any, Sequence
 
@@ -22,16 +24,24 @@ def _parse_scalar(text: str, kind: type, field: str) -> Any:
   if kind is type(None):
     return None
   try:
-    return kind(text)
+    value = kind(text)
   except ValueError:
     raise ValueError(f"{field} must be of type {kind.__name__}, got {text!r}") from None
+  if kind is float and not math.isfinite(value):
+    raise ValueError(f"{field} must be a finite number, got {text!r}")
+  if kind is int and "seed" in field and value < 0:
+    raise ValueError(f"{field} must be an integer >= 0 (a random seed), got {value}")
+  return value
 
 
 def _parse(text: str, annotation: Any, field: str) -> Any:
   origin, args = typing.get_origin(annotation), typing.get_args(annotation)
   if origin is tuple:
     kind = args[0]
-    return tuple(_parse_scalar(t.strip(), kind, field) for t in text.split(",") if t.strip())
+    values = tuple(_parse_scalar(t.strip(), kind, field) for t in text.split(",") if t.strip())
+    if len(set(values)) != len(values):
+      raise ValueError(f"{field} holds a value twice ({text!r}): each sweep point is computed once")
+    return values
   if origin is typing.Union:  # Optional[X]
     if text.lower() == "none":
       return None
@@ -43,7 +53,8 @@ def apply_overrides(config, overrides: Sequence[str]):
   """Returns a copy of the dataclass ``config`` with ``field=value`` overrides applied.
 
   Raises:
-    ValueError: unknown field (the message lists the valid ones) or a value of the wrong type.
+    ValueError: unknown field (the message lists the valid ones), a value of the wrong type, a non-finite
+      float, a negative seed, a repeated value in a tuple, or whatever the config's ``validate()`` rejects.
   """
   hints = typing.get_type_hints(type(config))
   changes = {}
@@ -96,18 +107,24 @@ def report_cli(description: str, write_report, argv=None) -> None:
   parser = argparse.ArgumentParser(description=description)
   parser.add_argument("--workdir", required=True, help="a workdir holding results.jsonl")
   args = parser.parse_args(argv)
-  write_report(args.workdir)
+  with user_errors():
+    write_report(args.workdir)
   print(f"wrote plots and summary.md to {args.workdir}")
 
 
 @contextlib.contextmanager
 def user_errors():
   """Turns the errors a user can cause (bad values, missing or corrupt data files) into one line on
-  stderr and exit status 2, instead of a traceback."""
+  stderr and exit status 2, and Ctrl-C into a note that the finished points are kept (status 130),
+  instead of a traceback."""
   try:
     yield
   except (ValueError, FileNotFoundError) as e:
     raise SystemExit(f"error: {e}") from None
+  except KeyboardInterrupt:
+    print("interrupted: the points finished so far are kept in the workdir; rerun the same command to "
+          "resume", file=sys.stderr)
+    raise SystemExit(130) from None
 
 
 def check_common(config, *, dataset_fields=("datasets",), binary_tasks: bool = False, nonempty=(),
@@ -116,12 +133,13 @@ def check_common(config, *, dataset_fields=("datasets",), binary_tasks: bool = F
 
   Raises:
     ValueError: an unknown data set name (or binary task name, where ``binary_tasks``; listing the valid
-      ones), an unknown data_source, an empty
+      ones), an unknown split or data_source, an empty
       tuple among ``nonempty``, or a non-finite value among the tuples named in ``finite``.
   """
   import math
 
   from experiments.data import BINARY_TASKS, get_spec
+  from experiments.data.catalog import SPLITS
   from experiments.data.loader import SOURCES
   for field in nonempty:
     if not getattr(config, field):
@@ -135,6 +153,9 @@ def check_common(config, *, dataset_fields=("datasets",), binary_tasks: bool = F
       except ValueError as e:
         tasks = f"; binary tasks: {sorted(BINARY_TASKS)}" if binary_tasks else ""
         raise ValueError(f"{field}: {e}{tasks}") from None
+  split = getattr(config, "split", "train")
+  if split not in SPLITS:
+    raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
   source = getattr(config, "data_source", "embedded")
   if source not in SOURCES:
     raise ValueError(f"data_source must be one of {SOURCES}, got {source!r}")

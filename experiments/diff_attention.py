@@ -344,9 +344,10 @@ def run(config: DiffAttentionConfig, workdir, *, overwrite_config: bool = False)
 def main(argv=None) -> None:
   config, args = config_lib.cli("Differential attention under attack (DiffViT vs ViT).", get_config, argv)
   start = time.perf_counter()
-  records = run(config, args.workdir, overwrite_config=args.overwrite_config)
   from experiments import diff_attention_report
-  diff_attention_report.write_report(args.workdir, records)
+  with config_lib.user_errors():
+    records = run(config, args.workdir, overwrite_config=args.overwrite_config)
+    diff_attention_report.write_report(args.workdir, records)
   print(f"wrote {len(records)} records, plots and summary.md to {args.workdir} "
         f"({time.perf_counter() - start:.0f} s)")
 

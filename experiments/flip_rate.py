@@ -94,6 +94,14 @@ class FlipRateConfig:
       raise ValueError("widths must be ≥ 1, n_train ≥ 10 and n_test ≥ 1")
     if not 0 < self.top_fraction <= 1:
       raise ValueError(f"top_fraction must be in (0, 1], got {self.top_fraction}")
+    for name in ("epochs", "batch_size", "pgd_steps", "mim_steps", "at_rounds", "at_epochs_per_round"):
+      if getattr(self, name) < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {getattr(self, name)}")
+    if not self.learning_rate > 0 or not self.weight_decay >= 0:
+      raise ValueError(f"learning_rate must be > 0 and weight_decay >= 0, got {self.learning_rate}, "
+                       f"{self.weight_decay}")
+    if self.pgd_alpha is not None and not 0 < self.pgd_alpha <= 1:
+      raise ValueError(f"pgd_alpha must be in (0, 1] or None (α = ε/30), got {self.pgd_alpha}")
 
 
 def get_config(full: bool = False) -> FlipRateConfig:

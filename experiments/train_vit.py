@@ -238,7 +238,8 @@ def run(config: TrainViTConfig, workdir, *, overwrite_config: bool = False) -> l
 
 def main(argv=None) -> None:
   config, args = config_lib.cli("Train matched ViT / DiffViT pairs.", get_config, argv)
-  records = run(config, args.workdir, overwrite_config=args.overwrite_config)
+  with config_lib.user_errors():
+    records = run(config, args.workdir, overwrite_config=args.overwrite_config)
   for r in records:
     print(f"{r['name']:>24}: {r['parameters']:>8} parameters, clean accuracy {r['clean_accuracy']:.3f}, "
           f"{r['train_seconds']:.0f} s")

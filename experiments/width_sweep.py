@@ -71,7 +71,10 @@ class WidthSweepConfig:
 
   def validate(self) -> None:
     """Raises ValueError naming the field and its allowed range."""
-    config_lib.check_common(self, nonempty=("datasets", "models", "widths", "seeds"))
+    config_lib.check_common(self, dataset_fields=("datasets", "train_datasets"),
+                            nonempty=("datasets", "models", "widths", "seeds"))
+    if self.train_max_width < 1:
+      raise ValueError(f"train_max_width must be >= 1, got {self.train_max_width}")
     if not self.widths or any(w < 1 for w in self.widths):
       raise ValueError(f"widths must be integers ≥ 1, got {self.widths}")
     if self.n_train < 2 or self.n_test < 1:

@@ -38,12 +38,26 @@ def _jsonable(value: Any) -> Any:
     return {str(k): _jsonable(v) for k, v in value.items()}
   if isinstance(value, (list, tuple)):
     return [_jsonable(v) for v in value]
-  if isinstance(value, np.generic):
-    return value.item()
   if isinstance(value, np.ndarray):
-    return value.tolist()
+    return _jsonable(value.tolist())
+  if isinstance(value, np.generic):
+    value = value.item()
   if isinstance(value, float) and not np.isfinite(value):
-    return str(value)  # 'inf' / 'nan' as strings: JSON has no literal for them
+    return str(value)  # 'inf' / '-inf' / 'nan' as strings: JSON has no literal for them
+  return value
+
+
+_NON_FINITE = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}
+
+
+def _decode(value: Any) -> Any:
+  """Inverse of the non-finite encoding of ``_jsonable``: 'nan' / 'inf' / '-inf' strings back to floats."""
+  if isinstance(value, dict):
+    return {k: _decode(v) for k, v in value.items()}
+  if isinstance(value, list):
+    return [_decode(v) for v in value]
+  if isinstance(value, str):
+    return _NON_FINITE.get(value, value)
   return value
 
 
@@ -55,9 +69,10 @@ class Workdir:
     key_fields: the record fields that identify a sweep point, e.g. ("dataset", "model", "width", "seed").
     config: the run's config (dataclass or dict); written to ``config.json``. A workdir that already
       holds records of a different config is refused (``ValueError``): resuming would mix incompatible
-      records. With ``overwrite_config`` the old config, records and arrays are moved, not deleted, into
-      ``previous-<time>/`` and the run starts afresh. A config.json without records (a run that failed
-      before its first point, e.g. on a typo) is simply replaced.
+      records. Results are everything in the workdir besides ``config.json`` and ``previous-*/``: records,
+      arrays, model checkpoints (``models/``), plots. With ``overwrite_config`` they are moved with the old
+      config, not deleted, into ``previous-<time>/`` and the run starts afresh. A config.json without
+      results (a run that failed before writing anything, e.g. on a typo) is simply replaced.
   """
 
   def __init__(self, path, key_fields: Sequence[str], config=None, *, overwrite_config: bool = False):
@@ -70,8 +85,8 @@ class Workdir:
     if config is not None:
       cfg = _jsonable(config)
       cfg_path = self.path / "config.json"
-      old = json.loads(cfg_path.read_text()) if cfg_path.exists() else cfg
-      if old != cfg and self.records():
+      old = _read_config(cfg_path) if cfg_path.exists() else cfg
+      if old != cfg and self._results():
         changed = sorted(k for k in set(old) | set(cfg) if old.get(k) != cfg.get(k))
         if not overwrite_config:
           raise ValueError(
@@ -80,12 +95,19 @@ class Workdir:
         self._move_aside()
       cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
 
+  def _results(self) -> list[Path]:
+    """What a run has written besides its config (and the results of earlier configs)."""
+    return [p for p in self.path.iterdir() if p.name != "config.json" and not p.name.startswith("previous-")]
+
   def _move_aside(self) -> Path:
-    backup = self.path / time.strftime("previous-%Y%m%d-%H%M%S")
+    stamp = time.strftime("previous-%Y%m%d-%H%M%S")
+    backup, i = self.path / stamp, 1
+    while backup.exists():  # two overwrites within one second
+      backup, i = self.path / f"{stamp}-{i}", i + 1
     backup.mkdir()
-    for name in ("config.json", "results.jsonl", "arrays"):
-      if (self.path / name).exists():
-        shutil.move(str(self.path / name), str(backup / name))
+    for path in [self.path / "config.json", *self._results()]:
+      if path != backup and path.exists():
+        shutil.move(str(path), str(backup / path.name))
     return backup
 
   def key(self, record: dict) -> tuple:
@@ -131,10 +153,18 @@ class Workdir:
     return ocp.PyTreeCheckpointer().restore((self.path / "arrays" / name).resolve())
 
 
+def _read_config(path: Path) -> dict:
+  try:
+    return json.loads(path.read_text())
+  except json.JSONDecodeError as e:
+    raise ValueError(f"{path} is not valid JSON ({e}); delete it or use a new workdir") from None
+
+
 def read_records(workdir) -> list[dict]:
   """Records of a finished or partial run, for plotting without recomputing.
 
-  A truncated last line (from a killed run) is skipped.
+  A truncated last line (from a killed run) is skipped. Non-finite numbers (stored as the strings 'nan',
+  'inf', '-inf') come back as floats.
   """
   path = Path(workdir) / "results.jsonl"
   if not path.exists():
@@ -142,7 +172,7 @@ def read_records(workdir) -> list[dict]:
   out = []
   for line in path.read_text().splitlines():
     try:
-      out.append(json.loads(line))
+      out.append(_decode(json.loads(line)))
     except json.JSONDecodeError:
       continue
   return out

@@ -252,6 +252,29 @@ def test_negative_eps_rejected(name):
     attack(MLP3, X3, Y3, -0.1, KEY)
 
 
+@pytest.mark.parametrize("attack", [fgsm, fgm_l2, pgd_linf, pgd_l2, mim, apgd, cw_l2])
+@pytest.mark.parametrize("eps", ["0.1", True, "abc"])
+def test_non_numeric_eps_rejected_naming_eps(attack, eps):
+  # A numeric string used to pass the range check and fail deep inside the compiled attack.
+  kwargs = dict(steps=2, search_steps=1) if attack is cw_l2 else {}
+  with pytest.raises(ValueError, match="eps must be a real number"):
+    attack(MLP3, X3, Y3, eps=eps, key=KEY, **kwargs)
+
+
+@pytest.mark.parametrize("key", [0, jnp.zeros(3, jnp.uint32), jnp.zeros(2, jnp.float32),
+                                 jax.random.split(KEY, 2)])
+def test_a_malformed_key_is_rejected_naming_key(key):
+  with pytest.raises(ValueError, match="needs key=jax.random.key"):
+    pgd_linf(MLP3, X3, Y3, eps=0.1, key=key)
+
+
+def test_attack_inside_a_callers_jit_with_closed_over_inputs():
+  # A constant x inside jit is traced too: the range check must step aside, not crash on a tracer.
+  eager = pgd_linf(MLP3, X3, Y3, eps=0.1, key=KEY).x_adv
+  jitted = jax.jit(lambda eps, key: pgd_linf(MLP3, X3, Y3, eps=eps, key=key).x_adv)(0.1, KEY)
+  np.testing.assert_allclose(jitted, eager, atol=1e-6)
+
+
 @pytest.mark.parametrize("call, match", [
     (lambda: pgd_linf(MLP3, X3, Y3, eps=0.1, key=KEY, alpha=-0.01), "alpha"),
     (lambda: pgd_l2(MLP3, X3, Y3, eps=0.1, key=KEY, alpha=-0.01), "alpha"),

@@ -1,0 +1,103 @@
+"""Workdir and config plumbing: results are never mixed or lost, bad values fail early and name the field."""
+import json
+import math
+
+import numpy as np
+import pytest
+
+from experiments import __main__ as main_job
+from experiments import config as config_lib
+from experiments import cubing, flip_rate, width_sweep
+from experiments.classifier_training import TrainConfig
+from experiments.workdir import Workdir, read_records
+
+
+def test_checkpoints_count_as_results_and_move_aside_with_the_config(tmp_path):
+  Workdir(tmp_path, ("k",), {"lr": 0.002})
+  (tmp_path / "models" / "vit" / "checkpoints" / "2").mkdir(parents=True)  # trained, no record yet
+  with pytest.raises(ValueError, match=r"different config \(fields \['lr'\]"):
+    Workdir(tmp_path, ("k",), {"lr": 0.5})  # would resume the lr=0.002 checkpoints under lr=0.5
+  Workdir(tmp_path, ("k",), {"lr": 0.5}, overwrite_config=True)
+  (backup,) = tmp_path.glob("previous-*")
+  assert (backup / "models" / "vit" / "checkpoints" / "2").is_dir()
+  assert not (tmp_path / "models").exists()
+  assert json.loads((backup / "config.json").read_text()) == {"lr": 0.002}
+  assert json.loads((tmp_path / "config.json").read_text()) == {"lr": 0.5}
+
+
+def test_two_overwrites_keep_both_old_runs(tmp_path):
+  for lr in (1.0, 2.0, 3.0):
+    wd = Workdir(tmp_path, ("k",), {"lr": lr}, overwrite_config=True)
+    wd.append({"k": lr})
+  assert sorted(read_records(b)[0]["k"] for b in tmp_path.glob("previous-*")) == [1.0, 2.0]
+
+
+def test_non_finite_numbers_are_standard_json_and_come_back_as_floats(tmp_path):
+  wd = Workdir(tmp_path, ("k",))
+  wd.append({"k": 0, "scalar": float("nan"), "np_scalar": np.float32(np.inf),
+             "array": np.array([1.0, np.nan, -np.inf]), "nested": {"x": [np.float64("nan")]}})
+  line = (tmp_path / "results.jsonl").read_text()
+  json.loads(line, parse_constant=lambda c: pytest.fail(f"non-standard JSON literal {c}"))
+  (r,) = read_records(tmp_path)
+  assert math.isnan(r["scalar"]) and r["np_scalar"] == math.inf and math.isnan(r["nested"]["x"][0])
+  assert r["array"][0] == 1.0 and math.isnan(r["array"][1]) and r["array"][2] == -math.inf
+
+
+def test_a_corrupt_config_file_is_named(tmp_path):
+  (tmp_path / "config.json").write_text("{garbled")
+  with pytest.raises(ValueError, match="config.json is not valid JSON"):
+    Workdir(tmp_path, ("k",), {"lr": 1.0})
+
+
+@pytest.mark.parametrize("module,override,match", [
+    (width_sweep, "lr_scale=nan", "lr_scale must be a finite number"),
+    (width_sweep, "lr_scale=inf", "lr_scale must be a finite number"),
+    (flip_rate, "learning_rate=nan", "learning_rate must be a finite number"),
+    (cubing, "eps=0.1,nan", "eps must be a finite number"),
+    (cubing, "seeds=0,-1", "seeds must be an integer >= 0"),
+    (width_sweep, "data_seed=-3", "data_seed must be an integer >= 0"),
+    (cubing, "datasets=mnist,mnist", "datasets holds a value twice"),
+    (cubing, "ns=50,50", "ns holds a value twice"),
+    (cubing, "split=bogus", "split must be one of"),
+    (width_sweep, "train_datasets=imagenet", "train_datasets"),
+    (width_sweep, "train_max_width=-1", "train_max_width must be >= 1"),
+    (flip_rate, "mim_steps=0", "mim_steps must be an integer >= 1"),
+    (flip_rate, "pgd_alpha=2", "pgd_alpha must be in"),
+])
+def test_bad_values_are_rejected_by_the_parser_naming_the_field(module, override, match):
+  with pytest.raises(ValueError, match=match):
+    config_lib.apply_overrides(module.get_config(), [override])
+
+
+@pytest.mark.parametrize("field,value,match", [
+    ("learning_rate", float("nan"), "learning_rate must be finite and > 0"),
+    ("weight_decay", float("nan"), "weight_decay must be finite and >= 0"),
+    ("warmup_epochs", -3, "warmup_epochs must be >= 0"),
+    ("batch_size", 0, "batch_size must be >= 1"),
+])
+def test_train_config_rejects_out_of_range_values(field, value, match):
+  with pytest.raises(ValueError, match=match):
+    TrainConfig(**{field: value}).validate()
+
+
+def test_user_errors_turn_ctrl_c_into_a_resume_note(capsys):
+  with pytest.raises(SystemExit) as exit_info:
+    with config_lib.user_errors():
+      raise KeyboardInterrupt
+  assert exit_info.value.code == 130
+  assert "rerun the same command to resume" in capsys.readouterr().err
+
+
+def test_report_cli_on_an_empty_workdir_is_one_line(tmp_path):
+  def write_report(workdir):
+    raise ValueError(f"{workdir} holds no records")
+  with pytest.raises(SystemExit, match="error: .* holds no records"):
+    config_lib.report_cli("test", write_report, ["--workdir", str(tmp_path)])
+
+
+def test_main_job_passes_overwrite_config_to_every_stage(tmp_path, monkeypatch):
+  seen = {}
+  monkeypatch.setattr(main_job, "_run_all", lambda root, full, overwrite: seen.update(
+      root=root, full=full, overwrite=overwrite) or ("", "", ""))
+  main_job.main(["--workdir", str(tmp_path), "--overwrite_config"])
+  assert seen == {"root": tmp_path, "full": False, "overwrite": True}
