@@ -87,11 +87,17 @@ def run_attack(impl, logits_fn, batched: dict, **kwargs):
 
   Returns:
     impl's output with the padding rows removed.
+
+  Raises:
+    ValueError: the adversarial examples hold NaN or inf (a model with non-finite logits or gradients).
   """
   fn_static, fn_dynamic = split_logits_fn(logits_fn)
   batched, fn_dynamic, batch = shard_batch(batched, fn_dynamic)
   out = impl(fn_static=fn_static, fn_dynamic=fn_dynamic, **batched, **kwargs)
   first = next(a for a in batched.values() if a is not None)
-  if first.shape[0] == batch:
-    return out
-  return jax.tree_util.tree_map(lambda a: a[:batch], out)
+  if first.shape[0] != batch:
+    out = jax.tree_util.tree_map(lambda a: a[:batch], out)
+  if not _traced(out.x_adv) and not bool(jnp.all(jnp.isfinite(out.x_adv))):
+    raise ValueError("the attack produced NaN or inf pixels: logits_fn returned non-finite logits or "
+                     "gradients on the (finite, in-bounds) inputs; check the model and its parameters")
+  return out

@@ -154,7 +154,8 @@ def cw_l2(logits_fn, x, y, *, eps=None, key=None, targeted: bool = False, target
     input gradient of the logit margin Z_y − max_{i≠y} Z_i at x.
 
   Raises:
-    ValueError: negative eps, κ, c₀, learning rate or counts, and the input errors of `pgd_linf`.
+    ValueError: negative eps, κ, c₀, learning rate or counts, non-finite logits at x, and the input errors
+      of `pgd_linf`.
   """
   del key
   if eps is None or (isinstance(eps, float) and eps == float("inf")):  # unbounded (np.float64 is a float)
@@ -172,6 +173,10 @@ def cw_l2(logits_fn, x, y, *, eps=None, key=None, targeted: bool = False, target
     raise ValueError(f"abort_early must be a bool, got {abort_early!r}")
   inputs = _checks.check_attack_inputs(logits_fn, x, y, bounds=bounds, targeted=targeted, target=target,
                                        key=None, needs_key=False, attack="cw_l2")
+  # CW returns x where it finds nothing, so non-finite logits would pass as "robust": check them once.
+  clean = logits_fn(inputs.x)
+  if not isinstance(clean, jax.core.Tracer) and not bool(jnp.all(jnp.isfinite(clean))):
+    raise ValueError("cw_l2: logits_fn returned non-finite logits on the clean inputs; check the model")
   return _driver.run_attack(
       _cw_l2, logits_fn, dict(x=inputs.x, y=inputs.y, target=inputs.target),
       eps=eps, initial_const=initial_const, confidence=confidence, learning_rate=learning_rate,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Literal, NamedTuple
 
+import jax
 import jax.numpy as jnp
 
 from attacks.projections import l2_norm
@@ -86,9 +87,14 @@ def success_within_l2(x, x_adv, success, eps_grid) -> jnp.ndarray:
 
   Returns:
     bool with shape [n_eps, batch]: success[i] and ‖x_adv_i − x_i‖₂ ≤ ε_j.
+
+  Raises:
+    ValueError: eps_grid not 1-D, or holding a negative or NaN budget.
   """
   eps_grid = jnp.asarray(eps_grid)
   if eps_grid.ndim != 1:
     raise ValueError(f"eps_grid must have shape [n_eps], got {eps_grid.shape}")
+  if not isinstance(eps_grid, jax.core.Tracer) and not bool(jnp.all(eps_grid >= 0)):  # NaN fails too
+    raise ValueError(f"eps_grid must hold L2 budgets >= 0, got {eps_grid}")
   dist_B = l2_norm(jnp.asarray(x_adv) - jnp.asarray(x))
   return jnp.asarray(success)[None, :] & (dist_B[None, :] <= eps_grid[:, None])

@@ -133,7 +133,7 @@ def margin_certificate(logits_BxC, labels_B, head_kernel_DxC, radius_B, *, form:
     form: "per_pair" (f_y − f_j > ‖w_y − w_j‖₂ r_z ∀ j≠y) or "tsuzuku" (margin > √2‖W‖₂ r_z).
 
   Raises:
-    ValueError: unknown form, mismatched shapes, labels out of range.
+    ValueError: unknown form, mismatched shapes, labels out of range, a negative or NaN radius.
   """
   if form not in FORMS:
     raise ValueError(f"form must be one of {FORMS}, got {form!r}")
@@ -148,6 +148,8 @@ def margin_certificate(logits_BxC, labels_B, head_kernel_DxC, radius_B, *, form:
     if lab.size and (lab.min() < 0 or lab.max() >= num_classes):
       raise ValueError(f"labels must lie in [0, {num_classes}), got range [{lab.min()}, {lab.max()}]")
   radius_B = jnp.broadcast_to(jnp.asarray(radius_B, logits_BxC.dtype), labels_B.shape)
+  if not isinstance(radius_B, jax.core.Tracer) and not bool(jnp.all(radius_B >= 0)):  # NaN fails too
+    raise ValueError(f"radius must be >= 0 (a bound on ‖Δz‖₂) and not NaN, got min {float(jnp.min(radius_B))}")
   return _margin_certificate(logits_BxC, labels_B, jnp.asarray(head_kernel_DxC), radius_B, form)
 
 

@@ -72,17 +72,20 @@ def local_lipschitz(fn, x, *, eps: float, key, steps: int = DEFAULT_STEPS, step_
     float array [batch]: ‖f(x) − f(x')‖₁ / ‖x − x'‖∞ at the last iterate.
 
   Raises:
-    ValueError: ε ≤ 0, negative steps / step size / init_std, x of rank < 2 or outside bounds, or NaN.
+    ValueError: ε or init_std not finite and > 0, step size not finite and ≥ 0, negative steps, no key, x of
+      rank < 2 or outside bounds, or NaN.
   """
   x = jnp.asarray(x)
   if x.ndim < 2 or x.shape[0] == 0:
     raise ValueError(f"x must have shape [batch, ...] with batch >= 1, got {tuple(x.shape)}")
-  if not (np.isfinite(eps) and eps > 0):
-    raise ValueError(f"eps must be finite and > 0 (pixel scale), got {eps}")
+  for name, value, positive in (("eps", eps, True), ("step_size", step_size, False), ("init_std", init_std, True)):
+    if isinstance(value, (bool, str)) or not np.isscalar(value) or not (
+        np.isfinite(value) and (value > 0 if positive else value >= 0)):
+      raise ValueError(f"{name} must be a finite number {'>' if positive else '>='} 0 (pixel scale), got {value!r}")
   if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
     raise ValueError(f"steps must be an integer >= 0, got {steps!r}")
-  if step_size < 0 or init_std <= 0:
-    raise ValueError(f"step_size must be >= 0 and init_std > 0, got {step_size}, {init_std}")
+  if key is None:
+    raise ValueError("key is required: a PRNG key, e.g. jax.random.key(0), for the starting noise")
   lower, upper = (float(b) for b in bounds)
   values = np.asarray(x)
   if not np.isfinite(values).all():

@@ -194,12 +194,21 @@ def main() -> None:
                       help="intra-op threads for both libraries (0: each library's default, all cores); "
                            "1 is less sensitive to other jobs on a shared machine")
   args = parser.parse_args()
+  for name in ("batch", "reps", "rounds"):
+    if getattr(args, name) < 1:
+      parser.error(f"--{name} must be >= 1, got {getattr(args, name)}")
+  if args.threads < 0:
+    parser.error(f"--threads must be >= 0 (0: each library's default), got {args.threads}")
   if args.threads == 1:  # must precede the first jax import (XLA reads it at backend start-up)
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                                + " --xla_cpu_multi_thread_eigen=false").strip()
   elif args.threads > 1:
     print("--threads > 1 applies to torch only; XLA uses all cores", file=sys.stderr)
   if args.only == "torch":
+    try:
+      import torchattacks  # noqa: F401
+    except ImportError:
+      parser.error("--only torch needs an interpreter with torch and torchattacks (see --torch-python)")
     print(json.dumps(run_torch(args.batch, args.reps, args.threads)))
     return
 

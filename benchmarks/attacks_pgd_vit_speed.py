@@ -145,8 +145,11 @@ def main(argv=None) -> None:
   parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch intra-op threads")
   parser.add_argument("--reps", type=int, default=5, help="timed attacks per batch size and library")
   args = parser.parse_args(argv)
-  if args.devices < 1 or any(not 1 <= b <= 1000 for b in args.batch):
-    parser.error("--devices must be >= 1 and every --batch in [1, 1000]")
+  if args.devices < 1 or args.reps < 1 or args.threads < 1 or any(not 1 <= b <= 1000 for b in args.batch):
+    parser.error("--devices, --reps and --threads must be >= 1 and every --batch in [1, 1000]")
+  if not os.path.exists(args.torch_python):
+    parser.error(f"--torch-python {args.torch_python} does not exist: point it at an interpreter with torch "
+                 "and torchattacks (see scripts/torchattacks_crosscheck.py)")
   if args.devices > 1:  # must precede the first jax import: XLA reads it when the backend starts
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count="
                                f"{args.devices} --xla_cpu_multi_thread_eigen=false "

@@ -44,6 +44,12 @@ def main(argv=None) -> None:
   parser.add_argument("--nt_max_n", type=int, default=1000, help="skip neural-tangents above this n")
   parser.add_argument("--skip_jacobian", action="store_true", help="skip JACOBIAN_CONTRACTION (slowest)")
   args = parser.parse_args(argv)
+  try:
+    widths = [int(w) for w in args.widths.split(",")]
+  except ValueError:
+    parser.error(f"--widths must be comma-separated integers, got {args.widths!r}")
+  if args.n < 2 or any(w < 1 for w in widths):
+    parser.error(f"--n must be >= 2 and every width >= 1, got n={args.n}, widths={widths}")
   x = load_dataset("mnist", "train", n=args.n, seed=0, flatten=True).x
   x = np.asarray(ntk.model_features("relu", x)[0])
   n, d = x.shape
@@ -51,7 +57,7 @@ def main(argv=None) -> None:
   print(f"devices: {jax.devices()}; n = {n}, d = {d}; measured matmul peak {peak / 1e9:.1f} GFLOP/s")
   print(f"{'width':>6} {'path':>22} {'seconds':>9} {'entries/s':>11} {'speed-up':>9} {'% peak':>7} "
         f"{'max rel diff':>12}")
-  for width in [int(w) for w in args.widths.split(",")]:
+  for width in widths:
     model = ntk.two_layer_relu(width, d)
     _, params = model.init_fn(jax.random.PRNGKey(0), x.shape)
     xj = jnp.asarray(x)

@@ -81,9 +81,15 @@ def ntk_loo_influence(k_train_NxN, k_test_train_TxN, y_train_NxC, y_test_TxC, *,
   y_train = np.asarray(y_train_NxC, np.float64)
   y_test = np.asarray(y_test_TxC, np.float64)
   _check(k_train, k_test, y_train, y_test)
-  lam = default_ridge(k_train) if ridge is None else float(ridge)
-  if not lam > 0:
-    raise ValueError(f"ridge must be > 0, got {lam}")
+  if ridge is None:
+    lam = default_ridge(k_train)
+    if not lam > 0:
+      raise ValueError(f"k_train must be a positive semi-definite kernel with a positive trace (the default "
+                       f"ridge is 1e-3·tr(K)/n), got tr(K)/n = {1e3 * lam:.3g}; pass ridge= explicitly")
+  else:
+    lam = float(ridge)
+    if not lam > 0:
+      raise ValueError(f"ridge must be > 0, got {lam}")
   dtype = jnp.float64 if float64 else jnp.float32
   ctx = jax.experimental.enable_x64() if float64 else contextlib.nullcontext()
   with ctx:

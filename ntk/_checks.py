@@ -6,8 +6,9 @@ import numpy as np
 
 
 def check_width(width, name: str = "width") -> int:
-  """Returns width as int; raises ValueError unless it is an integer ≥ 1."""
-  if isinstance(width, bool) or int(width) != width or width < 1:
+  """Returns width as int; raises ValueError unless it is an integer ≥ 1 (or a float with an integer value)."""
+  if isinstance(width, bool) or not isinstance(width, (int, float, np.integer, np.floating)) or not (
+      np.isfinite(width) and width >= 1 and int(width) == width):
     raise ValueError(f"{name} must be an integer ≥ 1, got {width!r}")
   return int(width)
 

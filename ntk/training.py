@@ -11,6 +11,7 @@ which needs the network's own f₀ (or f₀ ≡ 0): an O(1) f₀ term does not s
 from __future__ import annotations
 
 import functools
+import math
 from typing import NamedTuple
 
 import jax
@@ -151,12 +152,15 @@ def train_adam(apply_fn, params, x_NxD, y_NxC, *, key, loss: str = "ce", learnin
     learning_rate, weight_decay, epochs, batch_size: as named; each epoch uses ⌊n/batch⌋ full batches.
 
   Raises:
-    ValueError: unknown loss or non-positive settings.
+    ValueError: unknown loss, learning_rate not finite and > 0, weight_decay not finite and ≥ 0, epochs < 0
+      or batch_size < 1.
   """
   if loss not in LOSSES:
     raise ValueError(f"loss must be one of {tuple(LOSSES)}, got {loss!r}")
-  if learning_rate <= 0 or weight_decay < 0 or epochs < 0 or batch_size < 1:
-    raise ValueError("need learning_rate > 0, weight_decay ≥ 0, epochs ≥ 0, batch_size ≥ 1")
+  if not (learning_rate > 0 and math.isfinite(learning_rate)) or not (0 <= weight_decay < math.inf) or (
+      epochs < 0 or batch_size < 1):
+    raise ValueError(f"need learning_rate finite and > 0, weight_decay finite and ≥ 0, epochs ≥ 0, "
+                     f"batch_size ≥ 1; got {learning_rate}, {weight_decay}, {epochs}, {batch_size}")
   batch_size = min(int(batch_size), int(np.shape(x_NxD)[0]))
   return _adam(apply_fn, params, jnp.asarray(x_NxD), jnp.asarray(y_NxC), key, loss=loss,
                learning_rate=float(learning_rate), weight_decay=float(weight_decay), epochs=int(epochs),

@@ -268,6 +268,13 @@ def test_a_malformed_key_is_rejected_naming_key(key):
     pgd_linf(MLP3, X3, Y3, eps=0.1, key=key)
 
 
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+def test_a_model_with_nan_logits_is_an_error_not_a_nan_result(name):
+  _, attack = ATTACKS[name]
+  with pytest.raises(ValueError, match="non-finite logits"):
+    attack(lambda z: MLP3(z) * jnp.nan, X3, Y3, 0.1, KEY)
+
+
 def test_attack_inside_a_callers_jit_with_closed_over_inputs():
   # A constant x inside jit is traced too: the range check must step aside, not crash on a tracer.
   eager = pgd_linf(MLP3, X3, Y3, eps=0.1, key=KEY).x_adv

@@ -276,3 +276,10 @@ def test_package_imports_neither_experiments_nor_torch():
         continue
       for name in names:
         assert name.split(".")[0] not in ("experiments", "torch", "torchattacks"), (path, name)
+
+
+@pytest.mark.parametrize("grid", [[-0.1, 1.0], [float("nan")]])
+def test_success_within_l2_rejects_negative_or_nan_budgets(grid):
+  x = jnp.zeros((2, 3))
+  with pytest.raises(ValueError, match="eps_grid must hold L2 budgets >= 0"):
+    success_within_l2(x, x, jnp.array([True, False]), jnp.array(grid))

@@ -181,6 +181,14 @@ def test_margin_certificate_by_hand():
       True, False, False]
 
 
+@pytest.mark.parametrize("radius", [-1.0, float("nan")])
+def test_margin_certificate_rejects_a_negative_or_nan_radius(radius):
+  # A negative radius would "certify" any correctly classified sample.
+  w, logits, labels = jnp.eye(2, 3), jnp.array([[2.0, 1.0, 0.0]]), jnp.array([0])
+  with pytest.raises(ValueError, match="radius must be >= 0"):
+    C.margin_certificate(logits, labels, w, radius)
+
+
 def test_certified_samples_survive_pgd_l2():
   """A certified sample is never broken by PGD-L2 at that ε (labels = the model's own predictions, so
   there are certified samples; an untrained model with sharpened weights so that some are not)."""

@@ -212,3 +212,9 @@ def test_flip_rate_bad_input():
     flip_rate(np.ones(3), np.ones(3), top_fraction=0.0)
   with pytest.raises(ValueError, match="NaN"):
     flip_rate(np.array([np.nan, 1.0]), np.ones(2))
+
+
+def test_default_ridge_on_a_kernel_without_positive_trace_names_k_train():
+  zeros, y = np.zeros((4, 4)), np.eye(4, 2)
+  with pytest.raises(ValueError, match="k_train must be a positive semi-definite kernel"):
+    ntk_loo_influence(zeros, zeros[:1], y, y[:1])

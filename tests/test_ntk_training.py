@@ -79,3 +79,14 @@ def test_distances_and_loglog_fit():
     loglog_fit([4, 4, 4], [1.0, 2.0, 3.0])
   with pytest.raises(ValueError, match="positive"):
     loglog_fit([1, 2, 4], [1.0, 0.0, 3.0])
+
+
+@pytest.mark.parametrize("kwargs", [dict(learning_rate=float("nan")), dict(learning_rate=float("inf")),
+                                    dict(weight_decay=float("nan")), dict(batch_size=0)])
+def test_train_adam_rejects_non_finite_or_out_of_range_settings(kwargs):
+  from ntk.training import train_adam
+  model = ntk.two_layer_relu(8, 3, out_dim=2)
+  _, params = model.init_fn(jax.random.PRNGKey(0), (4, 3))
+  x, y = np.ones((4, 3), np.float32), np.eye(2, dtype=np.float32)[[0, 1, 0, 1]]
+  with pytest.raises(ValueError, match="need learning_rate finite"):
+    train_adam(model.apply_fn, params, x, y, key=jax.random.PRNGKey(0), epochs=1, **kwargs)

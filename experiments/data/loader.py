@@ -186,7 +186,7 @@ def load_dataset(
 
   Raises:
     ValueError: naming the argument and the allowed values, for an unknown name, split or source,
-      n <= 0 or n larger than the examples available, an empty or out-of-range ``classes``, a
+      a seed that is not an integer >= 0, n <= 0 or n larger than the examples available, an empty or out-of-range ``classes``, a
       ``holdout`` outside 1..(train size - 1), or source="dir" with neither data_dir nor ATTN_DATA_DIR.
     DatasetFileNotFoundError: a needed file is missing (names the path and how to get it).
     DatasetFileError: a file is truncated, corrupt or has the wrong hash or shape (names the path and
@@ -200,6 +200,8 @@ def load_dataset(
     raise ValueError(f"split must be one of {catalog.SPLITS}, got {split!r}")
   if source not in SOURCES:
     raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
+  if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+    raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
   if n is not None and (isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0):
     raise ValueError(f"n must be a positive int (or None for all examples), got {n!r}")
   class_ids = _check_classes(classes, spec)
