@@ -4,6 +4,7 @@ filter-normalised loss landscapes (Li et al., "Visualizing the Loss Landscape of
 """
 from __future__ import annotations
 
+import warnings
 from typing import Callable
 
 import jax
@@ -29,11 +30,16 @@ def hessian_top_eigenvalues(objective: Callable, params, *, k: int = 1, num_iter
     [k] numpy array, descending.
 
   Raises:
-    ValueError: k < 1 or k > num_iters.
+    ValueError: k < 1, k > num_iters, k > the number of parameters, or a non-finite Hessian-vector product.
+
+  Warns:
+    RuntimeWarning: fewer than k eigenvalues, when the Krylov space closes early.
   """
   if not 1 <= k <= num_iters:
     raise ValueError(f"need 1 ≤ k ≤ num_iters, got k={k}, num_iters={num_iters}")
   flat, unravel = ravel_pytree(params)
+  if k > flat.size:
+    raise ValueError(f"k must be <= the number of parameters ({flat.size}), got k={k}")
   num_iters = min(num_iters, flat.size)
   key = jax.random.PRNGKey(0) if key is None else key
   matvec = jax.jit(lambda v: ravel_pytree(hvp(objective, params, unravel(v)))[0])
@@ -43,6 +49,8 @@ def hessian_top_eigenvalues(objective: Callable, params, *, k: int = 1, num_iter
   for i in range(num_iters):
     w = matvec(basis[-1])
     alpha = jnp.vdot(w, basis[-1])
+    if not bool(jnp.all(jnp.isfinite(w))):
+      raise ValueError("the Hessian-vector product is not finite: the objective is NaN/inf near params")
     alphas.append(float(alpha))
     q = jnp.stack(basis)
     w = w - q.T @ (q @ w)
@@ -53,6 +61,10 @@ def hessian_top_eigenvalues(objective: Callable, params, *, k: int = 1, num_iter
     betas.append(beta)
     basis.append(w / beta)
   tri = np.diag(alphas) + np.diag(betas[:len(alphas) - 1], 1) + np.diag(betas[:len(alphas) - 1], -1)
+  if len(alphas) < k:
+    warnings.warn(f"the Krylov space closed after {len(alphas)} steps (the start vector lies in an invariant "
+                  f"subspace): returning {len(alphas)} eigenvalues instead of k={k}; try another key",
+                  RuntimeWarning, stacklevel=2)
   return np.sort(np.linalg.eigvalsh(tri))[::-1][:k]
 
 

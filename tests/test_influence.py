@@ -218,3 +218,11 @@ def test_default_ridge_on_a_kernel_without_positive_trace_names_k_train():
   zeros, y = np.zeros((4, 4)), np.eye(4, 2)
   with pytest.raises(ValueError, match="k_train must be a positive semi-definite kernel"):
     ntk_loo_influence(zeros, zeros[:1], y, y[:1])
+
+
+def test_hessian_eigenvalues_reject_more_than_the_parameters_and_a_nan_objective():
+  params = jnp.ones(4)
+  with pytest.raises(ValueError, match="k must be <= the number of parameters"):
+    hessian_top_eigenvalues(lambda p: jnp.sum(p ** 2), params, k=10, num_iters=20)
+  with pytest.raises(ValueError, match="not finite"):
+    hessian_top_eigenvalues(lambda p: jnp.sum(p ** 2) * jnp.nan, params, k=1)
