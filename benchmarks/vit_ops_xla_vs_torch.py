@@ -4,7 +4,8 @@ at the shapes of the PGD benchmark (batch 256, 65 tokens, width 64, 4 heads of w
   python benchmarks/vit_ops_xla_vs_torch.py [--torch-python /tmp/torchref/bin/python] [--batch 256]
 
 It explains benchmarks/attacks_pgd_vit_speed.py: at batch 256 PGD on the ViT is bound by these kernels, not
-by per-operation dispatch. The torch half runs in an interpreter that has torch (a subprocess; PyTorch is not
+by per-operation dispatch. The last row is one layer's whole attention core, softmax(QKᵀ/√d)V, forward and
+input-gradient backward (what each PGD step runs per layer). The torch half runs in an interpreter that has torch (a subprocess; PyTorch is not
 a project dependency). Printed: best-of-20 wall ms per op in each library and the ratio torch / XLA (> 1: XLA
 faster), both on all cores. A benchmark, not a test.
 """
@@ -27,6 +28,8 @@ OPS = {
     "A V per head": ("jnp.einsum('bhnm,bhme->bhne', s, v)", "s @ v"),
     "LayerNorm(64)": ("ln(x)", "torch.nn.functional.layer_norm(x, (64,), eps=1e-6)"),
     "GELU (tanh) on [B, N, 128]": ("jax.nn.gelu(h)", "torch.nn.functional.gelu(h, approximate='tanh')"),
+    # One layer's attention core softmax(QKᵀ/√d)V, forward and input-gradient backward, as in a PGD step.
+    "attention core fwd+bwd (one layer)": ("jax.vjp(attention, q, k, v)[1](ct)", "attention_vjp(q, k, v, ct)"),
 }
 
 TORCH_HALF = r'''
@@ -38,6 +41,11 @@ g = torch.Generator().manual_seed(0)
 x = torch.randn(B, N, D, generator=g); w = torch.randn(D, D, generator=g); w1 = torch.randn(D, F, generator=g)
 q, k, v = (torch.randn(B, H, N, d, generator=g) for _ in range(3))
 s = torch.randn(B, H, N, N, generator=g); h = torch.randn(B, N, F, generator=g)
+ct = torch.randn(B, H, N, d, generator=g)
+def attention_vjp(q, k, v, ct):
+  q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+  out = torch.softmax((q * d ** -0.5) @ k.transpose(-1, -2), dim=-1) @ v
+  return torch.autograd.grad(out, (q, k, v), ct)
 out = {}
 for name, expr in ops.items():
   fn = eval("lambda: " + expr)
@@ -61,7 +69,7 @@ def main(argv=None) -> None:
   import jax.numpy as jnp
 
   b, d = args.batch, DIM // HEADS
-  keys = iter(jax.random.split(jax.random.PRNGKey(0), 9))
+  keys = iter(jax.random.split(jax.random.PRNGKey(0), 10))
   env = dict(jax=jax, jnp=jnp,
              x=jax.random.normal(next(keys), (b, TOKENS, DIM)), w=jax.random.normal(next(keys), (DIM, DIM)),
              w1=jax.random.normal(next(keys), (DIM, HIDDEN)),
@@ -69,7 +77,10 @@ def main(argv=None) -> None:
              k=jax.random.normal(next(keys), (b, HEADS, TOKENS, d)),
              v=jax.random.normal(next(keys), (b, HEADS, TOKENS, d)),
              s=jax.random.normal(next(keys), (b, HEADS, TOKENS, TOKENS)),
-             h=jax.random.normal(next(keys), (b, TOKENS, HIDDEN)))
+             h=jax.random.normal(next(keys), (b, TOKENS, HIDDEN)),
+             ct=jax.random.normal(next(keys), (b, HEADS, TOKENS, d)))
+  env["attention"] = lambda q, k, v: jnp.einsum(
+      "bhnm,bhme->bhne", jax.nn.softmax(jnp.einsum("bhnd,bhmd->bhnm", q * d ** -0.5, k), axis=-1), v)
   layer_norm = nn.LayerNorm(epsilon=1e-6)
   ln_params = layer_norm.init(next(keys), env["x"])
   env["ln"] = lambda t: layer_norm.apply(ln_params, t)  # params are small constants
@@ -78,11 +89,11 @@ def main(argv=None) -> None:
   for name, (expr, _) in OPS.items():
     # The inputs are arguments, not closed-over constants (XLA would constant-fold the op away).
     fn = jax.jit(eval(f"lambda {', '.join(arrays)}: {expr}", env))  # noqa: S307 - fixed expressions above
-    fn(**arrays).block_until_ready()
+    jax.block_until_ready(fn(**arrays))
     times = []
     for _ in range(20):
       t0 = time.perf_counter()
-      fn(**arrays).block_until_ready()
+      jax.block_until_ready(fn(**arrays))
       times.append(time.perf_counter() - t0)
     xla[name] = min(times)
   done = subprocess.run([args.torch_python, "-c", TORCH_HALF, str(b), str(HEADS), str(TOKENS), str(DIM),
