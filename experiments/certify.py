@@ -93,6 +93,7 @@ class CertifyConfig:
 
   def validate(self) -> None:
     """Raises ValueError naming the field and its allowed range."""
+    config_lib.check_common(self, dataset_fields=())
     bad = [d for d in self.datasets if d not in IMAGE_GEOMETRY]
     if not self.datasets or bad:
       raise ValueError(f"datasets must be among {sorted(IMAGE_GEOMETRY)}, got {self.datasets}")

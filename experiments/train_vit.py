@@ -81,6 +81,7 @@ class TrainViTConfig:
 
   def validate(self) -> None:
     """Raises ValueError naming the field and its allowed values."""
+    config_lib.check_common(self, dataset_fields=())
     if self.dataset not in ("cifar10", "mnist", "fashion_mnist"):
       raise ValueError(f"dataset must be 'cifar10', 'mnist' or 'fashion_mnist', got {self.dataset!r}")
     for name in ("n_train", "n_test"):

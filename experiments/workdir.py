@@ -90,7 +90,7 @@ class Workdir:
         changed = sorted(k for k in set(old) | set(cfg) if old.get(k) != cfg.get(k))
         if not overwrite_config:
           raise ValueError(
-              f"{cfg_path} holds the records of a different config (fields {changed} differ); use a new "
+              f"{cfg_path} belongs to results of a different config (fields {changed} differ); use a new "
               "workdir, or --overwrite_config to move the old results aside and start afresh")
         self._move_aside()
       cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
