@@ -78,10 +78,13 @@ def local_lipschitz(fn, x, *, eps: float, key, steps: int = DEFAULT_STEPS, step_
   x = jnp.asarray(x)
   if x.ndim < 2 or x.shape[0] == 0:
     raise ValueError(f"x must have shape [batch, ...] with batch >= 1, got {tuple(x.shape)}")
-  for name, value, positive in (("eps", eps, True), ("step_size", step_size, False), ("init_std", init_std, True)):
-    if isinstance(value, (bool, str)) or not np.isscalar(value) or not (
-        np.isfinite(value) and (value > 0 if positive else value >= 0)):
-      raise ValueError(f"{name} must be a finite number {'>' if positive else '>='} 0 (pixel scale), got {value!r}")
+  for name, value, positive in (("eps", eps, True), ("step_size", step_size, False),
+                                ("init_std", init_std, True)):
+    real = not isinstance(value, (bool, np.bool_)) and np.ndim(value) == 0 and np.issubdtype(
+        np.asarray(value).dtype, np.number) and not np.iscomplexobj(value)
+    if not (real and np.isfinite(value) and (value > 0 if positive else value >= 0)):
+      bound = "> 0" if positive else ">= 0"
+      raise ValueError(f"{name} must be a finite real number {bound} (pixel scale), got {value!r}")
   if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
     raise ValueError(f"steps must be an integer >= 0, got {steps!r}")
   if key is None:

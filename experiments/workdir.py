@@ -68,8 +68,8 @@ class Workdir:
     path: directory (created if missing).
     key_fields: the record fields that identify a sweep point, e.g. ("dataset", "model", "width", "seed").
     config: the run's config (dataclass or dict); written to ``config.json``. A workdir that already
-      holds records of a different config is refused (``ValueError``): resuming would mix incompatible
-      records. Results are everything in the workdir besides ``config.json`` and ``previous-*/``: records,
+      holds results of a different config is refused (``ValueError``): resuming would mix incompatible
+      results. Results are everything in the workdir besides ``config.json`` and ``previous-*/``: records,
       arrays, model checkpoints (``models/``), plots. With ``overwrite_config`` they are moved with the old
       config, not deleted, into ``previous-<time>/`` and the run starts afresh. A config.json without
       results (a run that failed before writing anything, e.g. on a typo) is simply replaced.
@@ -106,7 +106,7 @@ class Workdir:
       backup, i = self.path / f"{stamp}-{i}", i + 1
     backup.mkdir()
     for path in [self.path / "config.json", *self._results()]:
-      if path != backup and path.exists():
+      if path.exists():
         shutil.move(str(path), str(backup / path.name))
     return backup
 
