@@ -13,10 +13,50 @@ import json
 import platform
 import shutil
 import time
+import weakref
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import numpy as np
+
+try:
+  import fcntl
+except ImportError:  # not POSIX: no lock
+  fcntl = None
+
+LOCK_NAME = ".lock"
+_HELD: dict[Path, list] = {}  # resolved workdir -> [its open, flock-ed lock file, live Workdir objects]
+
+
+def _acquire(path: Path) -> Path:
+  """Takes the workdir's lock for this process (shared by every Workdir object of the process).
+
+  Raises:
+    ValueError: another process holds it: two jobs appending to one results.jsonl would duplicate points.
+  """
+  key = path.resolve()
+  if key in _HELD:
+    _HELD[key][1] += 1
+    return key
+  lock = open(path / LOCK_NAME, "a+")
+  if fcntl is not None:
+    try:
+      fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      lock.close()
+      raise ValueError(f"workdir {path} is in use by another running job (it holds {path / LOCK_NAME}); "
+                       "wait for it to finish or use another workdir") from None
+  _HELD[key] = [lock, 1]
+  return key
+
+
+def _release(key: Path) -> None:
+  entry = _HELD.get(key)
+  if entry is not None:
+    entry[1] -= 1
+    if entry[1] == 0:
+      entry[0].close()  # releases the flock
+      del _HELD[key]
 
 
 @functools.lru_cache(maxsize=1)
@@ -73,6 +113,9 @@ class Workdir:
       arrays, model checkpoints (``models/``), plots. With ``overwrite_config`` they are moved with the old
       config, not deleted, into ``previous-<time>/`` and the run starts afresh. A config.json without
       results (a run that failed before writing anything, e.g. on a typo) is simply replaced.
+
+  One process at a time may use a workdir: a second job on it gets a ``ValueError`` (an advisory ``flock``
+  on ``.lock``, POSIX only; Workdir objects of one process share it).
   """
 
   def __init__(self, path, key_fields: Sequence[str], config=None, *, overwrite_config: bool = False):
@@ -80,6 +123,7 @@ class Workdir:
     if self.path.exists() and not self.path.is_dir():
       raise ValueError(f"workdir {self.path} exists and is not a directory")
     self.path.mkdir(parents=True, exist_ok=True)
+    weakref.finalize(self, _release, _acquire(self.path))  # released when the last Workdir of it goes
     self.key_fields = tuple(key_fields)
     self.results_path = self.path / "results.jsonl"
     if config is not None:
@@ -97,7 +141,8 @@ class Workdir:
 
   def _results(self) -> list[Path]:
     """What a run has written besides its config (and the results of earlier configs)."""
-    return [p for p in self.path.iterdir() if p.name != "config.json" and not p.name.startswith("previous-")]
+    return [p for p in self.path.iterdir()
+            if p.name not in ("config.json", LOCK_NAME) and not p.name.startswith("previous-")]
 
   def _move_aside(self) -> Path:
     stamp = time.strftime("previous-%Y%m%d-%H%M%S")

@@ -24,14 +24,18 @@ class FlipRate(NamedTuple):
   top_indices: np.ndarray
 
 
+def _check_fraction(top_fraction) -> None:
+  if isinstance(top_fraction, (str, bool)) or not np.ndim(top_fraction) == 0 or not 0 < top_fraction <= 1:
+    raise ValueError(f"top_fraction must be a number in (0, 1], got {top_fraction!r}")
+
+
 def top_influential(scores_N, top_fraction: float) -> np.ndarray:
   """Indices of the ⌈τn⌉ largest |I_j|, ties broken by index (stable).
 
   Raises:
     ValueError: τ outside (0, 1].
   """
-  if not 0 < top_fraction <= 1:
-    raise ValueError(f"top_fraction must be in (0, 1], got {top_fraction}")
+  _check_fraction(top_fraction)
   s = np.asarray(scores_N)
   n_top = math.ceil(top_fraction * s.size)
   order = np.lexsort((np.arange(s.size), -np.abs(s)))
@@ -57,8 +61,7 @@ def flip_rate(before_N, after_N, top_fraction: float = 0.1) -> FlipRate:
     raise ValueError(f"before and after must be equal-length 1-D arrays, got {b.shape} and {a.shape}")
   if not (np.all(np.isfinite(b)) and np.all(np.isfinite(a))):
     raise ValueError("influence scores hold NaN or inf")
-  if not 0 < top_fraction <= 1:
-    raise ValueError(f"top_fraction must be in (0, 1], got {top_fraction}")
+  _check_fraction(top_fraction)
   top = top_influential(b, top_fraction)
   flipped = int(np.sum(b[top] * a[top] < 0))
   if np.ptp(b) == 0 or np.ptp(a) == 0:

@@ -48,8 +48,8 @@ def cubing_check(x_NxD, *, layers=(1, 2, 3), eps=(0.1, 0.01), explicit_max_n: in
   x = np.asarray(x_NxD, np.float64)
   if x.ndim != 2 or x.shape[0] < 2 or not np.isfinite(x).all():
     raise ValueError(f"x must be a finite [n, d] matrix with n ≥ 2, got shape {x.shape}")
-  if any(e <= 0 for e in eps):
-    raise ValueError(f"eps values must be > 0, got {eps}")
+  if any(isinstance(e, (str, bool)) or not (np.isfinite(e) and e > 0) for e in eps):
+    raise ValueError(f"eps values must be finite numbers > 0, got {eps!r}")
   n, d = x.shape
   g = x @ x.T
   sg = gram_spectrum(g, rtol=rtol)

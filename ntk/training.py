@@ -54,9 +54,9 @@ def train_gd(apply_fn, params, x_NxD, y_NxC, *, learning_rate: float, steps: int
   Raises:
     ValueError: η ≤ 0, T < 0, or mismatched shapes.
   """
-  if not learning_rate > 0:
-    raise ValueError(f"learning_rate must be > 0, got {learning_rate}")
-  if int(steps) != steps or steps < 0:
+  if isinstance(learning_rate, (str, bool)) or not (math.isfinite(learning_rate) and learning_rate > 0):
+    raise ValueError(f"learning_rate must be a finite number > 0, got {learning_rate!r}")
+  if isinstance(steps, (str, bool)) or int(steps) != steps or steps < 0:
     raise ValueError(f"steps must be an integer ≥ 0, got {steps}")
   if np.shape(x_NxD)[0] != np.shape(y_NxC)[0]:
     raise ValueError(f"x has {np.shape(x_NxD)[0]} rows but y has {np.shape(y_NxC)[0]}")

@@ -46,3 +46,9 @@ def test_bad_input():
     cubing_check(np.eye(3), eps=(-0.1,))
   with pytest.raises(ValueError, match="ns"):
     apply_overrides(cubing.get_config(), ["ns=1"])
+
+
+@pytest.mark.parametrize("eps", [(0.1, "0.01"), (0.0,), (float("nan"),)])
+def test_cubing_check_rejects_bad_eps(eps):
+  with pytest.raises(ValueError, match="eps values must be finite numbers > 0"):
+    cubing_check(np.eye(3, 4), eps=eps)

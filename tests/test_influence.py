@@ -226,3 +226,11 @@ def test_hessian_eigenvalues_reject_more_than_the_parameters_and_a_nan_objective
     hessian_top_eigenvalues(lambda p: jnp.sum(p ** 2), params, k=10, num_iters=20)
   with pytest.raises(ValueError, match="not finite"):
     hessian_top_eigenvalues(lambda p: jnp.sum(p ** 2) * jnp.nan, params, k=1)
+
+
+@pytest.mark.parametrize("fraction", ["0.1", 0.0, 1.5, float("nan")])
+def test_top_fraction_must_be_a_number_in_the_unit_interval(fraction):
+  with pytest.raises(ValueError, match=r"top_fraction must be a number in \(0, 1\]"):
+    flip_rate(np.arange(5.0), np.arange(5.0)[::-1], fraction)
+  with pytest.raises(ValueError, match="top_fraction"):
+    top_influential(np.arange(5.0), fraction)

@@ -57,8 +57,9 @@ def test_gd_zero_steps_is_identity_and_loss_decreases():
   trained = train_gd(model.apply_fn, params, x, y, learning_rate=1.0, steps=50)
   assert half_mse(model.apply_fn(trained, x), y) < half_mse(model.apply_fn(params, x), y)
   np.testing.assert_array_equal(trained["a"], params["a"])  # fixed readout stays fixed
-  with pytest.raises(ValueError, match="learning_rate"):
-    train_gd(model.apply_fn, params, x, y, learning_rate=-1.0, steps=5)
+  for bad in (-1.0, float("nan"), "0.1"):
+    with pytest.raises(ValueError, match="learning_rate must be a finite number > 0"):
+      train_gd(model.apply_fn, params, x, y, learning_rate=bad, steps=5)
   with pytest.raises(ValueError, match="time"):
     ntk_predict(np.eye(2), np.eye(2), np.ones((2, 1)), time=-1.0)
 

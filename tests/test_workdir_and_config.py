@@ -101,3 +101,18 @@ def test_main_job_passes_overwrite_config_to_every_stage(tmp_path, monkeypatch):
       root=root, full=full, overwrite=overwrite) or ("", "", ""))
   main_job.main(["--workdir", str(tmp_path), "--overwrite_config"])
   assert seen == {"root": tmp_path, "full": False, "overwrite": True}
+
+
+def test_a_workdir_in_use_by_another_process_is_refused(tmp_path):
+  fcntl = pytest.importorskip("fcntl")
+  other = open(tmp_path / ".lock", "a+")  # a separate open file: flock treats it as another job's
+  fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+  with pytest.raises(ValueError, match="in use by another running job"):
+    Workdir(tmp_path, ("k",), {"lr": 1.0})
+  other.close()
+  first = Workdir(tmp_path, ("k",), {"lr": 1.0})
+  second = Workdir(tmp_path, ("k",), {"lr": 1.0})  # objects of one process share the lock
+  second.append({"k": 1})
+  assert first.done() == {(1,)}
+  Workdir(tmp_path, ("k",), {"lr": 2.0}, overwrite_config=True)
+  assert (tmp_path / ".lock").exists() and not list(tmp_path.glob("previous-*/.lock"))  # the lock stays put
