@@ -55,11 +55,13 @@ def attack_success_rate(success, y, clean_pred, *, convention: Convention = "cle
     SuccessRate(rate, n_success, n_counted), each with shape [...].
 
   Raises:
-    ValueError: unknown convention or mismatched shapes.
+    ValueError: unknown convention, mismatched shapes or a non-bool success.
   """
   if convention not in CONVENTIONS:
     raise ValueError(f"convention must be one of {CONVENTIONS}, got {convention!r}")
   success, y, clean_pred = jnp.asarray(success), jnp.asarray(y), jnp.asarray(clean_pred)
+  if success.dtype != jnp.bool_:
+    raise ValueError(f"success must be a bool array (AttackResult.success), got dtype {success.dtype}")
   if y.ndim != 1 or clean_pred.shape != y.shape or success.shape[-1:] != y.shape:
     raise ValueError(f"need success [..., batch], y [batch], clean_pred [batch] with one batch size; "
                      f"got {success.shape}, {y.shape}, {clean_pred.shape}")

@@ -97,11 +97,18 @@ def loss_landscape(objective: Callable, params, directions, alphas) -> np.ndarra
 
   Returns:
     [g] array (1 direction) or [g, g] array (2 directions; rows = first direction).
+
+  Raises:
+    ValueError: alphas not a non-empty 1-D grid of finite numbers, or not one or two directions.
   """
+  alphas = np.asarray(alphas, np.float32)
+  if alphas.ndim != 1 or alphas.size == 0 or not np.isfinite(alphas).all():
+    raise ValueError(f"alphas must be a non-empty 1-D grid of finite step sizes, got {alphas}")
+  if len(directions) not in (1, 2):
+    raise ValueError(f"directions must hold one or two direction pytrees, got {len(directions)}")
   f = jax.jit(lambda a, b: objective(jax.tree_util.tree_map(
       lambda p, d1, d2: p + a * d1 + b * d2, params, directions[0],
       directions[1] if len(directions) > 1 else jax.tree_util.tree_map(jnp.zeros_like, params))))
-  alphas = np.asarray(alphas, np.float32)
   if len(directions) == 1:
     return np.array([float(f(a, 0.0)) for a in alphas])
   return np.array([[float(f(a, b)) for b in alphas] for a in alphas])

@@ -239,6 +239,8 @@ def test_case10_success_rate_ignores_clean_errors():
   assert float(rate.rate) == 0.0 and int(rate.n_counted) == int(jnp.sum(clean_pred == y))
   with pytest.raises(ValueError, match="convention"):
     attack_success_rate(success, y[:4], clean_pred[:4], convention="foolbox")
+  with pytest.raises(ValueError, match="success must be a bool array"):
+    attack_success_rate(result.success.astype(jnp.float32), y, clean_pred)
 
 
 # Clear errors naming the argument and the allowed range.

@@ -234,3 +234,8 @@ def test_top_fraction_must_be_a_number_in_the_unit_interval(fraction):
     flip_rate(np.arange(5.0), np.arange(5.0)[::-1], fraction)
   with pytest.raises(ValueError, match="top_fraction"):
     top_influential(np.arange(5.0), fraction)
+
+
+def test_loss_landscape_rejects_a_non_finite_grid():
+  with pytest.raises(ValueError, match="alphas must be a non-empty 1-D grid of finite"):
+    loss_landscape(lambda p: jnp.sum(p ** 2), jnp.ones(3), [jnp.ones(3)], [0.0, float("nan")])
