@@ -58,17 +58,16 @@ def check_nonnegative(value, name: str, *, allow_none: bool = False):
 
 
 def check_key(key, attack: str) -> None:
-  """Raises ValueError unless key is one JAX PRNG key: jax.random.key(seed) or jax.random.PRNGKey(seed)."""
+  """Raises ValueError unless key is one JAX PRNG key, as JAX itself reads it: jax.random.key(seed), or a
+  raw jax.random.PRNGKey(seed) of the default implementation (whatever JAX_DEFAULT_PRNG_IMPL sets)."""
   hint = f"{attack} with a random start needs key=jax.random.key(seed) (or pass random_start=False)"
   if key is None:
     raise ValueError(hint)
-  dtype = getattr(key, "dtype", None)
-  if dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
-    ok = jnp.ndim(key) == 0
-  else:  # a raw uint32 key of the default threefry implementation
-    ok = dtype is not None and dtype == jnp.uint32 and tuple(jnp.shape(key)) == (2,)
-  if not ok:
-    raise ValueError(f"{hint}; got {type(key).__name__} with dtype {dtype} and shape {jnp.shape(key)}")
+  try:
+    jax.eval_shape(lambda k: jax.random.fold_in(k, 0), key)  # shapes only: nothing is computed
+  except (TypeError, ValueError):
+    raise ValueError(f"{hint}; got {type(key).__name__} with dtype {getattr(key, 'dtype', None)} and shape "
+                     f"{jnp.shape(key)}, which is not a single key") from None
 
 
 def check_count(value, name: str, *, minimum: int = 0) -> int:

@@ -72,31 +72,40 @@ def local_lipschitz(fn, x, *, eps: float, key, steps: int = DEFAULT_STEPS, step_
     float array [batch]: ‖f(x) − f(x')‖₁ / ‖x − x'‖∞ at the last iterate.
 
   Raises:
-    ValueError: ε or init_std not finite and > 0, step size not finite and ≥ 0, negative steps, no key, x of
-      rank < 2 or outside bounds, or NaN.
+    ValueError: ε or init_std not finite and > 0, step size not finite and ≥ 0, negative steps, not one PRNG
+      key, bounds not finite or reversed, x of rank < 2, outside bounds or NaN, a non-finite estimate.
   """
   x = jnp.asarray(x)
   if x.ndim < 2 or x.shape[0] == 0:
     raise ValueError(f"x must have shape [batch, ...] with batch >= 1, got {tuple(x.shape)}")
   for name, value, positive in (("eps", eps, True), ("step_size", step_size, False),
                                 ("init_std", init_std, True)):
-    real = not isinstance(value, (bool, np.bool_)) and np.ndim(value) == 0 and np.issubdtype(
-        np.asarray(value).dtype, np.number) and not np.iscomplexobj(value)
-    if not (real and np.isfinite(value) and (value > 0 if positive else value >= 0)):
+    dtype = jnp.asarray(value).dtype if not isinstance(value, (str, bool, np.bool_)) else None
+    real = dtype is not None and np.ndim(value) == 0 and (
+        jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer))
+    if not (real and np.isfinite(float(value)) and (value > 0 if positive else value >= 0)):
       bound = "> 0" if positive else ">= 0"
       raise ValueError(f"{name} must be a finite real number {bound} (pixel scale), got {value!r}")
-  if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+  if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
     raise ValueError(f"steps must be an integer >= 0, got {steps!r}")
-  if key is None:
-    raise ValueError("key is required: a PRNG key, e.g. jax.random.key(0), for the starting noise")
+  try:
+    jax.eval_shape(lambda k: jax.random.fold_in(k, 0), key)  # one PRNG key, as JAX reads it
+  except (TypeError, ValueError):
+    raise ValueError(f"key must be one PRNG key, e.g. jax.random.key(0), for the starting noise; got "
+                     f"{type(key).__name__} with shape {np.shape(key)}") from None
   lower, upper = (float(b) for b in bounds)
+  if not (np.isfinite(lower) and np.isfinite(upper) and lower <= upper):
+    raise ValueError(f"bounds must be finite with lower <= upper, got ({lower}, {upper})")
   values = np.asarray(x)
   if not np.isfinite(values).all():
     raise ValueError("x holds NaN or inf values")
   if values.min() < lower or values.max() > upper:
     raise ValueError(f"x must lie inside bounds [{lower}, {upper}], got [{values.min()}, {values.max()}]")
   keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(x.shape[0]))
-  return _estimate(_as_pytree_fn(fn), x, keys, eps, step_size, init_std, lower, upper, steps=steps)
+  out = _estimate(_as_pytree_fn(fn), x, keys, eps, step_size, init_std, lower, upper, steps=int(steps))
+  if not bool(jnp.all(jnp.isfinite(out))):
+    raise ValueError("the estimate is NaN or inf: fn returned non-finite outputs or gradients near x")
+  return out
 
 
 @jax.jit

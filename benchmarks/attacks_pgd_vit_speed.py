@@ -147,9 +147,9 @@ def main(argv=None) -> None:
   args = parser.parse_args(argv)
   if args.devices < 1 or args.reps < 1 or args.threads < 1 or any(not 1 <= b <= 1000 for b in args.batch):
     parser.error("--devices, --reps and --threads must be >= 1 and every --batch in [1, 1000]")
-  if not os.path.exists(args.torch_python):
-    parser.error(f"--torch-python {args.torch_python} does not exist: point it at an interpreter with torch "
-                 "and torchattacks (see scripts/torchattacks_crosscheck.py)")
+  if not (os.path.isfile(args.torch_python) and os.access(args.torch_python, os.X_OK)):
+    parser.error(f"--torch-python {args.torch_python} is not an executable file: point it at an interpreter "
+                 "with torch and torchattacks (see scripts/torchattacks_crosscheck.py)")
   if args.devices > 1:  # must precede the first jax import: XLA reads it when the backend starts
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count="
                                f"{args.devices} --xla_cpu_multi_thread_eigen=false "

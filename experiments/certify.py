@@ -101,6 +101,8 @@ class CertifyConfig:
       raise ValueError(f"attention_bounds must be > 0, got {self.attention_bounds}")
     if not self.epsilons or any(not (np.isfinite(e) and e > 0) for e in self.epsilons):
       raise ValueError(f"epsilons must be finite and > 0, got {self.epsilons}")
+    if self.n_train is not None and self.n_train < 1:
+      raise ValueError(f"n_train must be >= 1 or None (the whole train subset), got {self.n_train}")
     for name in ("n_test", "chunk", "power_iters", "pgd_restarts"):
       if getattr(self, name) < 1:
         raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")

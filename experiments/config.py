@@ -108,7 +108,11 @@ def report_cli(description: str, write_report, argv=None) -> None:
   parser.add_argument("--workdir", required=True, help="a workdir holding results.jsonl")
   args = parser.parse_args(argv)
   with user_errors():
-    write_report(args.workdir)
+    try:
+      write_report(args.workdir)
+    except KeyError as e:
+      raise ValueError(f"the records in {args.workdir} lack the field {e}: is it a workdir of this "
+                       "experiment?") from None
   print(f"wrote plots and summary.md to {args.workdir}")
 
 
@@ -120,7 +124,8 @@ def user_errors():
   try:
     yield
   except (ValueError, FileNotFoundError) as e:
-    raise SystemExit(f"error: {e}") from None
+    print(f"error: {e}", file=sys.stderr)
+    raise SystemExit(2) from None
   except KeyboardInterrupt:
     print("interrupted: the points finished so far are kept in the workdir; rerun the same command to "
           "resume", file=sys.stderr)

@@ -6,7 +6,6 @@ against, never used in a computation.
 """
 from __future__ import annotations
 
-import argparse
 import json
 from collections import defaultdict
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Optional
 
 import numpy as np
 
+from experiments.config import report_cli
 from experiments.plotting import save, subplots
 from experiments.workdir import read_records
 
@@ -474,11 +474,7 @@ def write_report(workdir, records=None) -> str:
 
 
 def main(argv=None) -> None:
-  parser = argparse.ArgumentParser(description="Redraw the differential-attention plots and summary.md.")
-  parser.add_argument("--workdir", required=True)
-  args = parser.parse_args(argv)
-  write_report(args.workdir)
-  print(f"wrote plots and summary.md to {args.workdir}")
+  report_cli("Redraw the differential-attention plots and summary.md.", write_report, argv)
 
 
 if __name__ == "__main__":

@@ -93,8 +93,10 @@ class TrainViTConfig:
       raise ValueError(f"models must be a non-empty subset of {MODELS}, got {self.models}")
     if not self.depths or any(d < 1 for d in self.depths):
       raise ValueError(f"depths must be integers >= 1, got {self.depths}")
-    for value in self.lambda_inits + self.single_layer_lambda_inits:
-      parse_lambda_init(value)
+    for field in ("lambda_inits", "single_layer_lambda_inits"):
+      parsed = [parse_lambda_init(v) for v in getattr(self, field)]
+      if len(set(parsed)) != len(parsed):
+        raise ValueError(f"{field} names one λ_init twice (e.g. 0.8 and 0.80), got {getattr(self, field)}")
     if not self.lambda_inits:
       raise ValueError("lambda_inits must hold at least one value (a float in [0, 1) or 'depth')")
     TrainConfig(self.epochs, self.batch_size, self.learning_rate, self.weight_decay, self.warmup_epochs,

@@ -209,7 +209,7 @@ def read_records(workdir) -> list[dict]:
   """Records of a finished or partial run, for plotting without recomputing.
 
   A truncated last line (from a killed run) is skipped. Non-finite numbers (stored as the strings 'nan',
-  'inf', '-inf') come back as floats.
+  'inf', '-inf') come back as floats; so would a string field whose value is literally one of those.
   """
   path = Path(workdir) / "results.jsonl"
   if not path.exists():

@@ -165,7 +165,8 @@ def test_local_lipschitz_is_per_sample_and_checks_arguments():
   with pytest.raises(ValueError, match="steps"):
     local_lipschitz(_linear(w), x, eps=0.1, key=jax.random.key(0), steps=-1)
   for bad, match in ((dict(eps="0.1"), "eps must be a finite real"), (dict(step_size=math.nan), "step_size"),
-                     (dict(init_std=math.inf), "init_std"), (dict(key=None), "key is required")):
+                     (dict(init_std=math.inf), "init_std"), (dict(key=None), "key must be one PRNG key"),
+                     (dict(key=0), "key must be one PRNG key"), (dict(bounds=(0.0, math.nan)), "bounds")):
     with pytest.raises(ValueError, match=match):
       local_lipschitz(_linear(w), x, **{"eps": 0.1, "key": jax.random.key(0), **bad})
   assert math.isfinite(float(np.asarray(full).mean()))

@@ -7,7 +7,7 @@ import pytest
 
 from experiments import __main__ as main_job
 from experiments import config as config_lib
-from experiments import cubing, flip_rate, width_sweep
+from experiments import certify, cubing, flip_rate, train_vit, width_sweep
 from experiments.classifier_training import TrainConfig
 from experiments.workdir import Workdir, read_records
 
@@ -63,6 +63,9 @@ def test_a_corrupt_config_file_is_named(tmp_path):
     (width_sweep, "train_max_width=-1", "train_max_width must be >= 1"),
     (flip_rate, "mim_steps=0", "mim_steps must be an integer >= 1"),
     (flip_rate, "pgd_alpha=2", "pgd_alpha must be in"),
+    (train_vit, "lambda_inits=0.8,0.80", "names one λ_init twice"),
+    (train_vit, "data_source=web", "data_source must be one of"),
+    (certify, "n_train=0", "n_train must be >= 1"),
 ])
 def test_bad_values_are_rejected_by_the_parser_naming_the_field(module, override, match):
   with pytest.raises(ValueError, match=match):
@@ -88,11 +91,16 @@ def test_user_errors_turn_ctrl_c_into_a_resume_note(capsys):
   assert "rerun the same command to resume" in capsys.readouterr().err
 
 
-def test_report_cli_on_an_empty_workdir_is_one_line(tmp_path):
+@pytest.mark.parametrize("error, message", [
+    (ValueError("holds no records"), "error: holds no records"),
+    (KeyError("readout"), "lack the field 'readout': is it a workdir of this experiment?"),  # another's workdir
+])
+def test_report_cli_errors_are_one_line_with_status_2(tmp_path, capsys, error, message):
   def write_report(workdir):
-    raise ValueError(f"{workdir} holds no records")
-  with pytest.raises(SystemExit, match="error: .* holds no records"):
+    raise error
+  with pytest.raises(SystemExit) as exit_info:
     config_lib.report_cli("test", write_report, ["--workdir", str(tmp_path)])
+  assert exit_info.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_main_job_passes_overwrite_config_to_every_stage(tmp_path, monkeypatch):
