@@ -110,7 +110,10 @@ def train_classifier(module, x_train, y_train, config: TrainConfig, workdir=None
     workdir = Path(workdir)
     manager = ocp.CheckpointManager(
         (workdir / "checkpoints").resolve(),
-        options=ocp.CheckpointManagerOptions(max_to_keep=config.max_to_keep, create=True))
+        # Synchronous saves: each epoch waits for its checkpoint anyway, and without orbax's background
+        # threads a Ctrl-C cannot leave them failing with tracebacks (the commit is atomic either way).
+        options=ocp.CheckpointManagerOptions(max_to_keep=config.max_to_keep, create=True,
+                                             enable_async_checkpointing=False))
     latest = manager.latest_step()
     if latest is not None:
       state = manager.restore(latest, args=ocp.args.StandardRestore(
@@ -153,7 +156,6 @@ def train_classifier(module, x_train, y_train, config: TrainConfig, workdir=None
       # jax.monitoring.record_scalar, added in a later JAX); numpy leaves take another handler.
       manager.save(epoch + 1, args=ocp.args.StandardSave(
           jax.device_get({"params": params, "opt_state": opt_state})))
-      manager.wait_until_finished()
       (workdir / "history.json").write_text(json.dumps(history, indent=1))
   if manager is not None:
     manager.close()
