@@ -46,6 +46,8 @@ def _acquire(path: Path) -> Path:
       lock.close()
       raise ValueError(f"workdir {path} is in use by another running job (it holds {path / LOCK_NAME}); "
                        "wait for it to finish or use another workdir") from None
+    except OSError:  # a file system without flock (some network mounts): run unlocked
+      pass
   _HELD[key] = [lock, 1]
   return key
 
