@@ -141,8 +141,6 @@ def check_common(config, *, dataset_fields=("datasets",), binary_tasks: bool = F
       ones), an unknown split or data_source, an empty
       tuple among ``nonempty``, or a non-finite value among the tuples named in ``finite``.
   """
-  import math
-
   from experiments.data import BINARY_TASKS, get_spec
   from experiments.data.catalog import SPLITS
   from experiments.data.loader import SOURCES
