@@ -1,0 +1,159 @@
+"""Golden records: every runner's numbers at tiny, fully explicit configs are preserved across refactors.
+
+The fixture ``tests/fixtures/golden/records.json`` was recorded before the architecture change (issue 11)
+by running this file as a script::
+
+  python tests/test_golden_records.py   # rewrites the fixture: only when a change of numbers is intended
+
+Every config field is given here explicitly (never a default), so that later changes of defaults do not
+change these runs. The test reruns each runner and compares every numeric field of every golden record to
+rtol 1e-5; timing fields (wall times, seconds per sample), library versions and dates are left out. The NTK
+time ``t`` is not a timing and is compared.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+FIXTURE = Path(__file__).parent / "fixtures" / "golden" / "records.json"
+RTOL = 1e-5
+SKIPPED_FIELDS = ("wall_time_s", "setup_time_s", "train_seconds", "constants_wall_seconds", "seconds",
+                  "versions", "date", "timestamp")  # ``time`` (NTK time t = steps·η) is compared
+SKIPPED_SUFFIXES = ("seconds_per_sample",)
+
+# Every field of each runner's config, written out (the flat configs of the state before issue 11).
+CONFIGS: dict[str, dict] = {
+    "cubing": dict(datasets=("mnist",), ns=(30, 60), seeds=(0,), layers=(1, 2), eps=(0.1,),
+                   data_source="embedded", data_dir=None, split="train"),
+    "width_sweep": dict(datasets=("mnist",), models=("relu", "mlp_attn"), widths=(16, 64), seeds=(0,),
+                        n_train=32, n_test=8, data_source="embedded", data_dir=None, data_seed=0,
+                        readout="fixed", kernel_path="fast", train=True, train_datasets=("mnist",),
+                        train_max_width=64, train_seeds=(0,), steps=10, lr_scale=1.0, save_arrays=False),
+    "flip_rate": dict(tasks=("mnist",), models=("relu", "mlp_attn"), widths=(32,), seeds=(0,),
+                      eps=(0.0, 0.3), attacks=("fgsm", "pgd", "mim", "random_sign"), n_train=30, n_test=8,
+                      data_source="embedded", data_dir=None, data_seed=0, epochs=5, learning_rate=1e-3,
+                      weight_decay=0.0, batch_size=16, pgd_steps=3, pgd_alpha=None, mim_steps=2,
+                      top_fraction=0.1, adversarial_training=False, at_eps=0.3, at_rounds=1,
+                      at_epochs_per_round=2),
+    "landscape": dict(tasks=("mnist",), models=("relu", "mlp_attn"), widths=(16,), seeds=(0,), n_train=20,
+                      data_source="embedded", data_dir=None, epochs=3, top_k=2, lanczos_iters=5, grid_1d=3,
+                      grid_2d=3, span=1.0),
+    "train_vit": dict(dataset="mnist", n_train=48, n_test=16, data_source="embedded", data_dir=None,
+                      data_seed=0, holdout=None, models=("vit", "diffvit"), depths=(1,), lambda_inits=("0.8",),
+                      single_layer_lambda_inits=(), patch_size=7, dim=16, num_heads=2, mlp_ratio=2.0,
+                      pool="cls", epochs=1, batch_size=16, learning_rate=2e-3, weight_decay=0.0,
+                      warmup_epochs=0, seed=0),
+    "diff_attention": dict(dataset="mnist", n_train=48, n_test=16, data_source="embedded", data_dir=None,
+                           data_seed=0, holdout=None, models=("vit", "diffvit"), depths=(1,),
+                           lambda_inits=("0.8",), single_layer_lambda_inits=(), patch_size=7, dim=16,
+                           num_heads=2, mlp_ratio=2.0, pool="cls", epochs=1, batch_size=16,
+                           learning_rate=2e-3, weight_decay=0.0, warmup_epochs=0, seed=0, eps_255=(1.0, 8.0),
+                           attack_samples=16, attack_batch_size=16, pgd_steps=2, pgd_step_ratio=0.25,
+                           apgd_steps=3, apgd_restarts=1, cw_depths=(), cw_samples=4, cw_steps=5,
+                           cw_search_steps=1, cw_l2_grid=(0.1, 0.5), lipschitz_samples=4,
+                           lipschitz_layer_eps_255=1.0, alignment_samples=2, alignment_chunk=392,
+                           crossover_eps_255=(1.0, 8.0)),
+    "certify": dict(datasets=("mnist",), attention_bounds=(0.25,), epsilons=(0.05,), n_train=32, n_test=8,
+                    data_source="embedded", data_dir=None, data_seed=0, dim=8, depth=1, num_heads=1,
+                    sll_hidden=8, value_bound=1.0, noise_std=0.0, epochs=1, batch_size=16,
+                    learning_rate=3e-3, weight_decay=0.0, warmup_epochs=0, seed=0, power_iters=5, chunk=8,
+                    pgd_steps=3, pgd_restarts=1, tightness_samples=2, layer_pgd_steps=5,
+                    layer_pgd_restarts=1),
+}
+
+
+def _run(name: str, config_fields: dict, workdir: Path) -> list[dict]:
+  import importlib
+  module = importlib.import_module(f"experiments.{name}")
+  config_cls = type(module.get_config())
+  config = config_cls(**config_fields)
+  return module.run(config, workdir)
+
+
+def _is_skipped(field: str) -> bool:
+  return field in SKIPPED_FIELDS or field.endswith(SKIPPED_SUFFIXES)
+
+
+def _numeric_leaves(value, path=()):
+  """Yields (path, float) for every number (bools excluded) nested in a record value."""
+  if isinstance(value, bool) or value is None:
+    return
+  if isinstance(value, (int, float)):
+    yield path, float(value)
+  elif isinstance(value, str) and value in ("nan", "inf", "-inf"):
+    yield path, float(value)
+  elif isinstance(value, dict):
+    for k, v in value.items():
+      if not _is_skipped(k):
+        yield from _numeric_leaves(v, path + (k,))
+  elif isinstance(value, (list, tuple)):
+    for i, v in enumerate(value):
+      yield from _numeric_leaves(v, path + (i,))
+
+
+def _record_key(record: dict, key_fields) -> tuple:
+  return tuple(json.dumps(record.get(f), sort_keys=True) for f in key_fields)
+
+
+def _compare(name: str, golden: list[dict], key_fields, records: list[dict]) -> list[str]:
+  by_key = {_record_key(r, key_fields): r for r in records}
+  problems = []
+  for g in golden:
+    key = _record_key(g, key_fields)
+    if key not in by_key:
+      problems.append(f"{name}: no record for {dict(zip(key_fields, key))}")
+      continue
+    got = by_key[key]
+    for field, value in g.items():
+      if _is_skipped(field):
+        continue
+      if field not in got:
+        problems.append(f"{name} {key}: field {field!r} missing")
+        continue
+      expected = dict(_numeric_leaves(value))
+      actual = dict(_numeric_leaves(got[field]))
+      if set(expected) != set(actual):
+        problems.append(f"{name} {key}: field {field!r} has another structure")
+        continue
+      for path, e in expected.items():
+        a = actual[path]
+        if math.isnan(e) and math.isnan(a):
+          continue
+        if not np.isclose(a, e, rtol=RTOL, atol=0.0) and not (e == 0.0 and abs(a) < 1e-12):
+          problems.append(f"{name} {key}: {field}{list(path) if path else ''} = {a!r}, golden {e!r}")
+  return problems
+
+
+def _key_fields(name: str):
+  import importlib
+  return importlib.import_module(f"experiments.{name}").KEY_FIELDS
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_runner_reproduces_golden_records(name, tmp_path):
+  golden = json.loads(FIXTURE.read_text())[name]
+  records = _run(name, CONFIGS[name], tmp_path)
+  assert len(records) == len(golden)
+  problems = _compare(name, golden, _key_fields(name), records)
+  assert not problems, "\n".join(problems[:20])
+
+
+def _regenerate() -> None:
+  import tempfile
+  out = {}
+  for name, fields in CONFIGS.items():
+    with tempfile.TemporaryDirectory() as tmp:
+      out[name] = _run(name, fields, Path(tmp))
+      print(f"{name}: {len(out[name])} records", file=sys.stderr)
+  FIXTURE.parent.mkdir(parents=True, exist_ok=True)
+  from experiments.workdir import _jsonable
+  FIXTURE.write_text(json.dumps(_jsonable(out), indent=1, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+  _regenerate()
