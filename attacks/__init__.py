@@ -7,7 +7,7 @@ Every attack has the shape
 with `logits_fn(x) -> [batch, classes]` pure and model-agnostic, x [batch, ...] in [0, 1] (or `bounds`),
 y integer labels [batch] and ε on the pixel scale. The whole loop runs under jit (lax loops); norms,
 projections, momentum, step sizes and early stopping are per sample; random starts use fold_in(key, i)
-for sample i; batches are sharded over local devices. Semantics: REFERENCE.md §3.
+for sample i; batches are sharded over local devices. Semantics: docs/theory.md#attack-conventions.
 """
 from attacks import presets
 from attacks.apgd import apgd, checkpoint_schedule
@@ -26,10 +26,12 @@ from attacks.losses import (
 from attacks.metrics import SuccessRate, attack_success_rate, success_within_l2
 from attacks.mim import mim
 from attacks.pgd import pgd_l2, pgd_linf
+from attacks.projections import BUDGET_RTOL, within_budget
 from attacks.result import AttackResult
 
 __all__ = [
     "AttackResult",
+    "BUDGET_RTOL",
     "SuccessRate",
     "apgd",
     "attack_objective",
@@ -50,4 +52,5 @@ __all__ = [
     "pgd_linf",
     "presets",
     "success_within_l2",
+    "within_budget",
 ]

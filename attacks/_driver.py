@@ -3,8 +3,17 @@
 A `logits_fn` is split like a pytree: its array leaves (for example the params inside a
 `jax.tree_util.Partial(apply, params)`) are traced arguments of the compiled attack, so new weights of
 the same shapes reuse the compiled program; everything else (the function itself) is a static argument,
-hashed by identity. Large batches are padded to a multiple of the local device count and sharded along
-the batch axis over all local devices (jax.sharding); with one device nothing is moved.
+hashed by identity.
+
+Stable jit identity, the one way the code base uses: a function that jitted code takes as a static
+argument comes from a ``functools.lru_cache``d factory keyed by the hashable architecture
+(``ntk.models.two_layer_relu``, ``ntk.empirical._nt_kernel_fn``, ``experiments.vit_training._apply_fns``,
+``experiments.diff_attention._layer_fn``), so equal architectures give the same function object; the
+weights travel as array leaves of a ``jax.tree_util.Partial`` around it, which this module splits off as
+traced arguments. New weights of the same shapes therefore reuse the compiled program.
+
+Large batches are padded to a multiple of the local device count and sharded along the batch axis over all
+local devices (jax.sharding); with one device nothing is moved.
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Source: Croce & Hein, "Reliable evaluation of adversarial robustness with an ensemble of diverse
 parameter-free attacks" (ICML 2020), Algorithm 1 and §3.1–3.2, and their code (autoattack/
-autopgd_base.py, `APGDAttack.attack_single_run`); REFERENCE.md §3.
+autopgd_base.py, `APGDAttack.attack_single_run`); docs/theory.md#apgd.
 """
 from __future__ import annotations
 

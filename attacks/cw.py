@@ -2,7 +2,7 @@
 
 Source: Carlini & Wagner, "Towards Evaluating the Robustness of Neural Networks" (IEEE S&P 2017), §V.A
 (objective f₆, change of variables x' = (tanh w + 1)/2) and their reference code `l2_attack.py`
-(binary search, early abort); REFERENCE.md §3.
+(binary search, early abort); docs/theory.md#cw-l2.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import jax.numpy as jnp
 
 from attacks import _checks, _driver
 from attacks.losses import all_zero, cw_loss, is_adversarial, logit_margin
-from attacks.projections import per_sample
+from attacks.projections import per_sample, safe_sqrt, within_budget
 from attacks.result import AttackResult
 
 _TANH_SHRINK = 0.999999  # keeps arctanh finite at pixels equal to the bounds (reference code)
@@ -26,7 +26,7 @@ def _sum_sq(d):
 
 
 def _reaches_confidence(logits_BxK, y, target, confidence):
-  """CW success: prediction is adversarial and the margin is at least κ (REFERENCE.md §3)."""
+  """CW success: prediction is adversarial and the margin is at least κ (docs/theory.md#cw-l2)."""
   if target is None:
     margin_ok = -logit_margin(logits_BxK, y) >= confidence
   else:
@@ -102,7 +102,7 @@ def _cw_l2(*, fn_static, fn_dynamic, x, y, target, eps, initial_const, confidenc
            jnp.full(batch, _NO_UPPER, x.dtype), jnp.full(batch, jnp.inf, x.dtype), x)
   _, _, _, best_dist_B, best_x = jax.lax.fori_loop(0, search_steps, search, carry)
 
-  within_B = jnp.isfinite(best_dist_B) & (best_dist_B <= jnp.square(eps))
+  within_B = jnp.isfinite(best_dist_B) & within_budget(safe_sqrt(best_dist_B), eps)  # best_dist is ‖δ‖²
   x_adv = jnp.where(per_sample(within_B, x), best_x, x)
   success_B = within_B & _reaches_confidence(logits_fn(x_adv), y, target, confidence)
   x_adv = jnp.where(per_sample(success_B, x), x_adv, x)
@@ -128,7 +128,8 @@ def cw_l2(logits_fn, x, y, *, eps=None, key=None, targeted: bool = False, target
   CW has no ε budget: it returns the smallest adversarial found over all rounds and steps, and x
   itself where it found none. Count its success on an L2 budget grid with
   `attacks.metrics.success_within_l2`, never on the L∞ grid of the other attacks. Passing `eps` applies
-  one L2 budget here: adversarials with ‖x' − x‖₂ > ε are replaced by x and count as failures.
+  one L2 budget here: adversarials with ‖x' − x‖₂ > ε (beyond the relative tolerance
+  `attacks.projections.BUDGET_RTOL`) are replaced by x and count as failures.
 
   Defaults: κ = 0, c₀ = 1e-3, 9 binary-search steps, Adam lr 1e-2 and early abort, as Carlini & Wagner's
   reference code; 1,000 steps per round as cleverhans (the reference code uses 10,000).

@@ -2,7 +2,7 @@
 
 Source: Goodfellow, Shlens & Szegedy, "Explaining and Harnessing Adversarial Examples" (ICLR 2015),
 eq. (3); L2 FGM as in Miyato et al., "Adversarial Training Methods for Semi-Supervised Text
-Classification" (ICLR 2017), eq. (5). REFERENCE.md §3.
+Classification" (ICLR 2017), eq. (5). docs/theory.md#fgsm-and-fgm.
 """
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ from typing import Literal
 
 import jax
 import jax.numpy as jnp
+import optax
 
 Loss = Literal["ce", "dlr"]
 LOSSES = ("ce", "dlr")
@@ -25,7 +26,12 @@ def _label_logit(logits_BxK, labels_B):
 
 
 def cross_entropy(logits_BxK: jnp.ndarray, labels_B: jnp.ndarray) -> jnp.ndarray:
-  """Per-sample cross-entropy −log softmax(z)_y, computed with log-softmax.
+  """Per-sample cross-entropy −log softmax(z)_y = logsumexp(z) − z_y (optax's
+  ``softmax_cross_entropy_with_integer_labels``).
+
+  The code base's one cross-entropy: the attacks, ``experiments.classifier_training`` and
+  ``ntk.training.softmax_cross_entropy`` all call it and reduce it themselves, as optax's losses are
+  reduced by their callers.
 
   Args:
     logits_BxK: logits with shape [batch, classes].
@@ -34,7 +40,7 @@ def cross_entropy(logits_BxK: jnp.ndarray, labels_B: jnp.ndarray) -> jnp.ndarray
   Returns:
     Float array with shape [batch], ≥ 0 (nats).
   """
-  return -_label_logit(jax.nn.log_softmax(logits_BxK, axis=-1), labels_B)
+  return optax.softmax_cross_entropy_with_integer_labels(logits_BxK, labels_B)
 
 
 def best_other_logit(logits_BxK: jnp.ndarray, labels_B: jnp.ndarray) -> jnp.ndarray:

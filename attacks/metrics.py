@@ -1,7 +1,7 @@
 """Attack success rate under named counting conventions, and CW's L2 budget grid.
 
 Libraries disagree on the denominator of the success rate, so the convention is an explicit argument
-and the counts are returned beside the rate. Source: REFERENCE.md §3; Croce & Hein (ICML 2020) and
+and the counts are returned beside the rate. Source: docs/theory.md#success-rate-conventions; Croce & Hein (ICML 2020) and
 RobustBench for "clean_correct".
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Literal, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from attacks.projections import l2_norm
+from attacks.projections import l2_norm, within_budget
 
 Convention = Literal["clean_correct", "all", "robust_error"]
 CONVENTIONS = ("clean_correct", "all", "robust_error")
@@ -88,7 +88,8 @@ def success_within_l2(x, x_adv, success, eps_grid) -> jnp.ndarray:
     eps_grid: L2 budgets on the pixel scale, shape [n_eps].
 
   Returns:
-    bool with shape [n_eps, batch]: success[i] and ‖x_adv_i − x_i‖₂ ≤ ε_j.
+    bool with shape [n_eps, batch]: success[i] and ‖x_adv_i − x_i‖₂ ≤ ε_j·(1 + BUDGET_RTOL), the relative
+    tolerance of every budget check (`attacks.projections.within_budget`), so rounding at ‖δ‖ = ε counts.
 
   Raises:
     ValueError: eps_grid not 1-D, or holding a negative or NaN budget.
@@ -99,4 +100,4 @@ def success_within_l2(x, x_adv, success, eps_grid) -> jnp.ndarray:
   if not isinstance(eps_grid, jax.core.Tracer) and not bool(jnp.all(eps_grid >= 0)):  # NaN fails too
     raise ValueError(f"eps_grid must hold L2 budgets >= 0, got {eps_grid}")
   dist_B = l2_norm(jnp.asarray(x_adv) - jnp.asarray(x))
-  return jnp.asarray(success)[None, :] & (dist_B[None, :] <= eps_grid[:, None])
+  return jnp.asarray(success)[None, :] & within_budget(dist_B[None, :], eps_grid[:, None])

@@ -1,7 +1,7 @@
 """Momentum Iterative Method (MI-FGSM), L∞.
 
 Source: Dong, Liao, Pang, Su, Zhu, Hu & Li, "Boosting Adversarial Attacks with Momentum" (CVPR 2018),
-Algorithm 1, eqs. (6)–(7); REFERENCE.md §3.
+Algorithm 1, eqs. (6)–(7); docs/theory.md#mim.
 """
 from __future__ import annotations
 

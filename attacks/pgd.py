@@ -1,7 +1,7 @@
 """Projected gradient descent in L∞ and L2 (Madry et al. 2018), the whole loop compiled.
 
 Source: Madry, Makelov, Schmidt, Tsipras & Vladu, "Towards Deep Learning Models Resistant to Adversarial
-Attacks" (ICLR 2018), eq. (2) and §2.1; REFERENCE.md §3.
+Attacks" (ICLR 2018), eq. (2) and §2.1; docs/theory.md#pgd-linf and docs/theory.md#pgd-l2.
 """
 from __future__ import annotations
 
@@ -97,8 +97,8 @@ def pgd_linf(logits_fn, x, y, *, eps, key=None, targeted: bool = False, target=N
   descend CE to the target. With random_start=False this agrees with torchattacks 3.5.1
   `PGD(random_start=False)` (tests/fixtures/attacks/torchattacks_reference.npz).
 
-  Defaults: α = 2/255, 10 steps, random start, the common CIFAR-10 setting for ε = 8/255 (REFERENCE.md
-  §3; torchattacks' defaults). For ε = 0.3 on MNIST use Madry et al.'s α = 0.01 and 40 steps,
+  Defaults: α = 2/255, 10 steps, random start, the common CIFAR-10 setting for ε = 8/255
+  (docs/theory.md#pgd-linf; torchattacks' defaults). For ε = 0.3 on MNIST use Madry et al.'s α = 0.01 and 40 steps,
   `attacks.presets.MADRY_MNIST_LINF`.
 
   Args:

@@ -11,7 +11,7 @@ from types import MappingProxyType
 # Madry et al., ICLR 2018, §5 and their mnist_challenge config: ε = 0.3, 40 steps of 0.01, random start.
 MADRY_MNIST_LINF = MappingProxyType(dict(eps=0.3, alpha=0.01, steps=40, random_start=True))
 
-# The common CIFAR-10 L∞ setting (REFERENCE.md §3; torchattacks' PGD defaults): ε = 8/255, α = 2/255,
+# The common CIFAR-10 L∞ setting (docs/theory.md#pgd-linf; torchattacks' PGD defaults): ε = 8/255, α = 2/255,
 # 10 steps, random start.
 CIFAR10_LINF = MappingProxyType(dict(eps=8 / 255, alpha=2 / 255, steps=10, random_start=True))
 

@@ -2,12 +2,34 @@
 
 Every reduction here is over all axes but the first (the batch axis): a sample's step, norm and
 projection never depend on the other samples in the batch (the batch-wide norms of some libraries are a
-known source of wrong attacks). Source: REFERENCE.md §3; Madry et al., "Towards Deep Learning Models
+known source of wrong attacks). Source: docs/theory.md#attack-conventions; Madry et al., "Towards Deep Learning Models
 Resistant to Adversarial Attacks" (ICLR 2018), eq. (2) and §2.1.
 """
 from __future__ import annotations
 
 import jax.numpy as jnp
+
+
+BUDGET_RTOL = 1e-5
+"""Relative tolerance of every budget check: ‖δ‖ ≤ ε·(1 + BUDGET_RTOL) counts as within ε.
+
+An attack that projects onto the ε-ball ends at ‖δ‖ = ε up to float32 rounding (PGD-L2 at ε = 0.5 ends at
+ε + 6e-8), so an exact ‖δ‖ ≤ ε drops successes that are inside the budget. 1e-5 is ~80 float32 ulps: far
+above the rounding, far below any budget difference a study compares.
+"""
+
+
+def within_budget(norm, eps) -> jnp.ndarray:
+  """norm ≤ eps·(1 + BUDGET_RTOL), elementwise with broadcasting: the one budget comparison of the code base.
+
+  Args:
+    norm: perturbation norms (any ℓp, on the pixel scale), any shape.
+    eps: budgets ≥ 0 on the same scale, broadcastable against norm.
+
+  Returns:
+    bool array of the broadcast shape.
+  """
+  return norm <= eps * (1 + BUDGET_RTOL)
 
 
 def per_sample(v_B: jnp.ndarray, x: jnp.ndarray) -> jnp.ndarray:
@@ -19,9 +41,17 @@ def _sample_axes(x: jnp.ndarray) -> tuple[int, ...]:
   return tuple(range(1, x.ndim))
 
 
+def safe_sqrt(s: jnp.ndarray) -> jnp.ndarray:
+  """√s for s ≥ 0 with derivative 0 at s = 0 (never inf or NaN): the double-where form, so the unused
+  branch of the `where` never sees 0 either. Every ℓ2 norm of the attacks goes through it."""
+  positive = s > 0
+  return jnp.where(positive, jnp.sqrt(jnp.where(positive, s, jnp.ones_like(s))), jnp.zeros_like(s))
+
+
 def l2_norm(x: jnp.ndarray) -> jnp.ndarray:
-  """Per-sample ℓ2 norm ‖x_i‖₂ of x with shape [batch, ...]; returns shape [batch]."""
-  return jnp.sqrt(jnp.sum(jnp.square(x), axis=_sample_axes(x)))
+  """Per-sample ℓ2 norm ‖x_i‖₂ of x with shape [batch, ...]; returns shape [batch]. Its gradient is finite
+  everywhere: x_i/‖x_i‖₂, and 0 for a zero sample (where plain √ gives NaN)."""
+  return safe_sqrt(jnp.sum(jnp.square(x), axis=_sample_axes(x)))
 
 
 def linf_norm(x: jnp.ndarray) -> jnp.ndarray:
@@ -66,7 +96,7 @@ def project_l2(x_adv, x, eps, lower, upper) -> jnp.ndarray:
   """Clips δ = x_adv − x into the ℓ2 ball of radius ε, then x + δ into [lower, upper], per sample.
 
   δ ← δ·min(1, ε/‖δ‖₂): points inside the ball are left alone, never rescaled onto its surface
-  (REFERENCE.md §3). A zero δ (or ε = 0) gives no 0/0. The box clip afterwards only shrinks ‖δ‖₂, so
+  (docs/theory.md#attack-conventions). A zero δ (or ε = 0) gives no 0/0. The box clip afterwards only shrinks ‖δ‖₂, so
   the result is feasible (it is not the exact projection onto the intersection, as in every library).
 
   Args:

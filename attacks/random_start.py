@@ -3,7 +3,7 @@
 Sample i of a batch draws only from `fold_in(key, i)`, so its random start (and hence its whole attack)
 does not depend on how many or which other samples share the batch. The starts are compiled on their
 own (`start_points`), so one program per input shape serves every model and attack. Source:
-REFERENCE.md §3.
+docs/theory.md#pgd-l2.
 """
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import functools
 
 import jax
 import jax.numpy as jnp
+
+from attacks.projections import safe_sqrt
 
 KINDS = ("uniform_linf", "uniform_l2_ball", "apgd_linf", "apgd_l2")
 
@@ -58,7 +60,7 @@ def perturbations(keys, restarts: int, features: int, dtype, eps, kind: str) -> 
     return eps * draw
   if kind == "apgd_linf":
     return eps * _unit_rows(draw, jnp.max(jnp.abs(draw), axis=-1))
-  unit = _unit_rows(draw, jnp.sqrt(jnp.sum(jnp.square(draw), axis=-1)))
+  unit = _unit_rows(draw, safe_sqrt(jnp.sum(jnp.square(draw), axis=-1)))
   return eps * (unit[..., :features] if kind == "uniform_l2_ball" else unit)
 
 

@@ -11,12 +11,14 @@ from attention.linearized import (
 )
 
 # Differential attention, ViT / DiffViT, gradient alignment and local Lipschitz estimates
-# (arXiv 2510.00517, REFERENCE §4).
+# (arXiv 2510.00517; docs/theory.md#differential-attention).
 from attention.alignment import (
     HeadAlignment,
+    LayerAlignmentStatistics,
     cosine_alignment,
     head_alignment,
     jacobian_gram,
+    layer_alignment_statistics,
     lemma1_norm,
     theorem3_predicts_da_more_sensitive,
     theorem3_threshold,
@@ -35,25 +37,35 @@ from attention.local_lipschitz import input_jacobian_norm, lipschitz_ratio, loca
 from attention.vit import ViTConfig, VisionTransformer, attention_maps, init_params, matched_configs, parameter_count
 
 # Local sensitivity bounds of dot-product self-attention and certified Lipschitz ViTs (LoFAST,
-# REFERENCE §5).
+# docs/theory.md#local-sensitivity-of-self-attention).
 from attention.certification import (
+    BoundComparison,
+    LayerTightness,
+    PerLayerBoundTerms,
+    attack_layer,
+    bound_comparison,
+    bound_tightness,
     certified_radius,
     feature_radius,
     layer_constants as network_layer_constants,
     layer_radii,
     margin_certificate,
+    per_layer_bound_terms,
 )
 from attention.certified_vit import CertifiedViT, CertifiedViTConfig, forward_with_intermediates
 from attention.lipschitz_layers import SLL, SpectralDense, bounded_norm, sll, spectral_normalized
 from attention.operator_norm import SingularValueEstimate, top_singular_value
 from attention.sensitivity import (
+    BoundTerms,
     HeadConstants,
+    LayerBoundTerms,
     LayerConstants,
     bound_terms,
     fine_grained_bound,
     head_constants,
     key_side_operator,
     layer_bound,
+    layer_bound_terms,
     layer_constants,
     local_bound,
     max_deviation,
@@ -65,20 +77,29 @@ from attention.sensitivity import (
 
 __all__ = [
     "AttentionMaps",
+    "BoundComparison",
+    "BoundTerms",
     "CertifiedViT",
     "CertifiedViTConfig",
     "DifferentialAttention",
     "HeadAlignment",
     "HeadConstants",
+    "LayerAlignmentStatistics",
+    "LayerBoundTerms",
     "LayerConstants",
+    "LayerTightness",
     "MultiHeadSelfAttention",
+    "PerLayerBoundTerms",
     "SLL",
     "SingularValueEstimate",
     "SpectralDense",
     "ViTConfig",
     "VisionTransformer",
+    "attack_layer",
     "attention_maps",
+    "bound_comparison",
     "bound_terms",
+    "bound_tightness",
     "bounded_norm",
     "certified_radius",
     "cosine_alignment",
@@ -94,7 +115,9 @@ __all__ = [
     "jacobian_gram",
     "key_side_operator",
     "lambda_init_schedule",
+    "layer_alignment_statistics",
     "layer_bound",
+    "layer_bound_terms",
     "layer_constants",
     "layer_radii",
     "lemma1_norm",
@@ -111,6 +134,7 @@ __all__ = [
     "network_layer_constants",
     "normalize_rows",
     "parameter_count",
+    "per_layer_bound_terms",
     "query_side_operator",
     "reparameterized_lambda",
     "self_attention",

@@ -1,7 +1,7 @@
 """Gradient alignment of the two maps of a differential head, Lemma 1 and Theorem 3 of arXiv 2510.00517.
 
 For one sample x and one differential head with maps A₁(x), A₂(x) ∈ R^{n×n} and their full input
-Jacobians J₁ = ∂A₁/∂x, J₂ = ∂A₂/∂x (λ held constant, before the RMSNorm; REFERENCE.md §4):
+Jacobians J₁ = ∂A₁/∂x, J₂ = ∂A₂/∂x (λ held constant, before the RMSNorm; docs/theory.md#gradient-alignment):
 
   cos θ = ⟨J₁, J₂⟩_F / (‖J₁‖_F ‖J₂‖_F),   ρ = ‖J₂‖_F / ‖J₁‖_F,   γ = ‖J₁‖_F / ‖J_std‖_F,
 
@@ -29,9 +29,11 @@ import jax.experimental
 import jax.numpy as jnp
 import numpy as np
 
+from attention.safe_math import safe_divide, safe_norm, safe_sqrt
 from attention.vit import ViTConfig, attention_maps
 
 
+@jax.default_matmul_precision("highest")
 def cosine_alignment(j1, j2) -> tuple[jnp.ndarray, jnp.ndarray]:
   """cos θ and ρ of two explicit Jacobians of the same shape (Frobenius inner product).
 
@@ -39,7 +41,9 @@ def cosine_alignment(j1, j2) -> tuple[jnp.ndarray, jnp.ndarray]:
     j1, j2: arrays of equal shape [..., ] (any rank; all axes are flattened).
 
   Returns:
-    (cos θ, ρ = ‖j2‖_F / ‖j1‖_F) as scalars.
+    (cos θ, ρ = ‖j2‖_F / ‖j1‖_F) as scalars. A zero Jacobian has no direction: cos θ = 0 when either is
+    zero; ρ = 0 when j2 = 0 and +inf when only j1 = 0. Gradients are finite everywhere (0 at those
+    boundaries; ``attention.safe_math``).
 
   Raises:
     ValueError: shapes differ.
@@ -47,13 +51,14 @@ def cosine_alignment(j1, j2) -> tuple[jnp.ndarray, jnp.ndarray]:
   j1, j2 = jnp.asarray(j1), jnp.asarray(j2)
   if j1.shape != j2.shape:
     raise ValueError(f"j1 and j2 must have the same shape, got {j1.shape} and {j2.shape}")
-  n1, n2 = jnp.linalg.norm(j1.ravel()), jnp.linalg.norm(j2.ravel())
-  return jnp.vdot(j1.ravel(), j2.ravel()) / (n1 * n2), n2 / n1
+  n1, n2 = safe_norm(j1.ravel()), safe_norm(j2.ravel())
+  rho = jnp.where(n2 > 0, safe_divide(n2, n1, jnp.inf), 0.0)
+  return safe_divide(jnp.vdot(j1.ravel(), j2.ravel()), n1 * n2, 0.0), rho
 
 
 def lemma1_norm(norm_a1, rho, cos_theta, lam) -> jnp.ndarray:
   """‖∇A_DA‖ = ‖∇A₁‖·sqrt(1 + λ²ρ² − 2λρ cos θ) (arXiv 2510.00517, Lemma 1); broadcasts elementwise."""
-  return norm_a1 * jnp.sqrt(jnp.maximum(1 + (lam * rho) ** 2 - 2 * lam * rho * cos_theta, 0.0))
+  return norm_a1 * safe_sqrt(1 + (lam * rho) ** 2 - 2 * lam * rho * cos_theta)
 
 
 def theorem3_threshold(lam, rho, gamma) -> jnp.ndarray:
@@ -69,6 +74,7 @@ def theorem3_predicts_da_more_sensitive(cos_theta, lam, rho, gamma) -> jnp.ndarr
   return 2 * lam * rho * cos_theta < 1 + (lam * rho) ** 2 - gamma ** -2.0
 
 
+@jax.default_matmul_precision("highest")
 def jacobian_gram(maps_fn: Callable, x, *, chunk_size: int = 256) -> jnp.ndarray:
   """Per-group Gram matrices of the full input Jacobians of maps, for one sample.
 
@@ -149,6 +155,7 @@ def _standard_maps_fn(config: ViTConfig, params):
 
 
 @functools.partial(jax.jit, static_argnames=("config", "chunk_size"))
+@jax.default_matmul_precision("highest")
 def differential_gram(config: ViTConfig, params, x_HxWxC, *, chunk_size: int = 256):
   """[layers, H, 3, 3] Gram of (J₁, J₂, J_DA) per differential head, and λ per layer [layers]."""
   gram = jacobian_gram(_differential_maps_fn(config, params), x_HxWxC, chunk_size=chunk_size)
@@ -157,6 +164,7 @@ def differential_gram(config: ViTConfig, params, x_HxWxC, *, chunk_size: int = 2
 
 
 @functools.partial(jax.jit, static_argnames=("config", "chunk_size"))
+@jax.default_matmul_precision("highest")
 def standard_head_norms(config: ViTConfig, params, x_HxWxC, *, chunk_size: int = 256):
   """‖J_std‖_F of every standard head, [layers, num_heads]."""
   gram = jacobian_gram(_standard_maps_fn(config, params), x_HxWxC, chunk_size=chunk_size)
@@ -216,3 +224,102 @@ def head_alignment(diff_config: ViTConfig, diff_params, x_HxWxC, *, vit_config: 
       predicted = np.asarray(theorem3_predicts_da_more_sensitive(cos_theta, lam_LxH, rho, gamma))
   return HeadAlignment(cos_theta, rho, norm_a1, norm_a2, np.sqrt(gram[..., 2, 2]), norm_da_lemma1, lam,
                        norm_std, gamma, predicted)
+
+
+class LayerAlignmentStatistics(NamedTuple):
+  """Gradient alignment, Lemma 1 and Theorem 3 of one layer over S samples (``layer_alignment_statistics``).
+  Per-sample arrays are [S, H] (H differential heads) or [S]; the rest are Python scalars.
+
+  Attributes:
+    n_samples: S; heads: H; lam: λ of the layer (of the first sample; λ does not depend on x).
+    cos_theta, rho, gamma: cos θ, ρ = ‖J₂‖/‖J₁‖, γ = ‖J₁‖/‖J_std‖, [S, H].
+    negative_alignment_frequency: share of (sample, head) with cos θ < 0.
+    cos_theta_mean, rho_median, gamma_median: over all (sample, head).
+    lambda_rho_negative_frequency: share with λρ < 0 (where Theorem 3's inequality reverses).
+    lemma1_max_relative_error: max |‖J_DA‖_Lemma1 − ‖J_DA‖| / ‖J_DA‖ (0 up to rounding: Lemma 1 is exact).
+    norm_da, norm_da_lemma1, norm_std: ‖J_DA‖ direct and by Lemma 1, ‖J_std‖ of the matched head, [S, H].
+    theorem3_predicted: Theorem 3's condition ‖J_DA‖ > ‖J_std‖, bool [S, H].
+    theorem3_predicted_frequency: its share of (sample, head).
+    theorem3_matches_map_norms: share where the condition agrees with the measured ‖J_DA‖ > ‖J_std‖ (1 up to
+      rounding at the threshold: the theorem is an equivalence).
+    diffvit_more_sensitive: per sample, the DiffViT's local Lipschitz estimate exceeds the ViT's, bool [S].
+    diffvit_more_sensitive_frequency: its share of the samples.
+    theorem3_agreement: share of (sample, head) where the head-level prediction equals the model-level
+      outcome (the theorem is about one head's map, not about the network; this measures how far it carries).
+    lipschitz_diffvit, lipschitz_vit: the per-sample local Lipschitz estimates compared, [S].
+  """
+  n_samples: int
+  heads: int
+  lam: float
+  cos_theta: np.ndarray
+  rho: np.ndarray
+  gamma: np.ndarray
+  negative_alignment_frequency: float
+  cos_theta_mean: float
+  rho_median: float
+  gamma_median: float
+  lambda_rho_negative_frequency: float
+  lemma1_max_relative_error: float
+  norm_da: np.ndarray
+  norm_da_lemma1: np.ndarray
+  norm_std: np.ndarray
+  theorem3_predicted: np.ndarray
+  theorem3_predicted_frequency: float
+  theorem3_matches_map_norms: float
+  diffvit_more_sensitive: np.ndarray
+  diffvit_more_sensitive_frequency: float
+  theorem3_agreement: float
+  lipschitz_diffvit: np.ndarray
+  lipschitz_vit: np.ndarray
+
+
+def layer_alignment_statistics(alignments, layer: int, lipschitz_diff_S, lipschitz_vit_S) -> LayerAlignmentStatistics:
+  """Aggregates ``head_alignment`` of S samples at one layer: cos θ, ρ, γ, Lemma 1's error and Theorem 3's
+  prediction against the model that is measurably more sensitive (arXiv 2510.00517, Lemma 1 and
+  Theorem 3; docs/theory.md#lemma-1, docs/theory.md#theorem-3).
+
+  Args:
+    alignments: S ``HeadAlignment`` (one per sample, each computed with the matched ViT, fields [L, H]).
+    layer: 0-based layer index, in [0, L).
+    lipschitz_diff_S, lipschitz_vit_S: per-sample local Lipschitz estimates of the DiffViT and of the
+      matched ViT on the same samples, float [S] (e.g. ``attention.local_lipschitz``).
+
+  Returns:
+    ``LayerAlignmentStatistics`` (numpy arrays and Python scalars).
+
+  Raises:
+    ValueError: no alignments, alignments of different shapes, layer out of range, or Lipschitz
+      estimates not of shape [S].
+  """
+  alignments = list(alignments)
+  if not alignments:
+    raise ValueError("alignments must hold at least one HeadAlignment")
+  shape = np.shape(alignments[0].cos_theta)
+  if any(np.shape(a.cos_theta) != shape for a in alignments) or len(shape) != 2:
+    raise ValueError(f"every alignment must have fields of the same shape [L, H], got "
+                     f"{sorted({np.shape(a.cos_theta) for a in alignments})}")
+  if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or not 0 <= layer < shape[0]:
+    raise ValueError(f"layer must be an integer in [0, {shape[0]}), got {layer!r}")
+  lip_diff, lip_vit = np.asarray(lipschitz_diff_S), np.asarray(lipschitz_vit_S)
+  s = len(alignments)
+  if lip_diff.shape != (s,) or lip_vit.shape != (s,):
+    raise ValueError(f"lipschitz_diff_S and lipschitz_vit_S must have shape [S] = [{s}], got "
+                     f"{lip_diff.shape} and {lip_vit.shape}")
+  field = lambda name: np.stack([getattr(a, name) for a in alignments])[:, layer]  # noqa: E731  [S, H]
+  cos, rho, gamma = field("cos_theta"), field("rho"), field("gamma")
+  lam = np.stack([a.lam for a in alignments])[:, layer]  # [S]
+  norm_da, lemma, norm_std = field("norm_da"), field("norm_da_lemma1"), field("norm_std")
+  predicted = field("predicted_da_more_sensitive")
+  actual = lip_diff > lip_vit  # [S]
+  return LayerAlignmentStatistics(
+      n_samples=s, heads=int(cos.shape[1]), lam=float(lam[0]), cos_theta=cos, rho=rho, gamma=gamma,
+      negative_alignment_frequency=float((cos < 0).mean()), cos_theta_mean=float(cos.mean()),
+      rho_median=float(np.median(rho)), gamma_median=float(np.median(gamma)),
+      lambda_rho_negative_frequency=float((lam[:, None] * rho < 0).mean()),
+      lemma1_max_relative_error=float(np.max(np.abs(lemma - norm_da) / norm_da)),
+      norm_da=norm_da, norm_da_lemma1=lemma, norm_std=norm_std, theorem3_predicted=predicted,
+      theorem3_predicted_frequency=float(predicted.mean()),
+      theorem3_matches_map_norms=float((predicted == (norm_da > norm_std)).mean()),
+      diffvit_more_sensitive=actual, diffvit_more_sensitive_frequency=float(actual.mean()),
+      theorem3_agreement=float((predicted == actual[:, None]).mean()),
+      lipschitz_diffvit=lip_diff, lipschitz_vit=lip_vit)

@@ -15,16 +15,17 @@ Margin certificates for logits f = W z + b (W = head kernel, columns w_j):
       f_y − max_{j≠y} f_j > √2 ‖W‖₂ r_z;
   per pair (last layer kept exact): |Δ(f_y − f_j)| = |(w_y − w_j)ᵀΔz| ≤ ‖w_y − w_j‖₂ r_z, so y is kept if
       f_y − f_j > ‖w_y − w_j‖₂ r_z for every j ≠ y   (never looser, since ‖w_y − w_j‖₂ ≤ √2‖W‖₂).
-Source: REFERENCE.md §5. A sample counts as certified only if it is also classified correctly.
+Source: docs/theory.md#certification. A sample counts as certified only if it is also classified correctly.
 
 Bound kinds ("mode", per layer): "naive" (Σ_h B_naive), "fine" (Σ_h B_fine, the decomposition of
-REFERENCE §5), "joint" (exact first order of the whole layer + the per-head higher-order terms), or "min"
+docs/theory.md#fine-grained-bound), "joint" (exact first order of the whole layer + the per-head higher-order terms), or "min"
 = min(Σ_h min(B_naive, B_fine), B_joint), what we certify with. ``key_norm`` "power" (Krylov estimate:
 power iteration as in LoFAST, accelerated by Lanczos) or "closed_form" (fully rigorous: closed-form key-side norm, no joint bound).
 """
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -56,6 +57,7 @@ def layer_constants(config: CertifiedViTConfig, params, x_BxHxWxC, *, key, power
 
 
 @functools.partial(jax.jit, static_argnums=(0, 4))
+@jax.default_matmul_precision("highest")
 def _layer_constants(config, params, x_BxHxWxC, key, power_iters):
   out = forward_with_intermediates(config, params, x_BxHxWxC)
   batch = x_BxHxWxC.shape[0]
@@ -221,3 +223,231 @@ def head_kernel(params) -> jnp.ndarray:
   return params["head"]["kernel"]
 
 
+def _check_layer_radii(consts: LayerConstants, radii_LxB) -> jnp.ndarray:
+  batch, depth = jnp.shape(consts.jacobian_norm)
+  radii_LxB = jnp.asarray(radii_LxB)
+  if radii_LxB.shape != (depth + 1, batch):
+    raise ValueError(f"radii_LxB must have shape [L + 1, B] = [{depth + 1}, {batch}] (``layer_radii``), got "
+                     f"{tuple(radii_LxB.shape)}")
+  if not isinstance(radii_LxB, jax.core.Tracer):
+    check_eps(radii_LxB, "radii_LxB")
+  return radii_LxB
+
+
+class PerLayerBoundTerms(NamedTuple):
+  """Bound terms of every attention layer l at the radius r_l the certificate propagates to it.
+
+  Attributes:
+    naive: B_naive of every head, [L, B, H].
+    fine: B_fine of every head, [L, B, H].
+    joint: B_joint of the whole layer, [L, B].
+  """
+  naive: jnp.ndarray
+  fine: jnp.ndarray
+  joint: jnp.ndarray
+
+
+def per_layer_bound_terms(consts: LayerConstants, radii_LxB) -> PerLayerBoundTerms:
+  """Per-head naive and fine bounds and the joint layer bound of every layer l at radius r_l.
+
+  With the radii of ``layer_radii(mode="min")``, min(Σ_h min(naive, fine), joint) of layer l is exactly
+  r_{l+1} − r_l (module docstring; Havens et al., ICML 2024, the layer-wise composition;
+  docs/theory.md#joint-layer-bound).
+
+  Args:
+    consts: ``LayerConstants`` with head fields [B, L, H] and the rest [B, L] (``layer_constants``).
+    radii_LxB: the token radii before each layer and after the last, [L + 1, B] (``layer_radii``); row L is
+      not used.
+
+  Returns:
+    ``PerLayerBoundTerms`` (key_norm "power").
+
+  Raises:
+    ValueError: radii_LxB not of shape [L + 1, B], negative or non-finite.
+  """
+  return _per_layer_bound_terms(consts, _check_layer_radii(consts, radii_LxB))
+
+
+@jax.jit
+def _per_layer_bound_terms(consts, radii_LxB):
+  naive, fine, joint = [], [], []
+  for layer in range(radii_LxB.shape[0] - 1):
+    lc = jax.tree_util.tree_map(lambda f: f[:, layer], consts)
+    terms = sensitivity.bound_terms(lc.heads, radii_LxB[layer][:, None])
+    naive.append(terms.naive)
+    fine.append(terms.fine)
+    joint.append(sensitivity.layer_bound_terms(lc, radii_LxB[layer]).joint)
+  return PerLayerBoundTerms(jnp.stack(naive), jnp.stack(fine), jnp.stack(joint))
+
+
+class BoundComparison(NamedTuple):
+  """How the bound kinds compare over heads, layers and samples (``bound_comparison``); NaN where empty.
+
+  Attributes:
+    fine_tighter_fraction: share of (sample, layer, head) with B_fine < B_naive.
+    fine_gain_median: median of B_naive/B_fine where B_fine < B_naive.
+    naive_over_fine_median: median of B_naive/B_fine over all (sample, layer, head).
+    joint_tighter_fraction: share of (sample, layer) with B_joint < Σ_h min(B_naive, B_fine).
+    joint_gain_median: median of Σ_h min(B_naive, B_fine) / B_joint where the joint bound is tighter.
+  """
+  fine_tighter_fraction: float
+  fine_gain_median: float
+  naive_over_fine_median: float
+  joint_tighter_fraction: float
+  joint_gain_median: float
+
+
+def bound_comparison(consts: LayerConstants, radii_LxB, correct_B) -> BoundComparison:
+  """How often and by how much the fine-grained bound alone beats the naive one, per head, layer and
+  selected sample at the radius the certificate propagates to that layer, and the joint bound the sum of
+  the per-head minima (Havens et al., ICML 2024: fine-grained vs global-norm bounds).
+
+  Args:
+    consts: ``LayerConstants`` with head fields [B, L, H] (``layer_constants``).
+    radii_LxB: token radii [L + 1, B] (``layer_radii``).
+    correct_B: bool [B], the samples that count (e.g. the correctly classified ones).
+
+  Returns:
+    ``BoundComparison`` of Python floats (NaN where no sample, or no win, counts).
+
+  Raises:
+    ValueError: correct_B not a bool array of shape [B], and as ``per_layer_bound_terms``.
+  """
+  correct_B = np.asarray(correct_B)
+  batch = jnp.shape(consts.jacobian_norm)[0]
+  if correct_B.dtype != bool or correct_B.shape != (batch,):
+    raise ValueError(f"correct_B must be a bool array of shape [B] = [{batch}], got {correct_B.dtype} "
+                     f"{correct_B.shape}")
+  terms = per_layer_bound_terms(consts, radii_LxB)
+  fine_wins, gains, joint_wins, joint_gains, ratios = [], [], [], [], []
+  for naive, fine, joint in zip(*terms):
+    naive, fine, joint = np.asarray(naive)[correct_B], np.asarray(fine)[correct_B], np.asarray(joint)[correct_B]
+    ratio = naive / fine
+    ratios.append(ratio.ravel())
+    fine_wins.append((fine < naive).ravel())
+    gains.append(ratio[fine < naive])
+    per_head = np.sum(np.minimum(naive, fine), axis=-1)
+    joint_wins.append(joint < per_head)
+    joint_gains.append((per_head / joint)[joint < per_head])
+  cat = np.concatenate
+  med = lambda v: float(np.median(v)) if v.size else float("nan")  # noqa: E731
+  any_correct = bool(correct_B.any())
+  return BoundComparison(
+      fine_tighter_fraction=float(np.mean(cat(fine_wins))) if any_correct else float("nan"),
+      fine_gain_median=med(cat(gains)), naive_over_fine_median=med(cat(ratios)),
+      joint_tighter_fraction=float(np.mean(cat(joint_wins))) if any_correct else float("nan"),
+      joint_gain_median=med(cat(joint_gains)))
+
+
+def attack_layer(a_HxDxD, w_v_HxDxE, y_BxNxD, radius_B, keys_B, *, steps: int, restarts: int) -> jnp.ndarray:
+  """Largest ‖G(Y + Δ) − G(Y)‖_F found by projected gradient ascent over ‖Δ‖_F ≤ r_b for each sample b,
+  G the multi-head layer Σ_h rowsoftmax(Y A_h Yᵀ) Y W_V^h (``attention.sensitivity.max_deviation``, with
+  the ± top-singular-vector starts). A lower estimate of the maximum, to set beside the layer bounds.
+
+  Args:
+    a_HxDxD: A_h of every head, [H, d, d]; w_v_HxDxE: W_V^h (times W_O^h), [H, d, e].
+    y_BxNxD: the layer's (normalised) input tokens of each sample, [B, n, d].
+    radius_B: Frobenius radius r_b ≥ 0 per sample, [B], in the units of the tokens.
+    keys_B: one PRNG key per sample, [B].
+    steps: ascent steps ≥ 0; restarts: random starts ≥ 0 (beside the two Jacobian starts).
+
+  Returns:
+    The attained deviations, [B].
+
+  Raises:
+    ValueError: negative steps or restarts, mismatched shapes, negative or non-finite radii.
+  """
+  for name, value in (("steps", steps), ("restarts", restarts)):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+      raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+  y_BxNxD, radius_B = jnp.asarray(y_BxNxD), jnp.asarray(radius_B)
+  if y_BxNxD.ndim != 3 or radius_B.shape != y_BxNxD.shape[:1]:
+    raise ValueError(f"y must be [B, n, d] and radius [B]; got {tuple(y_BxNxD.shape)} and {tuple(radius_B.shape)}")
+  check_eps(radius_B, "radius_B")
+  return _attack_layer(jnp.asarray(a_HxDxD), jnp.asarray(w_v_HxDxE), y_BxNxD, radius_B, keys_B, steps=steps,
+                       restarts=restarts)
+
+
+@functools.partial(jax.jit, static_argnames=("steps", "restarts"))
+def _attack_layer(a_HxDxD, w_v_HxDxE, y_BxNxD, r_B, keys, *, steps, restarts):
+  layer_fn = lambda y: sensitivity.multi_head_attention(y, a_HxDxD, w_v_HxDxE)  # noqa: E731
+  return jax.vmap(lambda y, r, k: sensitivity.max_deviation(layer_fn, y, r, key=k, steps=steps,
+                                                            restarts=restarts)[0])(y_BxNxD, r_B, keys)
+
+
+class LayerTightness(NamedTuple):
+  """Bound-to-attack ratios of one attention layer over the samples (``bound_tightness``).
+
+  Attributes:
+    layer: the layer index l.
+    radius_median: median token radius r_l.
+    attained_median: median deviation the attack found.
+    ratio_min_median, ratio_fine_median, ratio_naive_median, ratio_joint_median: median of bound/attained
+      for the layer bound kinds "min", "fine", "naive", "joint" (≥ 1 where the bound holds).
+    ratio_min_max, ratio_min_min: largest and smallest min-bound/attained ratio.
+    violations: samples whose attained deviation exceeds the min bound by more than the relative tolerance.
+    jacobian_norm_median: median Krylov estimate of ‖∂G/∂X‖.
+    n_samples: B.
+  """
+  layer: int
+  radius_median: float
+  attained_median: float
+  ratio_min_median: float
+  ratio_fine_median: float
+  ratio_naive_median: float
+  ratio_joint_median: float
+  ratio_min_max: float
+  ratio_min_min: float
+  violations: int
+  jacobian_norm_median: float
+  n_samples: int
+
+
+_forward = jax.jit(forward_with_intermediates, static_argnums=0)
+
+
+def bound_tightness(config: CertifiedViTConfig, params, x_BxHxWxC, consts: LayerConstants, radii_LxB, *, key,
+                    steps: int, restarts: int, rtol: float = 1e-4) -> list[LayerTightness]:
+  """Bound / attained deviation of every attention layer (the whole multi-head layer) at the radius the
+  certificate propagates to it: how loose the local bounds are where they are used (Havens et al., ICML
+  2024, compare their bounds with attacks the same way).
+
+  Args:
+    config, params: the ``CertifiedViT``.
+    x_BxHxWxC: images in [0, 1], [B, H, W, C].
+    consts: their ``LayerConstants`` (head fields [B, L, H]).
+    radii_LxB: token radii [L + 1, B] (``layer_radii``); layer l is attacked at r_l.
+    key: PRNG key; layer l of sample b uses fold_in(fold_in(key, l), b).
+    steps, restarts: the attack's budget (``attack_layer``).
+    rtol: relative tolerance of a violation (attained > min bound · (1 + rtol)); it absorbs float32
+      rounding and the Krylov estimates' convergence gap.
+
+  Returns:
+    One ``LayerTightness`` per layer.
+
+  Raises:
+    ValueError: rtol < 0, and as ``per_layer_bound_terms`` and ``attack_layer``.
+  """
+  if not rtol >= 0:
+    raise ValueError(f"rtol must be >= 0, got {rtol!r}")
+  radii_LxB = np.asarray(_check_layer_radii(consts, radii_LxB))
+  out = _forward(config, params, jnp.asarray(x_BxHxWxC))
+  batch = len(radii_LxB[0])
+  tiny = np.finfo(np.float32).tiny
+  rows = []
+  for layer in range(config.depth):
+    a, w_v = head_matrices(config, params[f"block_{layer}"]["attention"])
+    r_B = radii_LxB[layer]
+    keys = jax.vmap(lambda b: jax.random.fold_in(jax.random.fold_in(key, layer), b))(jnp.arange(batch))
+    attained = np.asarray(attack_layer(a, w_v, out.attention_inputs[layer], jnp.asarray(r_B), keys, steps=steps,
+                                       restarts=restarts))
+    lc = jax.tree_util.tree_map(lambda f: f[:, layer], consts)
+    terms = {k: np.asarray(v) for k, v in sensitivity.layer_bound_terms(lc, r_B)._asdict().items()}
+    safe = np.maximum(attained, tiny)
+    rows.append(LayerTightness(
+        layer=layer, radius_median=float(np.median(r_B)), attained_median=float(np.median(attained)),
+        **{f"ratio_{k}_median": float(np.median(terms[k] / safe)) for k in ("min", "fine", "naive", "joint")},
+        ratio_min_max=float(np.max(terms["min"] / safe)), ratio_min_min=float(np.min(terms["min"] / safe)),
+        violations=int(np.sum(attained > terms["min"] * (1 + rtol))),
+        jacobian_norm_median=float(np.median(np.asarray(lc.jacobian_norm))), n_samples=batch))
+  return rows

@@ -12,8 +12,8 @@ being certified is bounded by ``attention.sensitivity``. It has no query/key/val
 is exactly F_h(X) = rowsoftmax(X A_h Xᵀ) X W_V^h (``head_matrices``; the output bias cancels in
 differences). Its weights can be norm-bounded, ‖A_h‖₂ ≤ ``attention_bound`` and ‖W_V^h‖₂ ≤
 ``value_bound``/H, by spectral normalisation of the factors. Havens et al. (ICML 2024) report that
-constraining attention weight norms hurts clean accuracy more than it helps (REFERENCE.md §5); on the small
-data used here an unconstrained model is too sensitive for any of the bounds to certify anything
+constraining attention weight norms hurts clean accuracy more than it helps
+(docs/theory.md#lipschitz-constrained-vit); on the small data used here an unconstrained model is too sensitive for any of the bounds to certify anything
 (experiments/certify.py sweeps the bound).
 
 The inputs of the attention layers are sown as ``intermediates`` (``forward_with_intermediates``).

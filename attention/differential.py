@@ -13,7 +13,7 @@ applies the output projection. λ is re-parameterised by four learnable vectors 
 one λ per layer, shared by its heads. Query/key heads are laid out as the reference code does: the 2H
 query heads of width d are interleaved, so differential head h uses query heads 2h (A₁) and 2h + 1 (A₂);
 a standard layer with 2H heads of width d has the same projection shapes (the paper's matched baseline).
-Source of the sensitivity analysis: arXiv 2510.00517 (REFERENCE.md §4).
+Source of the sensitivity analysis: arXiv 2510.00517 (docs/theory.md#gradient-alignment).
 
 Both layers sow their maps into the ``intermediates`` collection (and return them with
 ``return_maps=True``) for the gradient-alignment analysis (``attention.alignment``).

@@ -15,24 +15,29 @@ from __future__ import annotations
 
 from typing import Literal
 
+import jax
 import jax.numpy as jnp
 
 from attention._checks import check_matrix
+from attention.safe_math import safe_norm
 
 Stacking = Literal["values", "self"]
 
 
 def normalize_rows(x_NxD: jnp.ndarray, eps: float = 1e-12) -> jnp.ndarray:
-  """Divides every row by its ℓ2 norm (rows of norm < eps are left at zero).
+  """Divides every row by its ℓ2 norm (rows of norm < eps are returned unchanged, so a zero row stays 0).
+
+  Value and gradient are finite everywhere, the zero row included (its gradient is the identity: the
+  norm goes through ``attention.safe_math.safe_norm``, whose gradient at 0 is 0).
 
   Args:
     x_NxD: array with shape [n, d].
-    eps: norms below this are treated as zero (the row is returned unchanged, i.e. zero).
+    eps: norms below this are treated as zero (the row is returned unchanged).
 
   Returns:
-    Array with shape [n, d], rows of unit ℓ2 norm.
+    Array with shape [n, d], rows of unit ℓ2 norm (or below eps).
   """
-  norms_N = jnp.linalg.norm(x_NxD, axis=-1, keepdims=True)
+  norms_N = safe_norm(x_NxD, axis=-1, keepdims=True)
   return x_NxD / jnp.where(norms_N < eps, 1.0, norms_N)
 
 
@@ -41,7 +46,7 @@ def linearized_attention(x_NxD, *, normalize: bool = False) -> jnp.ndarray:
 
   Args:
     x_NxD: the training matrix, shape [n, d], float (flattened pixels in [0, 1], not centred).
-    normalize: if True, ℓ2-normalise each output row (what the MLP sees, REFERENCE §1). The Gram
+    normalize: if True, ℓ2-normalise each output row (what the MLP sees, docs/theory.md#mlp-attn-features). The Gram
       identity G̃ = G³ holds only without it.
 
   Returns:
@@ -57,6 +62,7 @@ def linearized_attention(x_NxD, *, normalize: bool = False) -> jnp.ndarray:
   return linearized_attention_transductive(x_NxD, x_NxD, normalize=normalize)
 
 
+@jax.default_matmul_precision("highest")
 def linearized_attention_transductive(
     queries_QxD, keys_values_NxD, *, normalize: bool = False
 ) -> jnp.ndarray:
@@ -89,6 +95,7 @@ def linearized_attention_transductive(
   return normalize_rows(out_QxD) if normalize else out_QxD
 
 
+@jax.default_matmul_precision("highest")
 def stacked_linearized_attention(
     x_NxD, *, layers: int, stacking: Stacking = "values", normalize: bool = False
 ) -> jnp.ndarray:

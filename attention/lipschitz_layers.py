@@ -6,7 +6,7 @@ spectrally normalised linear map.
   W [m, d]. Its Jacobian I − 2WᵀTΛW (Λ = diag(relu') ∈ [0, 1]) is symmetric with eigenvalues in [−1, 1]
   whenever WᵀTΛW ⪯ I, which holds because T⁻¹ ⪰ WWᵀ by Gershgorin's theorem applied to Q⁻¹WWᵀQ. Hence
   ‖h(x) − h(y)‖₂ ≤ ‖x − y‖₂. Rows of W that are exactly zero get t_i = 0 (they contribute nothing).
-  Quoted in REFERENCE.md §5.
+  See docs/theory.md#lipschitz-constrained-vit.
 * Bounded normalisation (a LayerNorm replacement): N(x) = c·min(1, r/‖c‖₂), c = x − mean(x)·1. Centring
   is an orthogonal projection and the ball projection is 1-Lipschitz, so N is 1-Lipschitz with output norm
   ≤ r, whereas LayerNorm's division by the standard deviation has no global Lipschitz constant.

@@ -8,7 +8,7 @@ at the last iterate, as in the authors' code (``estimate_local_lip_v2``: top nor
 f is the logits, or any per-sample feature map (e.g. a ViT's tokens after layer l for the per-layer
 estimate). Source: Yang, Rashtchian, Zhang, Salakhutdinov & Chaudhuri, "A Closer Look at Accuracy vs.
 Robustness" (NeurIPS 2020), §4 and their repository; arXiv 2510.00517 uses ε equal to the attack ε
-(REFERENCE.md §4).
+(docs/theory.md#local-lipschitz-estimate).
 """
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ def lipschitz_ratio(fn, x, x_prime) -> jnp.ndarray:
 
 
 @functools.partial(jax.jit, static_argnames=("steps",))
+@jax.default_matmul_precision("highest")
 def _estimate(fn, x, keys, eps, step_size, init_std, lower, upper, *, steps):
   noise = jax.vmap(lambda k: jax.random.normal(k, x.shape[1:], x.dtype))(keys)
   x_prime = x + init_std * noise  # unclipped, as the reference code
@@ -109,6 +110,7 @@ def local_lipschitz(fn, x, *, eps: float, key, steps: int = DEFAULT_STEPS, step_
 
 
 @jax.jit
+@jax.default_matmul_precision("highest")
 def _jacobian_norms(fn, x):
   jac = jax.vmap(jax.jacrev(lambda xi: fn(xi[None])[0]))(x)  # [batch, outputs..., inputs...]
   return jnp.sqrt(jnp.sum(jnp.square(_flat(jac)), axis=1))

@@ -50,6 +50,7 @@ def _norm(v):
   return jnp.sqrt(jnp.sum(v * v))
 
 
+@jax.default_matmul_precision("highest")
 def top_singular_value(linear_fn: Callable, example_input, *, key, iters: int = 50,
                        method: str = "lanczos") -> SingularValueEstimate:
   """Largest singular value of K through K and Kᵀ only, from a Gaussian start.

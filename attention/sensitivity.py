@@ -7,8 +7,8 @@ The head (multi-head attention is a sum of heads, each with W_V := W_V^h W_O^h; 
 with tokens X [n, d], A [d, d], W_V [d, e]. For a perturbation Δ [n, d] with ‖Δ‖_F ≤ ε, X' = X + Δ,
 P' = P(X'), we bound ‖F(X') − F(X)‖_F by a function B(ε) of ε that holds for EVERY ε: nothing of higher
 order is dropped. Source: Havens et al., "Fine-grained local sensitivity analysis of standard dot-product
-self-attention" (ICML 2024), decomposition as in REFERENCE.md §5; the paper's code is not public, so the
-steps below are derived here and each is tested (tests/test_sensitivity_bounds.py).
+self-attention" (ICML 2024), decomposition as in docs/theory.md#local-sensitivity-of-self-attention; the paper's
+code is not public, so the steps below are derived here and each is tested (tests/test_sensitivity_bounds.py).
 
 Derivation. Notation: p_i = row i of P (a probability vector), s_i, d_i rows of S and D, J_i = diag(p_i) −
 p_i p_iᵀ the softmax Jacobian of row i (symmetric, J_i 1 = 0, ‖J_i‖₂ ≤ ½), V = X W_V, v̄ its mean row,
@@ -146,13 +146,15 @@ def check_eps(eps, name: str = "eps"):
   return jnp.asarray(eps)
 
 
+@jax.default_matmul_precision("highest")
 def attention_probs(x_NxD, a_DxD) -> jnp.ndarray:
   """P = rowsoftmax(X A Xᵀ), shape [n, n]; row i attends from token i (query) to all keys."""
   return jax.nn.softmax(x_NxD @ a_DxD @ x_NxD.T, axis=-1)
 
 
+@jax.default_matmul_precision("highest")
 def self_attention(x_NxD, a_DxD, w_v_DxE) -> jnp.ndarray:
-  """One head F(X) = rowsoftmax(X A Xᵀ) X W_V, shape [n, e] (REFERENCE §5)."""
+  """One head F(X) = rowsoftmax(X A Xᵀ) X W_V, shape [n, e] (docs/theory.md#local-sensitivity-of-self-attention)."""
   return attention_probs(x_NxD, a_DxD) @ (x_NxD @ w_v_DxE)
 
 
@@ -169,19 +171,22 @@ def softmax_jacobian_rows(p_NxN, u_NxN) -> jnp.ndarray:
   return p_NxN * (u_NxN - jnp.sum(p_NxN * u_NxN, axis=-1, keepdims=True))
 
 
+@jax.default_matmul_precision("highest")
 def value_operator(x_NxD, a_DxD, w_v_DxE) -> Callable:
   """Δ [n, d] -> P Δ W_V [n, e]: the value term's linear part (norm ‖P‖₂‖W_V‖₂)."""
   p_NxN = attention_probs(x_NxD, a_DxD)
-  return lambda delta_NxD: p_NxN @ delta_NxD @ w_v_DxE
+  return jax.default_matmul_precision("highest")(lambda delta_NxD: p_NxN @ delta_NxD @ w_v_DxE)
 
 
+@jax.default_matmul_precision("highest")
 def query_side_operator(x_NxD, a_DxD, w_v_DxE) -> Callable:
   """Δ [n, d] -> rows δ_i A Xᵀ J_i V [n, e]: softmax Jacobians applied to the query-side logits ΔAXᵀ."""
   p_NxN = attention_probs(x_NxD, a_DxD)
   v_NxE = x_NxD @ w_v_DxE
-  return lambda delta_NxD: softmax_jacobian_rows(p_NxN, delta_NxD @ a_DxD @ x_NxD.T) @ v_NxE
+  return jax.default_matmul_precision("highest")(lambda delta_NxD: softmax_jacobian_rows(p_NxN, delta_NxD @ a_DxD @ x_NxD.T) @ v_NxE)
 
 
+@jax.default_matmul_precision("highest")
 def key_side_operator(x_NxD, a_DxD, w_v_DxE) -> Callable:
   """Δ [n, d] -> rows x_i A Δᵀ J_i V [n, e]: softmax Jacobians applied to the key-side logits XAΔᵀ.
 
@@ -191,7 +196,7 @@ def key_side_operator(x_NxD, a_DxD, w_v_DxE) -> Callable:
   p_NxN = attention_probs(x_NxD, a_DxD)
   v_NxE = x_NxD @ w_v_DxE
   xa_NxD = x_NxD @ a_DxD
-  return lambda delta_NxD: softmax_jacobian_rows(p_NxN, xa_NxD @ delta_NxD.T) @ v_NxE
+  return jax.default_matmul_precision("highest")(lambda delta_NxD: softmax_jacobian_rows(p_NxN, xa_NxD @ delta_NxD.T) @ v_NxE)
 
 
 def head_constants(x_NxD, a_DxD, w_v_DxE, *, key, power_iters: int = 100) -> HeadConstants:
@@ -217,6 +222,7 @@ def head_constants(x_NxD, a_DxD, w_v_DxE, *, key, power_iters: int = 100) -> Hea
 
 
 @functools.partial(jax.jit, static_argnums=4)
+@jax.default_matmul_precision("highest")
 def _head_constants(x_NxD, a_DxD, w_v_DxE, key, power_iters: int) -> HeadConstants:
   dtype = x_NxD.dtype
   n = x_NxD.shape[0]
@@ -262,7 +268,37 @@ def softmax_jacobian_bound(c: HeadConstants, eps) -> jnp.ndarray:
   return jnp.minimum(0.5, c.p_max * jnp.exp(jnp.sqrt(2.0) * logit_shift_bound(c, eps)))
 
 
-def bound_terms(c: HeadConstants, eps, *, key_norm: KeyNorm = "power") -> dict:
+class BoundTerms(NamedTuple):
+  """Every term of the fine-grained and naive bounds of one head at radius ε (module docstring, steps 3–6);
+  each field is an array of the broadcast shape of ε and the constants' fields.
+
+  Attributes:
+    value: (‖P‖₂ + c(ε)D̃(ε))‖W_V‖₂ε, the value term (step 3).
+    query: σ_Q ε, the query side of the linear softmax term (step 4).
+    key: σ_K ε, the key side (Krylov estimate or its closed-form upper bound).
+    second_order: ‖A‖₂ max_i‖J_iV‖₂ ε².
+    remainder: c(ε) R_V D̃(ε)², the Taylor remainder.
+    fine: B_fine(ε), the sum of the five terms above (step 5).
+    first_order: (‖P‖₂‖W_V‖₂ + σ_Q + σ_K)ε, the part linear in ε.
+    higher_order: fine − first_order.
+    naive_value: √n ‖W_V‖₂ ε (step 6).
+    naive_softmax: ½‖A‖₂(2‖X‖₂ε + ε²)‖X‖₂‖W_V‖₂.
+    naive: B_naive(ε) = naive_value + naive_softmax.
+  """
+  value: jnp.ndarray
+  query: jnp.ndarray
+  key: jnp.ndarray
+  second_order: jnp.ndarray
+  remainder: jnp.ndarray
+  fine: jnp.ndarray
+  first_order: jnp.ndarray
+  higher_order: jnp.ndarray
+  naive_value: jnp.ndarray
+  naive_softmax: jnp.ndarray
+  naive: jnp.ndarray
+
+
+def bound_terms(c: HeadConstants, eps, *, key_norm: KeyNorm = "power") -> BoundTerms:
   """Every term of the fine-grained and naive bounds at radius ε (module docstring, steps 3–6).
 
   Args:
@@ -271,9 +307,8 @@ def bound_terms(c: HeadConstants, eps, *, key_norm: KeyNorm = "power") -> dict:
     key_norm: "power" (σ_K by Lanczos/power iteration) or "closed_form" (its rigorous upper bound).
 
   Returns:
-    dict of arrays: value, query, key, second_order, remainder (the fine-grained terms), fine (their
-    sum), first_order ((‖P‖₂‖W_V‖₂ + σ_Q + σ_K)ε) and higher_order (fine − first_order),
-    naive_value, naive_softmax, naive (their sum).
+    ``BoundTerms``: the fine-grained terms (value, query, key, second_order, remainder) and their sum
+    fine, its split into first_order and higher_order, and naive_value, naive_softmax and their sum naive.
 
   Raises:
     ValueError: negative or non-finite eps, unknown key_norm.
@@ -284,36 +319,34 @@ def bound_terms(c: HeadConstants, eps, *, key_norm: KeyNorm = "power") -> dict:
   sigma_k = c.key_norm if key_norm == "power" else c.key_norm_upper
   shift = logit_shift_bound(c, eps)
   jac = softmax_jacobian_bound(c, eps)
-  terms = dict(
-      value=(c.p_norm + jac * shift) * c.wv_norm * eps,
-      query=c.query_norm * eps,
-      key=sigma_k * eps,
-      second_order=c.a_norm * c.jv_norm * eps ** 2,
-      remainder=jac * c.value_radius * shift ** 2,
-  )
-  terms["fine"] = sum(terms.values())
-  terms["first_order"] = terms["value"] - jac * shift * c.wv_norm * eps + terms["query"] + terms["key"]
-  terms["higher_order"] = terms["fine"] - terms["first_order"]
-  terms["naive_value"] = jnp.sqrt(c.n_tokens) * c.wv_norm * eps
-  terms["naive_softmax"] = 0.5 * c.a_norm * (2 * c.x_norm * eps + eps ** 2) * c.x_norm * c.wv_norm
-  terms["naive"] = terms["naive_value"] + terms["naive_softmax"]
-  return terms
+  value = (c.p_norm + jac * shift) * c.wv_norm * eps
+  query = c.query_norm * eps
+  key = sigma_k * eps
+  second_order = c.a_norm * c.jv_norm * eps ** 2
+  remainder = jac * c.value_radius * shift ** 2
+  fine = sum((value, query, key, second_order, remainder))
+  first_order = value - jac * shift * c.wv_norm * eps + query + key
+  naive_value = jnp.sqrt(c.n_tokens) * c.wv_norm * eps
+  naive_softmax = 0.5 * c.a_norm * (2 * c.x_norm * eps + eps ** 2) * c.x_norm * c.wv_norm
+  return BoundTerms(value=value, query=query, key=key, second_order=second_order, remainder=remainder,
+                    fine=fine, first_order=first_order, higher_order=fine - first_order,
+                    naive_value=naive_value, naive_softmax=naive_softmax, naive=naive_value + naive_softmax)
 
 
 def naive_bound(c: HeadConstants, eps) -> jnp.ndarray:
   """B_naive(ε) ≥ ‖F(X + Δ) − F(X)‖_F for all ‖Δ‖_F ≤ ε, from global norms (step 6)."""
-  return bound_terms(c, eps)["naive"]
+  return bound_terms(c, eps).naive
 
 
 def fine_grained_bound(c: HeadConstants, eps, *, key_norm: KeyNorm = "power") -> jnp.ndarray:
   """B_fine(ε) ≥ ‖F(X + Δ) − F(X)‖_F for all ‖Δ‖_F ≤ ε, valid for every ε (step 5)."""
-  return bound_terms(c, eps, key_norm=key_norm)["fine"]
+  return bound_terms(c, eps, key_norm=key_norm).fine
 
 
 def local_bound(c: HeadConstants, eps, *, key_norm: KeyNorm = "power") -> jnp.ndarray:
   """min(B_naive(ε), B_fine(ε)): never looser than the naive bound, by construction."""
   terms = bound_terms(c, eps, key_norm=key_norm)
-  return jnp.minimum(terms["naive"], terms["fine"])
+  return jnp.minimum(terms.naive, terms.fine)
 
 
 class LayerConstants(NamedTuple):
@@ -332,6 +365,7 @@ class LayerConstants(NamedTuple):
 LAYER_MODES = ("naive", "fine", "joint", "min")
 
 
+@jax.default_matmul_precision("highest")
 def multi_head_attention(x_NxD, a_HxDxD, w_v_HxDxE) -> jnp.ndarray:
   """G(X) = Σ_h rowsoftmax(X A_h Xᵀ) X W_V^h, shape [n, e] (output bias omitted: it cancels)."""
   probs_HxNxN = jax.nn.softmax(jnp.einsum("nd,hde,me->hnm", x_NxD, a_HxDxD, x_NxD), axis=-1)
@@ -363,6 +397,7 @@ def layer_constants(x_NxD, a_HxDxD, w_v_HxDxE, *, key, power_iters: int = 100) -
 
 
 @functools.partial(jax.jit, static_argnums=4)
+@jax.default_matmul_precision("highest")
 def _layer_constants(x_NxD, a_HxDxD, w_v_HxDxE, key, power_iters: int) -> LayerConstants:
   num_heads = a_HxDxD.shape[0]
   heads = jax.vmap(lambda h, a, w: head_constants(x_NxD, a, w, key=jax.random.fold_in(key, h),
@@ -374,7 +409,23 @@ def _layer_constants(x_NxD, a_HxDxD, w_v_HxDxE, key, power_iters: int) -> LayerC
   return LayerConstants(heads, est.sigma, est.gap)
 
 
-def layer_bound_terms(lc: LayerConstants, eps, *, key_norm: KeyNorm = "power") -> dict:
+class LayerBoundTerms(NamedTuple):
+  """Bounds on ‖G(X + Δ) − G(X)‖_F over ‖Δ‖_F ≤ ε for a multi-head layer (steps 5', 6); each field is an
+  array of the shape of ``LayerConstants.jacobian_norm``.
+
+  Attributes:
+    naive: Σ_h B_naive,h(ε).
+    fine: Σ_h B_fine,h(ε).
+    joint: B_joint(ε) (inf with key_norm="closed_form", which has no joint form).
+    min: min(Σ_h min(B_naive,h, B_fine,h), B_joint), what the certificate uses.
+  """
+  naive: jnp.ndarray
+  fine: jnp.ndarray
+  joint: jnp.ndarray
+  min: jnp.ndarray
+
+
+def layer_bound_terms(lc: LayerConstants, eps, *, key_norm: KeyNorm = "power") -> LayerBoundTerms:
   """Bounds on ‖G(X + Δ) − G(X)‖_F over ‖Δ‖_F ≤ ε for the whole layer (steps 5', 6).
 
   Args:
@@ -384,20 +435,20 @@ def layer_bound_terms(lc: LayerConstants, eps, *, key_norm: KeyNorm = "power") -
       "min" is min(Σ_h min(naive, fine)) alone, so the result is rigorous.
 
   Returns:
-    dict with naive (Σ_h B_naive), fine (Σ_h B_fine), joint (B_joint) and min (the minimum of
-    Σ_h min(B_naive, B_fine) and B_joint), arrays of the shape of lc.jacobian_norm.
+    ``LayerBoundTerms`` (naive, fine, joint, min), arrays of the shape of lc.jacobian_norm.
+
+  Raises:
+    ValueError: negative or non-finite eps, unknown key_norm.
   """
   eps = jnp.broadcast_to(check_eps(eps), jnp.shape(lc.jacobian_norm))
   terms = bound_terms(lc.heads, eps[..., None], key_norm=key_norm)
-  out = {name: jnp.sum(terms[name], axis=-1) for name in ("naive", "fine", "higher_order")}
-  per_head_min = jnp.sum(jnp.minimum(terms["naive"], terms["fine"]), axis=-1)
+  naive, fine = jnp.sum(terms.naive, axis=-1), jnp.sum(terms.fine, axis=-1)
+  per_head_min = jnp.sum(jnp.minimum(terms.naive, terms.fine), axis=-1)
   if key_norm == "power":
-    out["joint"] = lc.jacobian_norm * eps + out.pop("higher_order")
+    joint = lc.jacobian_norm * eps + jnp.sum(terms.higher_order, axis=-1)
   else:
-    out.pop("higher_order")
-    out["joint"] = jnp.full_like(per_head_min, jnp.inf)
-  out["min"] = jnp.minimum(per_head_min, out["joint"])
-  return out
+    joint = jnp.full_like(per_head_min, jnp.inf)
+  return LayerBoundTerms(naive=naive, fine=fine, joint=joint, min=jnp.minimum(per_head_min, joint))
 
 
 def layer_bound(lc: LayerConstants, eps, *, mode: str = "min", key_norm: KeyNorm = "power") -> jnp.ndarray:
@@ -410,9 +461,10 @@ def layer_bound(lc: LayerConstants, eps, *, mode: str = "min", key_norm: KeyNorm
     raise ValueError(f"mode must be one of {LAYER_MODES}, got {mode!r}")
   if mode == "joint" and key_norm != "power":
     raise ValueError("mode='joint' uses a Krylov estimate of ‖∂G/∂X‖; it has no key_norm='closed_form' form")
-  return layer_bound_terms(lc, eps, key_norm=key_norm)[mode]
+  return getattr(layer_bound_terms(lc, eps, key_norm=key_norm), mode)
 
 
+@jax.default_matmul_precision("highest")
 def jacobian_norm(layer_fn: Callable, x, *, key, iters: int = 100) -> jnp.ndarray:
   """‖∂F/∂X‖ at x (Frobenius to Frobenius) by Lanczos through jvp/vjp: the first-order local
   Lipschitz constant, which the ε-coefficient of B_fine bounds. Scalar (a lower estimate)."""
@@ -426,6 +478,7 @@ def _project(delta, eps):
   return delta * jnp.minimum(1.0, eps / jnp.maximum(norm, jnp.finfo(delta.dtype).tiny))
 
 
+@jax.default_matmul_precision("highest")
 def max_deviation(layer_fn: Callable, x, eps, *, key, steps: int = 100, restarts: int = 4,
                   jacobian_start: bool = True) -> tuple[jnp.ndarray, jnp.ndarray]:
   """Largest ‖F(x + Δ) − F(x)‖_F found by projected gradient ascent over ‖Δ‖_F ≤ ε (an attack on the bound).

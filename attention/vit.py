@@ -4,7 +4,8 @@ pre-norm encoder blocks with an MLP, and standard or differential self-attention
 A matched pair (``matched_configs``) shares everything but the attention: the ViT has ``num_heads`` = 2H
 standard heads of width d = dim / (2H), the DiffViT H differential heads with two maps of width d and a
 value of width 2d, so the projections have identical shapes and the parameter counts differ only by λ's
-four vectors and the RMSNorm gain per layer (6d parameters; arXiv 2510.00517 §5, REFERENCE.md §4).
+four vectors and the RMSNorm gain per layer (6d parameters; arXiv 2510.00517 §5;
+docs/theory.md#matched-vit-and-diffvit).
 
 Example:
   >>> vit_cfg, diff_cfg = matched_configs(ViTConfig(depth=2, dim=64, num_heads=4, lambda_init=0.8))

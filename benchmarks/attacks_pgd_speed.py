@@ -1,12 +1,12 @@
 """Times PGD-L∞ (10 steps, batch 256) in this package's JAX against torchattacks 3.5.1 on one machine.
 
-  python benchmarks/attacks_pgd_speed.py                        # JAX here, torch via /tmp/torchref
+  python benchmarks/attacks_pgd_speed.py                        # JAX and torch (see --torch-python)
   python benchmarks/attacks_pgd_speed.py --torch-python none    # JAX only
   python benchmarks/attacks_pgd_speed.py --threads 1            # one thread each (shared machines)
 
 PyTorch is not a dependency of this project: the torch half runs in whatever interpreter has torch and
-torchattacks (this one if it imports torch, else `--torch-python`, default /tmp/torchref/bin/python; see
-scripts/torchattacks_crosscheck.py for that environment), as a subprocess of this script that prints
+torchattacks (this one if it imports them, else `--torch-python PATH`; benchmarks/torch_interpreter.py says
+how to make one), as a subprocess of this script that prints
 one JSON line. Both halves attack the same MLP 784-1024-10 (ReLU) with the same numpy-seeded weights,
 ε = 8/255, α = 2/255, 10 steps, random start. JAX runs twice: with the weights stored [out, in] as
 torch.nn.Linear stores them (the like-for-like comparison) and [in, out] as flax.linen.Dense does.
@@ -30,13 +30,16 @@ import argparse
 import functools
 import json
 import os
-import pathlib
 import statistics
 import subprocess
 import sys
 import time
 
 import numpy as np
+
+import torch_interpreter  # benchmarks/ is sys.path[0] when this runs as a script
+
+TORCH_NEEDS = ("torch", "torchattacks")
 
 SIZES = (784, 1024, 10)
 EPS, ALPHA, STEPS = 8 / 255, 2 / 255, 10
@@ -166,7 +169,7 @@ def _torch_round(args) -> dict | None:
     return run_torch(args.batch, args.reps, args.threads)
   except ImportError:
     pass
-  if args.torch_python in ("", "none") or not pathlib.Path(args.torch_python).exists():
+  if args.torch_python is None:
     return None
   done = subprocess.run([args.torch_python, __file__, "--only", "torch", "--batch", str(args.batch),
                          "--reps", str(args.reps), "--threads", str(args.threads)],
@@ -189,7 +192,7 @@ def main() -> None:
   parser.add_argument("--rounds", type=int, default=3,
                       help="alternating JAX / torch rounds, so load from other jobs hits both alike")
   parser.add_argument("--only", choices=("all", "jax", "torch"), default="all")
-  parser.add_argument("--torch-python", default="/tmp/torchref/bin/python")
+  torch_interpreter.add_argument(parser, TORCH_NEEDS)
   parser.add_argument("--threads", type=int, default=0,
                       help="intra-op threads for both libraries (0: each library's default, all cores); "
                            "1 is less sensitive to other jobs on a shared machine")
@@ -204,6 +207,8 @@ def main() -> None:
                                + " --xla_cpu_multi_thread_eigen=false").strip()
   elif args.threads > 1:
     print("--threads > 1 applies to torch only; XLA uses all cores", file=sys.stderr)
+  if args.only == "all":
+    args.torch_python = torch_interpreter.resolve(args.torch_python, TORCH_NEEDS)
   if args.only == "torch":
     try:
       import torchattacks  # noqa: F401
@@ -222,8 +227,6 @@ def main() -> None:
       if torch_round is not None:
         torch_rounds.append(torch_round)
   results = [_merge(r) for r in jax_rounds.values()] + ([_merge(torch_rounds)] if torch_rounds else [])
-  if args.only == "all" and not torch_rounds:
-    print("torchattacks not available: JAX half only", file=sys.stderr)
   peak = {k: max(r["matmul_peak"][k] for r in results[:2]) for k in ("wall", "cpu")}
 
   flops = attack_flops(args.batch)

@@ -7,8 +7,8 @@ PyTorch twin of it, over batch sizes.
 
 The ViT is ``attention.vit.VisionTransformer`` with its default CPU config (CIFAR-10 32×32, patch 4, width
 64, depth 2, 4 heads, class token). Its weights are exported to an npz file; the torch half (run as a
-subprocess in an interpreter that has torch and torchattacks, default /tmp/torchref/bin/python; see
-scripts/torchattacks_crosscheck.py for that environment; PyTorch is not a project dependency) rebuilds the
+subprocess in an interpreter that has torch and torchattacks: this one if it imports them, else
+`--torch-python PATH`; PyTorch is not a project dependency) rebuilds the
 same network, checks that its logits equal the JAX logits on the same images (prints the max abs
 difference), and times torchattacks' PGD. Both use ε = 8/255, α = 2/255, 10 steps, random start, on the
 same CIFAR-10 test images.
@@ -37,6 +37,8 @@ import tempfile
 import time
 
 import numpy as np
+
+import torch_interpreter  # benchmarks/ is sys.path[0] when this runs as a script
 
 EPS, ALPHA, STEPS = 8 / 255, 2 / 255, 10
 
@@ -141,15 +143,15 @@ def main(argv=None) -> None:
   parser.add_argument("--batch", type=int, nargs="+", default=[256], help="batch sizes (≤ 1000)")
   parser.add_argument("--devices", type=int, default=1,
                       help="XLA CPU devices, single-threaded each (1: one device using every core)")
-  parser.add_argument("--torch-python", default="/tmp/torchref/bin/python")
+  torch_interpreter.add_argument(parser, ("torch", "torchattacks"))
   parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch intra-op threads")
   parser.add_argument("--reps", type=int, default=5, help="timed attacks per batch size and library")
   args = parser.parse_args(argv)
   if args.devices < 1 or args.reps < 1 or args.threads < 1 or any(not 1 <= b <= 1000 for b in args.batch):
     parser.error("--devices, --reps and --threads must be >= 1 and every --batch in [1, 1000]")
-  if not (os.path.isfile(args.torch_python) and os.access(args.torch_python, os.X_OK)):
-    parser.error(f"--torch-python {args.torch_python} is not an executable file: point it at an interpreter "
-                 "with torch and torchattacks (see scripts/torchattacks_crosscheck.py)")
+  args.torch_python = torch_interpreter.resolve(args.torch_python, ("torch", "torchattacks"))
+  if args.torch_python is None:
+    sys.exit(2)  # resolve printed the one line saying how to provide an interpreter
   if args.devices > 1:  # must precede the first jax import: XLA reads it when the backend starts
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count="
                                f"{args.devices} --xla_cpu_multi_thread_eigen=false "

@@ -1,7 +1,7 @@
 """Times the small ViT's individual operations in XLA:CPU (jitted JAX) and in PyTorch's eager CPU kernels,
 at the shapes of the PGD benchmark (batch 256, 65 tokens, width 64, 4 heads of width 16, MLP width 128).
 
-  python benchmarks/vit_ops_xla_vs_torch.py [--torch-python /tmp/torchref/bin/python] [--batch 256]
+  python benchmarks/vit_ops_xla_vs_torch.py [--torch-python PATH] [--batch 256]   # default: this Python
 
 It explains benchmarks/attacks_pgd_vit_speed.py: at batch 256 PGD on the ViT is bound by these kernels, not
 by per-operation dispatch. The last row is one layer's whole attention core, softmax(QKᵀ/√d)V, forward and
@@ -16,6 +16,8 @@ import json
 import subprocess
 import sys
 import time
+
+import torch_interpreter  # benchmarks/ is sys.path[0] when this runs as a script
 
 HEADS, TOKENS, DIM, HIDDEN = 4, 65, 64, 128
 
@@ -59,11 +61,14 @@ print(json.dumps(dict(times=out, threads=torch.get_num_threads(), version=torch.
 
 def main(argv=None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--torch-python", default="/tmp/torchref/bin/python")
+  torch_interpreter.add_argument(parser, ("torch",))
   parser.add_argument("--batch", type=int, default=256)
   args = parser.parse_args(argv)
   if args.batch < 1:
     parser.error(f"--batch must be >= 1, got {args.batch}")
+  args.torch_python = torch_interpreter.resolve(args.torch_python, ("torch",))
+  if args.torch_python is None:
+    sys.exit(2)  # resolve printed the one line saying how to provide an interpreter
   import flax.linen as nn
   import jax
   import jax.numpy as jnp

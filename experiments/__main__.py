@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from experiments import config as config_lib
-from experiments import cubing, flip_rate, flip_rate_report, width_sweep, width_sweep_report
+from experiments import cubing, cubing_report, flip_rate, flip_rate_report, width_sweep, width_sweep_report
 from experiments.workdir import read_records
 
 
@@ -45,17 +45,14 @@ def main(argv=None) -> None:
 
 def _run_all(root: Path, full: bool, overwrite_config: bool) -> tuple[str, str, str]:
   print(f"[1/3] condition-number cubing -> {root / 'cubing'}")
-  cub_records = cubing.run(cubing.get_config(full=full), root / "cubing",
-                           overwrite_config=overwrite_config)
-  cub_text = cubing.write_report(root / "cubing", cub_records)
+  cubing.run(cubing.get_config(full=full), root / "cubing", overwrite_config=overwrite_config)
+  cub_text = cubing_report.write_report(root / "cubing")
   print(f"[2/3] width sweep -> {root / 'width_sweep'}")
-  ws_records = width_sweep.run(width_sweep.get_config(full=full), root / "width_sweep",
-                               overwrite_config=overwrite_config)
-  ws_text = width_sweep_report.write_report(root / "width_sweep", ws_records)
+  width_sweep.run(width_sweep.get_config(full=full), root / "width_sweep", overwrite_config=overwrite_config)
+  ws_text = width_sweep_report.write_report(root / "width_sweep")
   print(f"[3/3] influence flip rates -> {root / 'flip_rate'}")
-  fr_records = flip_rate.run(flip_rate.get_config(full=full), root / "flip_rate",
-                             overwrite_config=overwrite_config)
-  fr_text = flip_rate_report.write_report(root / "flip_rate", fr_records)
+  flip_rate.run(flip_rate.get_config(full=full), root / "flip_rate", overwrite_config=overwrite_config)
+  fr_text = flip_rate_report.write_report(root / "flip_rate")
   return ws_text, cub_text, fr_text
 
 

@@ -17,15 +17,13 @@ Quick config: about 15 minutes of CPU time on 2 cores (6 models: training ~8 min
 finished (data set, α) points from results.jsonl. Writes config.json, results.jsonl,
 certified_accuracy.png, tightness.png and summary.md (``experiments.certify_report``).
 
-Source: Havens et al. (ICML 2024), REFERENCE.md §5; margin certificate: Tsuzuku et al. (NeurIPS 2018).
+Source: Havens et al. (ICML 2024), docs/theory.md#certification; margin certificate: Tsuzuku et al. (NeurIPS 2018).
 """
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
 from pathlib import Path
-from typing import Optional
 
 import jax
 import jax.numpy as jnp
@@ -33,12 +31,10 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from attacks import pgd_l2
-from attention import certification, sensitivity
-from attention.certified_vit import (CertifiedViT, CertifiedViTConfig, embedding_lipschitz,
-                                     forward_with_intermediates, head_matrices)
+from attention import certification
+from attention.certified_vit import CertifiedViT, CertifiedViTConfig, embedding_lipschitz
 from experiments import config as config_lib
-from experiments.classifier_training import TrainConfig, accuracy, train_classifier
-from experiments.data import load_dataset
+from experiments.classifier_training import accuracy, train_classifier
 from experiments.workdir import Workdir
 
 KEY_FIELDS = ("dataset", "attention_bound", "kind", "eps", "layer")
@@ -52,44 +48,33 @@ class CertifyConfig:
   datasets: data sets ('cifar10', 'mnist', 'fashion_mnist').
   attention_bounds: one model per α, with ‖A_h‖₂ ≤ α in every head (0 < α).
   epsilons: ℓ2 radii on the [0, 1] pixel scale.
-  n_train (None: the whole embedded train subset), n_test: images; data_source/data_dir/data_seed as in
-    ``experiments.data.load_dataset``.
+  data: ``DataConfig`` (data.n_train None: the whole train subset; data.n_test images).
   dim, depth, num_heads, sll_hidden, value_bound, noise_std: ``CertifiedViTConfig``.
-  epochs, batch_size, learning_rate, weight_decay, warmup_epochs, seed: ``TrainConfig``.
+  train: ``ClassifierTrainConfig`` (epochs, batch_size, learning_rate, l2, warmup_epochs, seed — also the
+    seed of the bound and attack randomness — and max_to_keep).
   power_iters: Krylov (Lanczos) iterations for the key-side and layer Jacobian norms.
   chunk: images per certification / attack batch.
-  pgd_steps, pgd_restarts: PGD-L2 with α = 2.5ε/steps; restart 0 starts at x, the others at random
-    points of the ε-ball; a sample counts as broken if any restart breaks it.
-  tightness_samples, layer_pgd_steps, layer_pgd_restarts: images and attack budget of the per-layer
-    bound-to-attack tightness ratio.
+  pgd: ``AttackBudget`` of PGD-L2 on the images, α = 2.5ε/steps; restart 0 starts at x, the others at
+    random points of the ε-ball; a sample counts as broken if any restart breaks it.
+  tightness_samples, layer_pgd: images and attack budget of the per-layer bound-to-attack tightness ratio.
   """
   datasets: tuple[str, ...] = ("cifar10", "mnist")
   attention_bounds: tuple[float, ...] = (0.0625, 0.25, 1.0)
   epsilons: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1)
-  n_train: Optional[int] = None
-  n_test: int = 500
-  data_source: str = "embedded"
-  data_dir: Optional[str] = None
-  data_seed: int = 0
+  data: config_lib.DataConfig = config_lib.DataConfig(n_train=None, n_test=500)
   dim: int = 64
   depth: int = 3
   num_heads: int = 2
   sll_hidden: int = 128
   value_bound: float = 1.0
   noise_std: float = 0.0
-  epochs: int = 30
-  batch_size: int = 64
-  learning_rate: float = 3e-3
-  weight_decay: float = 0.0
-  warmup_epochs: int = 2
-  seed: int = 0
+  train: config_lib.ClassifierTrainConfig = config_lib.ClassifierTrainConfig(
+      epochs=30, batch_size=64, learning_rate=3e-3, l2=0.0, warmup_epochs=2, seed=0)
   power_iters: int = 50
   chunk: int = 100
-  pgd_steps: int = 20
-  pgd_restarts: int = 1
+  pgd: config_lib.AttackBudget = config_lib.AttackBudget(steps=20, restarts=1)
   tightness_samples: int = 8
-  layer_pgd_steps: int = 60
-  layer_pgd_restarts: int = 2
+  layer_pgd: config_lib.AttackBudget = config_lib.AttackBudget(steps=60, restarts=2)
 
   def validate(self) -> None:
     """Raises ValueError naming the field and its allowed range."""
@@ -101,16 +86,13 @@ class CertifyConfig:
       raise ValueError(f"attention_bounds must be > 0, got {self.attention_bounds}")
     if not self.epsilons or any(not (np.isfinite(e) and e > 0) for e in self.epsilons):
       raise ValueError(f"epsilons must be finite and > 0, got {self.epsilons}")
-    if self.n_train is not None and self.n_train < 1:
-      raise ValueError(f"n_train must be >= 1 or None (the whole train subset), got {self.n_train}")
-    for name in ("n_test", "chunk", "power_iters", "pgd_restarts"):
+    if self.data.n_test is None or self.data.n_test < 1:
+      raise ValueError(f"data.n_test must be ≥ 1, got {self.data.n_test}")
+    for name in ("chunk", "power_iters"):
       if getattr(self, name) < 1:
         raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
-    for name in ("pgd_steps", "tightness_samples", "layer_pgd_steps", "layer_pgd_restarts"):
-      if getattr(self, name) < 0:
-        raise ValueError(f"{name} must be ≥ 0, got {getattr(self, name)}")
-    TrainConfig(self.epochs, self.batch_size, self.learning_rate, self.weight_decay, self.warmup_epochs,
-                self.seed).validate()
+    if self.tightness_samples < 0:
+      raise ValueError(f"tightness_samples must be ≥ 0, got {self.tightness_samples}")
     self.model_config("cifar10", self.attention_bounds[0]).validate()
 
   def model_config(self, dataset: str, attention_bound: float) -> CertifiedViTConfig:
@@ -120,18 +102,17 @@ class CertifyConfig:
                               sll_hidden=self.sll_hidden, attention_bound=float(attention_bound),
                               value_bound=self.value_bound, noise_std=self.noise_std)
 
-  def train_config(self) -> TrainConfig:
-    return TrainConfig(epochs=self.epochs, batch_size=self.batch_size, learning_rate=self.learning_rate,
-                       weight_decay=self.weight_decay, warmup_epochs=self.warmup_epochs, seed=self.seed)
 
 
 def get_config(full: bool = False) -> CertifyConfig:
-  """The quick CPU config, or with ``full`` the full-data one (``data_source=dir``, ``ATTN_DATA_DIR``:
+  """The quick CPU config, or with ``full`` the full-data one (``data.source=dir``, ``ATTN_DATA_DIR``:
   10,000 train / 1,000 test images, 60 epochs, stronger attacks; sized for an accelerator)."""
   if not full:
     return CertifyConfig()
-  return CertifyConfig(n_train=10000, n_test=1000, data_source="dir", epochs=60, power_iters=100,
-                       pgd_steps=50, pgd_restarts=5, tightness_samples=64)
+  return CertifyConfig(data=config_lib.DataConfig(n_train=10000, n_test=1000, source="dir"),
+                       train=config_lib.ClassifierTrainConfig(epochs=60, batch_size=64, learning_rate=3e-3,
+                                                              l2=0.0, warmup_epochs=2, seed=0),
+                       power_iters=100, pgd=config_lib.AttackBudget(steps=50, restarts=5), tightness_samples=64)
 
 
 def _chunks(n: int, size: int):
@@ -161,90 +142,25 @@ def _pgd_broken(apply_fn, params, x, y, eps, config: CertifyConfig, key):
   broken = []
   for lo, hi in _chunks(len(x), config.chunk):
     hit = np.zeros(hi - lo, bool)
-    for restart in range(config.pgd_restarts):
+    for restart in range(config.pgd.restarts):
       res = pgd_l2(logits_fn, jnp.asarray(x[lo:hi]), jnp.asarray(y[lo:hi]), eps=eps,
-                   key=jax.random.fold_in(key, restart), alpha=2.5 * eps / max(config.pgd_steps, 1),
-                   steps=config.pgd_steps, random_start=restart > 0)
+                   key=jax.random.fold_in(key, restart), alpha=2.5 * eps / max(config.pgd.steps, 1),
+                   steps=config.pgd.steps, random_start=restart > 0)
       hit |= np.asarray(res.success)
     broken.append(hit)
   return np.concatenate(broken)
-
-
-@jax.jit
-def _bound_terms_per_layer(consts, radii_LxB):
-  """Per layer l: (B_naive, B_fine) per head [B, H] and (Σ_h min, B_joint) [B] at radius r_l."""
-  out = []
-  for layer in range(radii_LxB.shape[0] - 1):
-    lc = jax.tree_util.tree_map(lambda f: f[:, layer], consts)
-    terms = sensitivity.bound_terms(lc.heads, radii_LxB[layer][:, None])
-    out.append((terms["naive"], terms["fine"], sensitivity.layer_bound_terms(lc, radii_LxB[layer])["joint"]))
-  return out
-
-
-def _bound_comparison(consts, radii_LxB, correct_B) -> dict:
-  """How often and by how much the fine-grained bound alone beats the naive one (per head, layer and
-  correctly classified image, at the radius the certificate propagates to that layer), and the joint
-  bound the per-head minimum."""
-  fine_wins, gains, joint_wins, joint_gains, ratios = [], [], [], [], []
-  for naive, fine, joint in _bound_terms_per_layer(consts, jnp.asarray(radii_LxB)):
-    naive, fine, joint = np.asarray(naive)[correct_B], np.asarray(fine)[correct_B], np.asarray(joint)[correct_B]
-    ratio = naive / fine
-    ratios.append(ratio.ravel())
-    fine_wins.append((fine < naive).ravel())
-    gains.append(ratio[fine < naive])
-    per_head = np.sum(np.minimum(naive, fine), axis=-1)
-    joint_wins.append(joint < per_head)
-    joint_gains.append((per_head / joint)[joint < per_head])
-  cat = np.concatenate
-  med = lambda v: float(np.median(v)) if v.size else float("nan")
-  return dict(fine_tighter_fraction=float(np.mean(cat(fine_wins))) if correct_B.any() else float("nan"),
-              fine_gain_median=med(cat(gains)), naive_over_fine_median=med(cat(ratios)),
-              joint_tighter_fraction=float(np.mean(cat(joint_wins))) if correct_B.any() else float("nan"),
-              joint_gain_median=med(cat(joint_gains)))
-
-
-@functools.partial(jax.jit, static_argnames=("steps", "restarts"))
-def _layer_attack(a_HxDxD, w_v_HxDxD, y_BxNxD, r_B, keys, *, steps, restarts):
-  """Largest ‖G(y + Δ) − G(y)‖_F found by PGD over ‖Δ‖_F ≤ r per image, G the multi-head layer."""
-  layer_fn = lambda y: sensitivity.multi_head_attention(y, a_HxDxD, w_v_HxDxD)
-  return jax.vmap(lambda y, r, k: sensitivity.max_deviation(layer_fn, y, r, key=k, steps=steps,
-                                                            restarts=restarts)[0])(y_BxNxD, r_B, keys)
-
-
-def _tightness(model_config, params, x, consts, radii_LxB, config: CertifyConfig, key) -> list[dict]:
-  """Bound / attained deviation of every attention layer (the whole multi-head layer) at its radius."""
-  out = jax.jit(forward_with_intermediates, static_argnums=0)(model_config, params, jnp.asarray(x))
-  rows = []
-  for layer in range(model_config.depth):
-    a, w_v = head_matrices(model_config, params[f"block_{layer}"]["attention"])
-    r_B = radii_LxB[layer]
-    keys = jax.vmap(lambda b: jax.random.fold_in(jax.random.fold_in(key, layer), b))(jnp.arange(len(x)))
-    attained = np.asarray(_layer_attack(a, w_v, out.attention_inputs[layer], jnp.asarray(r_B), keys,
-                                        steps=config.layer_pgd_steps, restarts=config.layer_pgd_restarts))
-    lc = jax.tree_util.tree_map(lambda f: f[:, layer], consts)
-    terms = {k: np.asarray(v) for k, v in sensitivity.layer_bound_terms(lc, r_B).items()}
-    safe = np.maximum(attained, np.finfo(np.float32).tiny)
-    rows.append(dict(layer=layer, radius_median=float(np.median(r_B)), attained_median=float(np.median(attained)),
-                     **{f"ratio_{k}_median": float(np.median(terms[k] / safe))
-                        for k in ("min", "fine", "naive", "joint")},
-                     ratio_min_max=float(np.max(terms["min"] / safe)),
-                     ratio_min_min=float(np.min(terms["min"] / safe)),
-                     violations=int(np.sum(attained > terms["min"] * (1 + 1e-4))),
-                     jacobian_norm_median=float(np.median(np.asarray(lc.jacobian_norm))),
-                     n_samples=len(x)))
-  return rows
 
 
 def _model_records(config: CertifyConfig, dataset: str, alpha: float, workdir: Path, data) -> list[dict]:
   train, test = data
   model_config = config.model_config(dataset, alpha)
   model = CertifiedViT(model_config)
-  key = jax.random.PRNGKey(config.seed)
+  key = jax.random.PRNGKey(config.train.seed)
   bounds_key, pgd_key, tightness_key = (jax.random.fold_in(key, i) for i in range(3))
   base = dict(dataset=dataset, attention_bound=float(alpha), n_train=len(train.x), n_test=len(test.x),
-              seed=config.seed)
+              seed=config.train.seed)
   start = time.perf_counter()
-  result = train_classifier(model, train.x, train.y, config.train_config(),
+  result = train_classifier(model, train.x, train.y, config.train,
                             workdir / "models" / f"{dataset}_alpha{alpha:g}")
   train_seconds = time.perf_counter() - start
   params = result.params
@@ -252,7 +168,7 @@ def _model_records(config: CertifyConfig, dataset: str, alpha: float, workdir: P
   apply_fn = jax.jit(logits_fn)
   records = [dict(base, kind="train", eps=-1.0, layer=-1, clean_accuracy=accuracy(apply_fn, params, test.x, test.y),
                   train_accuracy=accuracy(apply_fn, params, train.x, train.y), train_seconds=train_seconds,
-                  epochs=config.epochs, history=result.history)]
+                  epochs=config.train.epochs, history=[h._asdict() for h in result.history])]
 
   start = time.perf_counter()
   logits, consts, bound_seconds = _certify_constants(model_config, params, test.x, config, bounds_key)
@@ -291,14 +207,16 @@ def _model_records(config: CertifyConfig, dataset: str, alpha: float, workdir: P
         certified_tsuzuku=float(certified(eps, form="tsuzuku").mean()),
         pgd_accuracy=float(1.0 - broken.mean()), pgd_violations=int(np.sum(cert & broken)),
         seconds_per_sample=bound_seconds + propagate_seconds, pgd_seconds_per_sample=pgd_seconds,
-        constants_wall_seconds=constants_wall, pgd_steps=config.pgd_steps, pgd_restarts=config.pgd_restarts,
-        **_bound_comparison(consts, radii_LxB, correct), **gaps))
+        constants_wall_seconds=constants_wall, pgd_steps=config.pgd.steps, pgd_restarts=config.pgd.restarts,
+        **certification.bound_comparison(consts, radii_LxB, correct)._asdict(), **gaps))
     if config.tightness_samples:
       idx = np.arange(min(config.tightness_samples, len(test.x)))
       sub = jax.tree_util.tree_map(lambda f: f[idx], consts)
-      for row in _tightness(model_config, params, test.x[idx], sub, radii_LxB[:, idx], config,
-                            jax.random.fold_in(tightness_key, int(round(eps * 1e6)))):
-        records.append(dict(base, kind="tightness", eps=float(eps), **row))
+      for row in certification.bound_tightness(
+          model_config, params, test.x[idx], sub, radii_LxB[:, idx],
+          key=jax.random.fold_in(tightness_key, int(round(eps * 1e6))), steps=config.layer_pgd.steps,
+          restarts=config.layer_pgd.restarts):
+        records.append(dict(base, kind="tightness", eps=float(eps), **row._asdict()))
   return records
 
 
@@ -319,9 +237,7 @@ def run(config: CertifyConfig, workdir, *, overwrite_config: bool = False) -> li
           if (r.get("kind"), r.get("layer")) == last and r.get("eps") == float(config.epsilons[-1])}
   points = [(d, float(a)) for d in config.datasets for a in config.attention_bounds]
   for dataset, alpha in tqdm([p for p in points if p not in done], desc="certify", unit="model"):
-    kw = dict(source=config.data_source, data_dir=config.data_dir, seed=config.data_seed)
-    data = (load_dataset(dataset, "train", n=config.n_train, **kw),
-            load_dataset(dataset, "test", n=config.n_test, **kw))
+    data = config_lib.load_splits(config.data, dataset)
     start = time.perf_counter()
     records = _model_records(config, dataset, alpha, workdir, data)
     recorded = wd.done()
@@ -333,13 +249,9 @@ def run(config: CertifyConfig, workdir, *, overwrite_config: bool = False) -> li
 
 
 def main(argv=None) -> None:
-  config, args = config_lib.cli("Certified ℓ2 robustness of Lipschitz ViTs with local attention bounds.",
-                                get_config, argv)
   from experiments import certify_report
-  with config_lib.user_errors():
-    records = run(config, args.workdir, overwrite_config=args.overwrite_config)
-    certify_report.write_report(args.workdir, records)
-  print(f"wrote {len(records)} records, plots and summary.md to {args.workdir}")
+  config_lib.experiment_main("Certified ℓ2 robustness of Lipschitz ViTs with local attention bounds.",
+                             get_config, run, certify_report.write_report, argv)
 
 
 if __name__ == "__main__":

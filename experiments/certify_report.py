@@ -8,11 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.config import report_cli
+from experiments.config import experiment_records, report_cli
 from experiments.plotting import finite, save, subplots
-from experiments.workdir import read_records
 
-# Havens et al. (ICML 2024) as quoted in REFERENCE.md §5: 3-layer ViT on CIFAR-10, certified ℓ2 accuracy (%)
+# Havens et al. (ICML 2024), docs/theory.md#lofast-figures: 3-layer ViT on CIFAR-10, certified ℓ2 accuracy (%)
 # by ε. Targets to compare against, never used in a computation.
 PAPER_CERTIFIED = {
     "LoFAST (paper)": {0.02: 29.1, 0.05: 16.0},
@@ -24,6 +23,8 @@ PAPER_SECONDS_PER_SAMPLE = {"LoFAST": 0.055, "CROWN+LoFAST": 1.71, "α,β-CROWN"
 PAPER_MARKERS = {"LoFAST (paper)": "*", "α,β-CROWN (paper)": "X", "CROWN+LoFAST (paper)": "P",
                  "CROWN (paper)": "D"}
 COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")
+
+REQUIRED_FIELDS = ("dataset", "attention_bound", "kind", "eps", "layer")  # experiments.certify's keys
 
 
 def _models(records, dataset):
@@ -108,7 +109,7 @@ def summary_markdown(records) -> str:
               f"n_train = {r0['n_train']} images; certified on n_test = {r0['n_test']} test images. "
               "Certified = correctly classified and provably constant within the ℓ2 ball (per-pair "
               "last-layer margin certificate, layer bound min(Σ_h min(naive, fine), joint)). "
-              "Source: Havens et al., ICML 2024 (REFERENCE.md §5).", "",
+              "Source: Havens et al., ICML 2024 (docs/theory.md#lofast-figures).", "",
               "| data set | α = max ‖A_h‖₂ | train acc. | clean acc. | training s (sum of epochs) |",
               "|---|---|---|---|---|"]
     for r in sorted(train, key=lambda r: (r["dataset"], r["attention_bound"])):
@@ -176,12 +177,14 @@ def summary_markdown(records) -> str:
   return "\n".join(lines)
 
 
-def write_report(workdir, records=None) -> str:
-  """Draws the plots and writes summary.md into ``workdir``; returns the summary text."""
+def write_report(workdir) -> str:
+  """Draws the plots and writes summary.md into ``workdir`` from its records; returns the summary text.
+
+  Raises:
+    ValueError: no records, or records of another experiment (``experiments.config.experiment_records``).
+  """
   workdir = Path(workdir)
-  records = read_records(workdir) if records is None else records
-  if not records:
-    raise ValueError(f"{workdir} holds no records; run experiments.certify first")
+  records = experiment_records(workdir, "certify", REQUIRED_FIELDS)
   plot_certified_accuracy(records, workdir / "certified_accuracy.png")
   plot_tightness(records, workdir / "tightness.png")
   text = summary_markdown(records)

@@ -2,20 +2,21 @@
 
 Shared by the experiments that train image classifiers (ViT / DiffViT, certified ViTs, the influence
 models). The model is any Flax Linen module called as ``module.apply(variables, x_BxHxWxC, train=...)``
-returning logits [B, C]; only ``params`` are trained. Loss: mean softmax cross-entropy (optax), plus an
-optional L2 penalty ``weight_decay/2 · ‖θ‖²``.
+returning logits [B, C]; only ``params`` are trained. Loss: mean softmax cross-entropy (``attacks.cross_entropy``), plus an
+optional L2 penalty ``l2/2 · ‖θ‖²`` (added to the loss; not optax's decoupled weight decay).
 
 A checkpoint (params, optimiser state, epoch, RNG key) is written with orbax after every epoch into
 ``<workdir>/checkpoints/``; calling ``train_classifier`` again with the same workdir resumes from the
-latest one, so a killed run loses at most one epoch, and a finished run is loaded, not retrained.
+newest readable one, so a killed run loses at most one epoch, and a finished run is loaded, not retrained.
+A step directory that does not restore (e.g. an empty one left by a partial copy) is moved aside to
+``<workdir>/checkpoints-skipped/`` with a warning, and the next older step is used.
 Restoring gives back exactly the saved values (tested bit-exact).
 """
 from __future__ import annotations
 
-import dataclasses
 import json
-import math
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
@@ -26,39 +27,24 @@ import optax
 import orbax.checkpoint as ocp
 from tqdm.auto import tqdm
 
+import attacks
+from experiments.config import ClassifierTrainConfig
 
-@dataclasses.dataclass(frozen=True)
-class TrainConfig:
-  """epochs, batch_size, learning_rate (Adam), weight_decay (L2 coefficient), warmup_epochs of linear
-  warm-up then cosine decay, seed (init and shuffling), max_to_keep checkpoints."""
-  epochs: int = 10
-  batch_size: int = 128
-  learning_rate: float = 1e-3
-  weight_decay: float = 0.0
-  warmup_epochs: int = 1
-  seed: int = 0
-  max_to_keep: int = 2
 
-  def validate(self) -> None:
-    """Raises ValueError naming the first field out of range (NaN and inf are out of every range)."""
-    checks = (("epochs", self.epochs >= 0, ">= 0"), ("batch_size", self.batch_size >= 1, ">= 1"),
-              ("learning_rate", math.isfinite(self.learning_rate) and self.learning_rate > 0, "finite and > 0"),
-              ("weight_decay", math.isfinite(self.weight_decay) and self.weight_decay >= 0, "finite and >= 0"),
-              ("warmup_epochs", self.warmup_epochs >= 0, ">= 0"), ("seed", self.seed >= 0, ">= 0"))
-    for name, ok, allowed in checks:
-      if not ok:
-        raise ValueError(f"{name} must be {allowed}, got {getattr(self, name)!r}")
+class EpochMetrics(NamedTuple):
+  """One epoch of ``train_classifier``: epoch (1-based), loss (mean training loss over its minibatches, L2
+  penalty included), train_accuracy (mean minibatch accuracy, in [0, 1]), seconds (wall time)."""
+  epoch: int
+  loss: float
+  train_accuracy: float
+  seconds: float
 
 
 class TrainResult(NamedTuple):
-  """params: trained parameters; history: one dict per epoch (loss, train accuracy, epoch seconds)."""
+  """params: trained parameters; history: one ``EpochMetrics`` per epoch (``history.json`` holds them as
+  objects)."""
   params: Any
   history: list
-
-
-def cross_entropy(logits_BxC, labels_B):
-  """Per-example softmax cross-entropy from logits, shape [B]."""
-  return optax.softmax_cross_entropy_with_integer_labels(logits_BxC, labels_B)
 
 
 def accuracy(apply_fn: Callable, params, x, y, *, batch_size: int = 500) -> float:
@@ -70,14 +56,47 @@ def accuracy(apply_fn: Callable, params, x, y, *, batch_size: int = 500) -> floa
   return correct / max(len(x), 1)
 
 
-def _optimizer(config: TrainConfig, steps_per_epoch: int):
+def _optimizer(config: ClassifierTrainConfig, steps_per_epoch: int):
   total = max(1, config.epochs * steps_per_epoch)
   warmup = min(total - 1, config.warmup_epochs * steps_per_epoch)
   schedule = optax.warmup_cosine_decay_schedule(0.0, config.learning_rate, max(warmup, 0), total)
   return optax.adam(schedule)
 
 
-def train_classifier(module, x_train, y_train, config: TrainConfig, workdir=None) -> TrainResult:
+SKIPPED_DIR = "checkpoints-skipped"
+"""Unreadable checkpoint steps are moved to ``<workdir>/checkpoints-skipped/<step>`` (kept, not deleted)."""
+
+
+def _restore_newest_readable(open_manager: Callable, workdir: Path, target):
+  """(manager, step, state) for the newest checkpoint step that restores; step and state are None when
+  there is none.
+
+  A step that fails to restore (a partial copy, an empty or truncated step directory) is moved aside to
+  ``<workdir>/checkpoints-skipped/<step>`` — not deleted, and out of the way of the next save, which reuses
+  its step number — with a RuntimeWarning naming both directories; then the next older step is tried with
+  a fresh manager (a failed restore leaves orbax's manager unable to read even intact steps).
+  """
+  manager = open_manager()
+  for step in sorted(manager.all_steps(), reverse=True):
+    try:
+      return manager, step, manager.restore(step, args=ocp.args.StandardRestore(target))
+    except Exception as error:  # orbax raises ValueError, FileNotFoundError, KeyError, ... for damaged steps
+      manager.close()
+      source = Path(manager.directory) / str(step)
+      destination = workdir / SKIPPED_DIR / str(step)
+      suffix = 1
+      while destination.exists():
+        destination, suffix = workdir / SKIPPED_DIR / f"{step}.{suffix}", suffix + 1
+      destination.parent.mkdir(parents=True, exist_ok=True)
+      source.rename(destination)
+      reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
+      warnings.warn(f"checkpoint {source} is unreadable ({type(error).__name__}: {reason}); moved it to "
+                    f"{destination} and resuming from the newest older checkpoint", RuntimeWarning, stacklevel=3)
+      manager = open_manager()
+  return manager, None, None
+
+
+def train_classifier(module, x_train, y_train, config: ClassifierTrainConfig, workdir=None) -> TrainResult:
   """Trains ``module`` on (x_train, y_train) and returns its params; resumes from ``workdir``.
 
   Args:
@@ -85,7 +104,7 @@ def train_classifier(module, x_train, y_train, config: TrainConfig, workdir=None
       ``module.apply(variables, x, train=True, rngs={'dropout': key})`` must work.
     x_train: float32 images [n, H, W, C] in [0, 1] (or any [n, ...] the module takes).
     y_train: int labels [n].
-    config: ``TrainConfig``.
+    config: ``experiments.config.ClassifierTrainConfig``.
     workdir: directory for checkpoints and ``history.json``; None trains without checkpoints.
 
   Returns:
@@ -108,26 +127,26 @@ def train_classifier(module, x_train, y_train, config: TrainConfig, workdir=None
   manager = None
   if workdir is not None:
     workdir = Path(workdir)
-    manager = ocp.CheckpointManager(
+    open_manager = lambda: ocp.CheckpointManager(
         (workdir / "checkpoints").resolve(),
         # Synchronous saves: each epoch waits for its checkpoint anyway, and without orbax's background
         # threads a Ctrl-C cannot leave them failing with tracebacks (the commit is atomic either way).
         options=ocp.CheckpointManagerOptions(max_to_keep=config.max_to_keep, create=True,
                                              enable_async_checkpointing=False))
-    latest = manager.latest_step()
+    manager, latest, state = _restore_newest_readable(open_manager, workdir, jax.device_get(
+        {"params": params, "opt_state": opt_state}))
     if latest is not None:
-      state = manager.restore(latest, args=ocp.args.StandardRestore(
-          jax.device_get({"params": params, "opt_state": opt_state})))
       params, opt_state = jax.tree_util.tree_map(jnp.asarray, (state["params"], state["opt_state"]))
       start_epoch = latest
       history_path = workdir / "history.json"
-      history = json.loads(history_path.read_text())[:latest] if history_path.exists() else []
+      history = ([EpochMetrics(**h) for h in json.loads(history_path.read_text())[:latest]]
+                 if history_path.exists() else [])
 
   def loss_fn(p, xb, yb, key):
     logits = module.apply({"params": p}, xb, train=True, rngs={"dropout": key})
-    loss = jnp.mean(cross_entropy(logits, yb))
-    if config.weight_decay:
-      loss = loss + 0.5 * config.weight_decay * sum(jnp.sum(w ** 2) for w in jax.tree_util.tree_leaves(p))
+    loss = jnp.mean(attacks.cross_entropy(logits, yb))
+    if config.l2:
+      loss = loss + 0.5 * config.l2 * sum(jnp.sum(w ** 2) for w in jax.tree_util.tree_leaves(p))
     return loss, jnp.mean(jnp.argmax(logits, -1) == yb)
 
   @jax.jit
@@ -149,14 +168,14 @@ def train_classifier(module, x_train, y_train, config: TrainConfig, workdir=None
       losses.append(float(loss))
       accs.append(float(acc))
       bar.set_postfix(loss=f"{losses[-1]:.3f}")
-    history.append({"epoch": epoch + 1, "loss": float(np.mean(losses)), "train_accuracy": float(np.mean(accs)),
-                    "seconds": time.perf_counter() - t0})
+    history.append(EpochMetrics(epoch=epoch + 1, loss=float(np.mean(losses)), train_accuracy=float(np.mean(accs)),
+                                seconds=time.perf_counter() - t0))
     if manager is not None:
       # Host (numpy) copies: orbax 0.11.24 cannot serialise jax.Array on JAX 0.5.3 (it calls
       # jax.monitoring.record_scalar, added in a later JAX); numpy leaves take another handler.
       manager.save(epoch + 1, args=ocp.args.StandardSave(
           jax.device_get({"params": params, "opt_state": opt_state})))
-      (workdir / "history.json").write_text(json.dumps(history, indent=1))
+      (workdir / "history.json").write_text(json.dumps([h._asdict() for h in history], indent=1))
   if manager is not None:
     manager.close()
   return TrainResult(params, history)

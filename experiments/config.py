@@ -1,7 +1,11 @@
-"""Configs as data: a frozen dataclass per experiment, overridable from the command line.
+"""Configs as data: a frozen dataclass per experiment, with nested groups, overridable from the command line.
 
-``python -m experiments.width_sweep --workdir runs/x widths=16,64,256 seeds=0,1 datasets=mnist``
-Each override is ``field=value``; tuples are comma-separated; booleans are true/false.
+``python -m experiments.width_sweep --workdir runs/x widths=16,64,256 data.n_train=512 train.epochs=30``
+Each override is ``field=value``, a field of a group dotted (``data.n_train``); tuples are comma-separated;
+booleans are true/false. The groups shared by the experiments live here: ``DataConfig`` (which images),
+``TrainConfig`` (minibatch Adam) and ``ClassifierTrainConfig`` (plus warm-up, seed and checkpoints, for
+``experiments.classifier_training``), ``AttackBudget`` (steps and restarts of an iterative attack).
+``experiment_main`` is every experiment's ``main()``: parse → validate → run → report.
 """
 from __future__ import annotations
 
@@ -11,7 +15,119 @@ import dataclasses
 import math
 import sys
 import typing
-from typing import Any, Sequence
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+
+def _field_name(group: str, field: str) -> str:
+  return f"{group}.{field}" if group else field
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+  """Which images an experiment loads (``load_splits``; ``experiments.data.load_dataset``).
+
+  n_train, n_test: class-balanced images drawn with ``seed`` from the train / test split (None: the whole
+    split; n_test = 0: no test split is loaded).
+  source: 'embedded' (the subsets shipped in the package), 'dir' (the full files in ``dir`` or
+    ATTN_DATA_DIR) or 'tfds'. dir: that directory (None: the default).
+  seed: the seed of the subset draw (≥ 0).
+  holdout: if given, the last ``holdout`` training images form the test split (full CIFAR-10 npz).
+  """
+  n_train: Optional[int] = None
+  n_test: Optional[int] = None
+  source: str = "embedded"
+  dir: Optional[str] = None
+  seed: int = 0
+  holdout: Optional[int] = None
+
+  def validate(self, group: str = "data") -> None:
+    """Raises ValueError naming the dotted field and its allowed values."""
+    from experiments.data.loader import SOURCES
+    name = lambda f: _field_name(group, f)  # noqa: E731
+    if self.source not in SOURCES:
+      raise ValueError(f"{name('source')} must be one of {SOURCES}, got {self.source!r}")
+    if self.n_train is not None and self.n_train < 1:
+      raise ValueError(f"{name('n_train')} must be >= 1 or None (the whole split), got {self.n_train}")
+    if self.n_test is not None and self.n_test < 0:
+      raise ValueError(f"{name('n_test')} must be >= 0 (0: no test split) or None (the whole split), "
+                       f"got {self.n_test}")
+    if self.seed < 0:
+      raise ValueError(f"{name('seed')} must be an integer >= 0 (a random seed), got {self.seed}")
+    if self.holdout is not None and self.holdout < 1:
+      raise ValueError(f"{name('holdout')} must be >= 1 or None, got {self.holdout}")
+
+
+def load_splits(data: DataConfig, name: str, *, flatten: bool = False):
+  """The (train, test) ``Split``s of data set or binary task ``name`` as ``data`` says.
+
+  Args:
+    data: a ``DataConfig``.
+    name: a data set name ('mnist', 'fashion_mnist', 'cifar10') or a ``BINARY_TASKS`` key.
+    flatten: images as rows [n, h·w·c] instead of [n, h, w, c] (float32 in [0, 1]).
+
+  Returns:
+    (train, test); test is None when ``data.n_test == 0``.
+
+  Raises:
+    ValueError, DatasetFileError: as ``experiments.data.load_dataset``.
+  """
+  from experiments.data import BINARY_TASKS, load_dataset
+  dataset, classes = BINARY_TASKS.get(name, (name, None))
+  kw = dict(source=data.source, data_dir=data.dir, seed=data.seed, holdout=data.holdout, flatten=flatten,
+            classes=classes)
+  train = load_dataset(dataset, "train", n=data.n_train, **kw)
+  test = None if data.n_test == 0 else load_dataset(dataset, "test", n=data.n_test, **kw)
+  return train, test
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+  """Minibatch Adam training: epochs, batch_size, learning_rate, and l2, the coefficient of the L2
+  penalty (l2/2)·‖θ‖² added to the loss (not optax's decoupled weight decay)."""
+  epochs: int = 10
+  batch_size: int = 128
+  learning_rate: float = 1e-3
+  l2: float = 0.0
+
+  def _checks(self):
+    return (("epochs", self.epochs >= 0, ">= 0"), ("batch_size", self.batch_size >= 1, ">= 1"),
+            ("learning_rate", math.isfinite(self.learning_rate) and self.learning_rate > 0, "finite and > 0"),
+            ("l2", math.isfinite(self.l2) and self.l2 >= 0, "finite and >= 0"))
+
+  def validate(self, group: str = "") -> None:
+    """Raises ValueError naming the first (dotted) field out of range (NaN and inf are out of every range)."""
+    for field, ok, allowed in self._checks():
+      if not ok:
+        raise ValueError(f"{_field_name(group, field)} must be {allowed}, got {getattr(self, field)!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassifierTrainConfig(TrainConfig):
+  """``TrainConfig`` plus warmup_epochs of linear warm-up then cosine decay of the learning rate, seed
+  (initialisation, shuffling, dropout) and max_to_keep checkpoints (``experiments.classifier_training``)."""
+  warmup_epochs: int = 1
+  seed: int = 0
+  max_to_keep: int = 2
+
+  def _checks(self):
+    return super()._checks() + (("warmup_epochs", self.warmup_epochs >= 0, ">= 0"),
+                                ("seed", self.seed >= 0, ">= 0"), ("max_to_keep", self.max_to_keep >= 1, ">= 1"))
+
+
+@dataclasses.dataclass(frozen=True)
+class AttackBudget:
+  """An iterative attack's budget: steps (iterations, ≥ 0) and restarts (≥ 1; restart 0 starts at the
+  clean input where the attack has that choice, the others at random points of the ε-ball)."""
+  steps: int
+  restarts: int = 1
+
+  def validate(self, group: str = "") -> None:
+    """Raises ValueError naming the dotted field and its allowed range."""
+    if self.steps < 0:
+      raise ValueError(f"{_field_name(group, 'steps')} must be >= 0, got {self.steps}")
+    if self.restarts < 1:
+      raise ValueError(f"{_field_name(group, 'restarts')} must be >= 1, got {self.restarts}")
 
 
 def _parse_scalar(text: str, kind: type, field: str) -> Any:
@@ -49,23 +165,65 @@ def _parse(text: str, annotation: Any, field: str) -> Any:
   return _parse_scalar(text, annotation, field)
 
 
+def _is_group(annotation) -> bool:
+  return isinstance(annotation, type) and dataclasses.is_dataclass(annotation)
+
+
+def fields_of(config, prefix: str = "") -> dict[str, Any]:
+  """Every leaf field of a (nested) config dataclass by its dotted name, e.g. {'data.n_train': 256, ...}."""
+  out = {}
+  for f in dataclasses.fields(config):
+    value = getattr(config, f.name)
+    if dataclasses.is_dataclass(value):
+      out.update(fields_of(value, f"{prefix}{f.name}."))
+    else:
+      out[prefix + f.name] = value
+  return out
+
+
+def _replace(config, changes: dict[tuple[str, ...], Any]):
+  """dataclasses.replace through nested groups; ``changes`` maps field paths to new values."""
+  direct = {path[0]: value for path, value in changes.items() if len(path) == 1}
+  nested: dict[str, dict] = {}
+  for path, value in changes.items():
+    if len(path) > 1:
+      nested.setdefault(path[0], {})[path[1:]] = value
+  for group, sub in nested.items():
+    direct[group] = _replace(getattr(config, group), sub)
+  return dataclasses.replace(config, **direct)
+
+
 def apply_overrides(config, overrides: Sequence[str]):
   """Returns a copy of the dataclass ``config`` with ``field=value`` overrides applied.
 
+  A field of a nested group is named by its dotted path (``data.n_train=512``, ``train.epochs=30``).
+
   Raises:
-    ValueError: unknown field (the message lists the valid ones), a value of the wrong type, a non-finite
-      float, a negative seed, a repeated value in a tuple, or whatever the config's ``validate()`` rejects.
+    ValueError: unknown field (the message lists the valid ones), a group named without a field, a value
+      of the wrong type, a non-finite float, a negative seed, a repeated value in a tuple, or whatever the
+      config's ``validate()`` rejects.
   """
-  hints = typing.get_type_hints(type(config))
   changes = {}
   for item in overrides:
     if "=" not in item:
       raise ValueError(f"override {item!r} must look like field=value")
     field, text = item.split("=", 1)
-    if field not in hints:
-      raise ValueError(f"unknown config field {field!r}; valid fields: {sorted(hints)}")
-    changes[field] = _parse(text, hints[field], field)
-  new = dataclasses.replace(config, **changes)
+    path = tuple(field.split("."))
+    owner = type(config)
+    for depth, part in enumerate(path):
+      hints = typing.get_type_hints(owner)
+      if part not in hints:
+        raise ValueError(f"unknown config field {field!r}; valid fields: {sorted(fields_of(config))}")
+      annotation = hints[part]
+      if _is_group(annotation):
+        if depth == len(path) - 1:
+          raise ValueError(f"{field} is a group of fields: override one of them, e.g. "
+                           f"{field}.{dataclasses.fields(annotation)[0].name}=...")
+        owner = annotation
+      elif depth != len(path) - 1:
+        raise ValueError(f"unknown config field {field!r}; valid fields: {sorted(fields_of(config))}")
+    changes[path] = _parse(text, annotation, field)
+  new = _replace(config, changes)
   validate = getattr(new, "validate", None)
   if validate is not None:
     validate()
@@ -73,18 +231,19 @@ def apply_overrides(config, overrides: Sequence[str]):
 
 
 def _fields_help(config) -> str:
-  lines = ["config fields (override as field=value; tuples comma-separated) and their quick defaults:"]
-  for f in dataclasses.fields(config):
-    value = getattr(config, f.name)
+  lines = ["config fields (override as field=value, a group's fields dotted as group.field; tuples "
+           "comma-separated) and their quick defaults:"]
+  for name, value in fields_of(config).items():
     text = ",".join(str(v) for v in value) if isinstance(value, tuple) else str(value)
-    lines.append(f"  {f.name}={text}")
+    lines.append(f"  {name}={text}")
   return "\n".join(lines)
 
 
 def cli(description: str, get_config, argv=None):
   """Parses ``--workdir``, ``--full``, ``--overwrite_config`` and overrides; returns (config, args).
 
-  ``--help`` lists every config field with its default.
+  ``--help`` lists every config field (dotted for the groups) with its default. A bad override or a config
+  its ``validate()`` rejects ends the program with one line on stderr and exit status 2.
   """
   parser = argparse.ArgumentParser(description=description, epilog=_fields_help(get_config()),
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -93,17 +252,79 @@ def cli(description: str, get_config, argv=None):
   parser.add_argument("--overwrite_config", action="store_true",
                       help="the workdir holds results of another config: move them into previous-<time>/ "
                            "and start afresh")
-  parser.add_argument("overrides", nargs="*", help="field=value")
+  parser.add_argument("overrides", nargs="*", help="field=value (group.field=value for a group's field)")
+  from experiments import distributed
+  distributed.add_arguments(parser)
   args = parser.parse_args(argv)
-  try:
+  with user_errors():
     config = apply_overrides(get_config(full=args.full), args.overrides)
-  except ValueError as e:
-    parser.error(str(e))
   return config, args
 
 
+def experiment_main(description: str, get_config: Callable, run: Callable, write_report: Callable,
+                    argv=None) -> None:
+  """The ``main()`` of every experiment: parse → validate → run → report.
+
+  Args:
+    description: the ``--help`` headline.
+    get_config: ``get_config(full=False) -> config``.
+    run: ``run(config, workdir, *, overwrite_config) -> records`` (resumes; validates the config first).
+    write_report: ``write_report(workdir) -> summary text``: plots, ``derived.json`` and ``summary.md``
+      rebuilt from the workdir's ``results.jsonl`` alone (the experiment's ``*_report`` module).
+
+  Several processes (``--num_processes`` or a detected cluster) join through ``jax.distributed`` first;
+  each runs its share of the points, and process 0 writes the report once every process has finished.
+  The runners in ``experiments.distributed.SINGLE_PROCESS`` refuse more than one process.
+
+  User errors (bad values, missing or corrupt data files, another config's workdir, records the report
+  cannot read), in any stage, end with one line on stderr and exit status 2; Ctrl-C with the resume note
+  and status 130 (``user_errors``).
+  """
+  from experiments import distributed
+  from experiments.workdir import read_records
+  config, args = cli(description, get_config, argv)
+  with user_errors():
+    count = distributed.initialize(args.coordinator_address, args.num_processes, args.process_id,
+                                   global_mesh=args.global_mesh)
+    if count > 1 and run.__module__ in distributed.SINGLE_PROCESS:
+      raise ValueError(f"{run.__module__} runs as one process only (its orbax model checkpoints are "
+                       f"collective across processes); got {count} processes")
+    with distributed.point_context():
+      run(config, args.workdir, overwrite_config=args.overwrite_config)
+    distributed.barrier("experiment_main: all points done")
+    if distributed.process_index() > 0:
+      print(f"process {distributed.process_index()} of {count} done; process 0 writes the report")
+      return
+    write_report(args.workdir)
+  print(f"wrote {len(read_records(args.workdir))} records, plots and summary.md to {args.workdir}")
+
+
+def experiment_records(workdir, experiment: str, required: Sequence[str]) -> list[dict]:
+  """The records of ``workdir`` for the report of ``experiments.<experiment>``.
+
+  Raises:
+    ValueError: the workdir does not exist, holds no records, or holds records without one of the
+      ``required`` fields (another experiment's workdir); the message is one line naming the workdir.
+  """
+  from experiments.workdir import read_records
+  path = Path(workdir)
+  if not path.is_dir():
+    raise ValueError(f"workdir {path} does not exist; run python -m experiments.{experiment} "
+                     f"--workdir {path} first")
+  records = read_records(path)
+  if not records:
+    raise ValueError(f"{path} holds no records; run python -m experiments.{experiment} --workdir {path} "
+                     "first")
+  for field in required:
+    if any(field not in r for r in records):
+      raise ValueError(f"the records in {path} lack the field {field!r} of experiments.{experiment}: is it "
+                       "a workdir of another experiment?")
+  return records
+
+
 def report_cli(description: str, write_report, argv=None) -> None:
-  """``python -m experiments.<name>_report --workdir DIR``: redraws plots and summary.md from the records."""
+  """``python -m experiments.<name>_report --workdir DIR``: rebuilds plots, derived.json and summary.md
+  from the records alone; user errors end with one line on stderr and exit status 2."""
   parser = argparse.ArgumentParser(description=description)
   parser.add_argument("--workdir", required=True, help="a workdir holding results.jsonl")
   args = parser.parse_args(argv)
@@ -136,14 +357,14 @@ def check_common(config, *, dataset_fields=("datasets",), binary_tasks: bool = F
                  finite=()) -> None:
   """Checks shared by the experiment configs, run by their ``validate()`` before anything is written.
 
+  Validates every nested group (``data``, ``train``, attack budgets, ...) through its own ``validate``.
+
   Raises:
     ValueError: an unknown data set name (or binary task name, where ``binary_tasks``; listing the valid
-      ones), an unknown split or data_source, an empty
-      tuple among ``nonempty``, or a non-finite value among the tuples named in ``finite``.
+      ones), a group field out of range (named dotted, e.g. ``data.source``), an empty tuple among
+      ``nonempty``, or a non-finite value among the tuples named in ``finite``.
   """
   from experiments.data import BINARY_TASKS, get_spec
-  from experiments.data.catalog import SPLITS
-  from experiments.data.loader import SOURCES
   for field in nonempty:
     if not getattr(config, field):
       raise ValueError(f"{field} must not be empty")
@@ -156,12 +377,10 @@ def check_common(config, *, dataset_fields=("datasets",), binary_tasks: bool = F
       except ValueError as e:
         tasks = f"; binary tasks: {sorted(BINARY_TASKS)}" if binary_tasks else ""
         raise ValueError(f"{field}: {e}{tasks}") from None
-  split = getattr(config, "split", "train")
-  if split not in SPLITS:
-    raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-  source = getattr(config, "data_source", "embedded")
-  if source not in SOURCES:
-    raise ValueError(f"data_source must be one of {SOURCES}, got {source!r}")
+  for f in dataclasses.fields(config):
+    group = getattr(config, f.name)
+    if dataclasses.is_dataclass(group) and hasattr(group, "validate"):
+      group.validate(f.name)
   for field in finite:
     if not all(math.isfinite(v) for v in getattr(config, field)):
       raise ValueError(f"{field} must hold finite numbers, got {getattr(config, field)}")

@@ -1,5 +1,5 @@
 """Differential attention under attack: DiffViT vs ViT — ASR vs ε, gradient alignment, local Lipschitz,
-depth crossover (arXiv 2510.00517, REFERENCE.md §4).
+depth crossover (arXiv 2510.00517; docs/theory.md#depth-crossover).
 
 Usage:
   python -m experiments.diff_attention --workdir /tmp/diffattn_run [--full] [field=value ...]
@@ -28,6 +28,7 @@ alignment layer), model checkpoints under models/, and plots + summary.md
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from typing import Optional
 
@@ -37,12 +38,12 @@ import numpy as np
 from tqdm.auto import tqdm
 
 import attacks
-from attention.alignment import head_alignment
+from attention.alignment import head_alignment, layer_alignment_statistics
 from attention.local_lipschitz import local_lipschitz
 from attention.vit import VisionTransformer
 from experiments import config as config_lib
-from experiments import train_vit
-from experiments.train_vit import NO_LAMBDA, Point, TrainViTConfig
+from experiments import vit_training
+from experiments.vit_training import NO_LAMBDA, Point, TrainViTConfig
 from experiments.workdir import Workdir
 
 KEY_FIELDS = ("kind", "model", "depth", "lambda_init", "attack", "eps", "layer")
@@ -52,7 +53,8 @@ LOGITS_LAYER = -1  # "layer" of a logits-level measurement
 
 @dataclasses.dataclass(frozen=True)
 class DiffAttentionConfig(TrainViTConfig):
-  """The training fields of ``TrainViTConfig`` plus (all overridable as field=value):
+  """The fields of ``experiments.vit_training.TrainViTConfig`` (dataset, data.*, the architecture grid,
+  train.*; train.seed also seeds the attacks and Lipschitz estimates) plus (all overridable as field=value):
 
   eps_255: L∞ budgets in units of 1/255 (pixel scale [0, 1]).
   attack_samples: test images attacked (None: all); only the clean-correct ones count and are attacked.
@@ -69,7 +71,8 @@ class DiffAttentionConfig(TrainViTConfig):
   """
   depths: tuple[int, ...] = (1, 2, 4)
   single_layer_lambda_inits: tuple[str, ...] = ("0.5", "0.95")
-  epochs: int = 10
+  train: config_lib.ClassifierTrainConfig = config_lib.ClassifierTrainConfig(
+      epochs=10, batch_size=64, learning_rate=2e-3, l2=0.0, warmup_epochs=1, seed=0)
   eps_255: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)
   attack_samples: Optional[int] = 300
   attack_batch_size: int = 500
@@ -117,15 +120,16 @@ class DiffAttentionConfig(TrainViTConfig):
     if len(self.crossover_eps_255) != 2 or any(e not in self.eps_255 for e in self.crossover_eps_255):
       raise ValueError(f"crossover_eps_255 must be two values of eps_255 {self.eps_255}, "
                        f"got {self.crossover_eps_255}")
-    if set(self.models) != set(train_vit.MODELS):
-      raise ValueError(f"models must be both {train_vit.MODELS} (the comparison needs the pair), got {self.models}")
+    if set(self.models) != set(vit_training.MODELS):
+      raise ValueError(f"models must be both {vit_training.MODELS} (the comparison needs the pair), "
+                       f"got {self.models}")
 
 
 def get_config(full: bool = False) -> DiffAttentionConfig:
   """The quick CPU config, or with ``full`` the accelerator grid (module docstring)."""
   if not full:
     return DiffAttentionConfig()
-  base = train_vit.get_config(full=True)
+  base = vit_training.full_config()
   fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(TrainViTConfig)}
   return DiffAttentionConfig(**fields, attack_samples=1000, attack_batch_size=250, apgd_steps=100,
                              cw_depths=(1, 2, 4, 8, 12), cw_samples=500, cw_steps=1000, cw_search_steps=9,
@@ -201,20 +205,22 @@ def _cw_records(config, tm, x, y, clean_pred) -> list[dict]:
                   wall_time_s=seconds) for j, e in enumerate(config.cw_l2_grid)]
 
 
-_LAYER_FNS: dict = {}
+@functools.lru_cache(maxsize=None)
+def _layer_fn(vit_config):
+  """(params, layer_index, x) -> tokens: one function object per architecture (the code base's one way to a
+  stable jit identity, see ``attacks._driver``)."""
+  module = VisionTransformer(vit_config)
+
+  def fn(params, layer_index, x):
+    states = jnp.stack(module.apply({"params": params}, x, method=VisionTransformer.hidden_states))
+    return states[layer_index].reshape(x.shape[0], -1)
+  return fn
 
 
 def _layer_partial(tm, layer: int):
   """Tokens after block ``layer`` (1-based), flattened [B, n·dim]; the layer index is a traced leaf of the
   Partial, so all layers of one architecture share one compiled estimator."""
-  if tm.vit_config not in _LAYER_FNS:
-    module = VisionTransformer(tm.vit_config)
-
-    def fn(params, layer_index, x):
-      states = jnp.stack(module.apply({"params": params}, x, method=VisionTransformer.hidden_states))
-      return states[layer_index].reshape(x.shape[0], -1)
-    _LAYER_FNS[tm.vit_config] = fn
-  return jax.tree_util.Partial(_LAYER_FNS[tm.vit_config], tm.params, jnp.asarray(layer, jnp.int32))
+  return jax.tree_util.Partial(_layer_fn(tm.vit_config), tm.params, jnp.asarray(layer, jnp.int32))
 
 
 def _lipschitz_records(config, tm, x, key, is_done):
@@ -250,38 +256,14 @@ def _alignment_records(config, diff, vit, x, lip_diff, lip_vit) -> list[dict]:
   per_sample = [head_alignment(diff.vit_config, diff.params, xi, vit_config=vit.vit_config, vit_params=vit.params,
                                chunk_size=config.alignment_chunk)
                 for xi in tqdm(x, desc=f"alignment {diff.point.name}", leave=False, unit="image")]
-  stack = lambda field: np.stack([getattr(a, field) for a in per_sample])  # noqa: E731  [S, L, H]
-  eps = config.lipschitz_layer_eps_255 / 255.0
-  lip_diff, lip_vit = np.asarray(lip_diff), np.asarray(lip_vit)
-  actual = lip_diff > lip_vit  # [S]
   seconds = time.perf_counter() - start
-  cos, rho, gamma, lam = stack("cos_theta"), stack("rho"), stack("gamma"), stack("lam")
-  norm_da, lemma = stack("norm_da"), stack("norm_da_lemma1")
-  predicted = stack("predicted_da_more_sensitive")
-  map_more_sensitive = norm_da > stack("norm_std")
+  eps = config.lipschitz_layer_eps_255 / 255.0
   out = []
   for layer in range(diff.vit_config.depth):
-    pred_l = predicted[:, layer]  # [S, H]
-    agree = pred_l == actual[:, None]
-    lam_rho = lam[:, layer, None] * rho[:, layer]
-    out.append(_record(
-        "alignment", diff.point, attack=NA, eps=eps, layer=layer + 1, n_samples=len(x),
-        heads=int(cos.shape[2]), lam=float(lam[0, layer]),
-        cos_theta=cos[:, layer].tolist(), rho=rho[:, layer].tolist(), gamma=gamma[:, layer].tolist(),
-        negative_alignment_frequency=float((cos[:, layer] < 0).mean()),
-        cos_theta_mean=float(cos[:, layer].mean()), rho_median=float(np.median(rho[:, layer])),
-        gamma_median=float(np.median(gamma[:, layer])),
-        lambda_rho_negative_frequency=float((lam_rho < 0).mean()),
-        lemma1_max_relative_error=float(np.max(np.abs(lemma[:, layer] - norm_da[:, layer]) / norm_da[:, layer])),
-        norm_da=norm_da[:, layer].tolist(), norm_da_lemma1=lemma[:, layer].tolist(),
-        norm_std=stack("norm_std")[:, layer].tolist(),
-        theorem3_predicted=pred_l.tolist(),
-        theorem3_predicted_frequency=float(pred_l.mean()),
-        theorem3_matches_map_norms=float((pred_l == map_more_sensitive[:, layer]).mean()),
-        diffvit_more_sensitive=actual.tolist(), diffvit_more_sensitive_frequency=float(actual.mean()),
-        theorem3_agreement=float(agree.mean()),
-        lipschitz_diffvit=lip_diff.tolist(), lipschitz_vit=lip_vit.tolist(),
-        matched_vit=vit.point.name, wall_time_s=seconds))
+    stats = layer_alignment_statistics(per_sample, layer, lip_diff, lip_vit)
+    fields = {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in stats._asdict().items()}
+    out.append(_record("alignment", diff.point, attack=NA, eps=eps, layer=layer + 1, **fields,
+                       matched_vit=vit.point.name, wall_time_s=seconds))
   return out
 
 
@@ -290,10 +272,10 @@ def run(config: DiffAttentionConfig, workdir, *, overwrite_config: bool = False)
   config.validate()
   wd = Workdir(workdir, KEY_FIELDS, config, overwrite_config=overwrite_config)
   done = wd.done()
-  root = jax.random.key(config.seed)
+  root = jax.random.key(config.train.seed)
   attack_key, lipschitz_key = jax.random.split(root, 2)
   keys = dict(pgd=jax.random.fold_in(attack_key, 0), apgd=jax.random.fold_in(attack_key, 1))
-  train, test = train_vit.load_data(config)
+  train, test = vit_training.load_data(config)
   n_attack = len(test.y) if config.attack_samples is None else min(config.attack_samples, len(test.y))
   x, y = test.x[:n_attack], test.y[:n_attack]
   x_lip = test.x[:config.lipschitz_samples]
@@ -311,15 +293,15 @@ def run(config: DiffAttentionConfig, workdir, *, overwrite_config: bool = False)
         done.add(key)
 
   models = {}
-  for point in tqdm(train_vit.points(config), desc="train (Diff)ViT", unit="model"):
-    tm = train_vit.train_point(config, point, train, test, workdir)
+  for point in tqdm(vit_training.points(config), desc="train (Diff)ViT", unit="model"):
+    tm = vit_training.train_point(config, point, train, test, workdir)
     models[point] = tm
     if not is_done(point, "train"):
       append([_record("train", point, **{k: v for k, v in tm.record.items() if k not in KEY_FIELDS})])
 
   main_lambda = config.lambda_inits[0]
   for point, tm in tqdm(list(models.items()), desc="attacks + Lipschitz", unit="model"):
-    clean_pred = train_vit.predict(tm.logits_fn, x, config.attack_batch_size)
+    clean_pred = vit_training.predict(tm.logits_fn, x, config.attack_batch_size)
     append(_attack_records(config, tm, x, y, clean_pred, keys, is_done))
     cw_here = point.depth in config.cw_depths and point.lambda_init in (NO_LAMBDA, main_lambda)
     if cw_here and not is_done(point, "attack", attack="cw_l2", eps=float(config.cw_l2_grid[-1])):
@@ -342,14 +324,9 @@ def run(config: DiffAttentionConfig, workdir, *, overwrite_config: bool = False)
 
 
 def main(argv=None) -> None:
-  config, args = config_lib.cli("Differential attention under attack (DiffViT vs ViT).", get_config, argv)
-  start = time.perf_counter()
   from experiments import diff_attention_report
-  with config_lib.user_errors():
-    records = run(config, args.workdir, overwrite_config=args.overwrite_config)
-    diff_attention_report.write_report(args.workdir, records)
-  print(f"wrote {len(records)} records, plots and summary.md to {args.workdir} "
-        f"({time.perf_counter() - start:.0f} s)")
+  config_lib.experiment_main("Differential attention under attack (DiffViT vs ViT).", get_config, run,
+                             diff_attention_report.write_report, argv)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Plots and summary.md of a differential-attention run, drawn from its results.jsonl (no recomputation).
 
 ``python -m experiments.diff_attention_report --workdir /tmp/diffattn_run`` redraws them. The paper's
-reported figures (arXiv 2510.00517, REFERENCE.md §4) are printed beside ours; they are targets to compare
-against, never used in a computation.
+reported figures (arXiv 2510.00517; docs/theory.md#differential-attention-figures) are printed beside
+ours; they are targets to compare against, never used in a computation.
 """
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from typing import Optional
 
 import numpy as np
 
-from experiments.config import report_cli
+from experiments.config import experiment_records, report_cli
 from experiments.plotting import save, subplots
-from experiments.workdir import read_records
+from experiments.workdir import write_derived
+
+REQUIRED_FIELDS = ("kind", "model", "depth", "lambda_init", "attack", "eps", "layer")  # its KEY_FIELDS
 
 # Single-layer CIFAR-10, PGD at ε = 1/255: λ_init -> (ASR, clean accuracy); the ViT's clean accuracy ~0.86.
 PAPER_SINGLE_LAYER = {"0.5": (0.4074, 0.8605), "0.8": (0.8498, 0.8700), "0.95": (0.4164, 0.8468)}
@@ -139,8 +141,15 @@ def crossovers(records, eps_pair) -> dict:
   return out
 
 
-def plot_crossover(records, eps_pair, path) -> dict:
-  found = crossovers(records, eps_pair)
+def derive(crossover: dict) -> dict:
+  """derived.json's contents: {"crossovers": one dict per ε_255 with the depths, both models' PGD ASR and
+  the interpolated crossover depth (None: no sign change in the measured range)}, from ``crossovers``."""
+  return {"crossovers": [dict(eps_255=float(e), depths=list(depths), asr_vit=list(a), asr_diffvit=list(b),
+                              crossover_depth=cross) for e, (depths, a, b, cross) in crossover.items()]}
+
+
+def plot_crossover(found: dict, path) -> dict:
+  """Plots ``found`` (``crossovers``: {ε_255: (depths, asr_vit, asr_diff, crossover)}); returns it."""
   fig, axes = subplots(1, width=4.6)
   ax = axes[0]
   for e, ls in zip(found, ("-", "--")):
@@ -340,10 +349,11 @@ def summary_markdown(records, config: Optional[dict] = None, crossover: Optional
   if train:
     r0 = train[0]
     lines += [f"Data: {r0['dataset']}, {r0['n_train']} train / {r0['n_test']} test images"
-              + (f"; {config['epochs']} epochs, width {config['dim']}, {config['num_heads']} standard heads vs "
+              + (f"; {config['train']['epochs']} epochs, width {config['dim']}, {config['num_heads']} standard heads vs "
                  f"{config['num_heads'] // 2} differential heads, patch {config['patch_size']}" if config else "")
               + ". ASR counts only clean-correct images (AutoAttack convention); n = that count. Paper figures "
-                "(REFERENCE.md §4) beside ours; our models are tiny and trained on a small subset, so compare "
+                "(docs/theory.md#differential-attention-figures) beside ours; our models are tiny and trained on a "
+                "small subset, so compare "
                 "trends, not values.", ""]
   lines += ["## Models", "", "| model | depth | λ_init | parameters | clean acc. | train acc. (last epoch) | train s |",
             "|---|---|---|---|---|---|---|"]
@@ -450,19 +460,26 @@ def summary_markdown(records, config: Optional[dict] = None, crossover: Optional
   return "\n".join(lines)
 
 
-def write_report(workdir, records=None) -> str:
-  """Draws the plots and writes summary.md into ``workdir``; returns the summary text."""
+def write_report(workdir) -> str:
+  """Draws the plots and writes derived.json (the depth crossovers) and summary.md into ``workdir`` from
+  its records; returns the summary text.
+
+  Raises:
+    ValueError: no records, or records of another experiment (``experiments.config.experiment_records``).
+  """
   workdir = Path(workdir)
-  records = read_records(workdir) if records is None else records
-  if not records:
-    raise ValueError(f"{workdir} holds no records; run experiments.diff_attention first")
+  records = experiment_records(workdir, "diff_attention", REQUIRED_FIELDS)
   config_path = workdir / "config.json"
   config = json.loads(config_path.read_text()) if config_path.exists() else None
   eps_pair = tuple(config["crossover_eps_255"]) if config and "crossover_eps_255" in config else (1.0, 4.0)
   if any(r["kind"] == "attack" for r in records):
     plot_asr_vs_eps(records, workdir / "asr_vs_eps.png")
     plot_lambda_init(records, workdir / "asr_vs_lambda_init.png")
-  cross = plot_crossover(records, eps_pair, workdir / "depth_crossover.png")
+  derived = derive(crossovers(records, eps_pair))
+  write_derived(workdir, derived)
+  cross = {c["eps_255"]: (c["depths"], c["asr_vit"], c["asr_diffvit"], c["crossover_depth"])
+           for c in derived["crossovers"]}
+  plot_crossover(cross, workdir / "depth_crossover.png")
   if any(r["kind"] == "alignment" for r in records):
     plot_alignment(records, workdir / "alignment.png")
   if any(r["kind"] == "lipschitz" for r in records):

@@ -19,7 +19,7 @@ Optionally (``adversarial_training=true``) the network is first trained adversar
 Quick config: embedded MNIST, n = 256 train / 100 test, width 1024, 3 seeds, ε ∈ {0, 0.1, 0.2, 0.3, 0.5}
 (~3 minutes on 2 CPU cores). ``--full``: every task, widths 256/1024/4096, 5 seeds, full data files.
 Writes config.json, results.jsonl, flip_rate_vs_eps.png, flip_rate_vs_width.png and summary.md.
-Source: arXiv 2603.13085 §5; REFERENCE §1 (paper's numbers in ``PAPER_FLIP_RATES``).
+Source: arXiv 2603.13085 §5; docs/theory.md#flip-rate (paper's numbers in ``PAPER_FLIP_RATES``).
 """
 from __future__ import annotations
 
@@ -32,24 +32,23 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
-import attacks
 import ntk
-from influence import flip_rate, ntk_loo_influence
-from ntk.training import train_adam
+from influence import flip_rate, malleability
+from ntk.training import adversarial_train_adam
 from experiments import config as config_lib
-from experiments.data import BINARY_TASKS, load_dataset
+from experiments import distributed, network_training
 from experiments.workdir import Workdir
 
 KEY_FIELDS = ("task", "model", "width", "seed", "adversarial_training", "attack", "eps")
-ATTACKS = ("fgsm", "pgd", "mim", "random_sign")
+ATTACKS = malleability.ATTACKS
 
 
 @dataclasses.dataclass(frozen=True)
 class FlipRateConfig:
   """tasks: data set names or BINARY_TASKS keys; models; widths; seeds (init and attack randomness);
-  eps: L∞ budgets on the [0, 1] pixel scale (0 = control); attacks: among ATTACKS; n_train, n_test,
-  data_source, data_dir, data_seed: data; epochs, learning_rate, weight_decay, batch_size: Adam training
-  (the paper's L2 = 1e-3 drives these NTK-parameterised nets to chance, so the default is 0);
+  eps: L∞ budgets on the [0, 1] pixel scale (0 = control); attacks: among ATTACKS; data: ``DataConfig``
+  (n_train, n_test, source, dir, seed); train: ``TrainConfig`` (epochs, batch_size, learning_rate, l2) of
+  the Adam training (the paper's L2 = 1e-3 drives these NTK-parameterised nets to chance, so train.l2 = 0);
   pgd_steps and pgd_alpha (None: α = ε/30, which is Madry et al.'s α = 0.01 for 40 steps at ε = 0.3),
   mim_steps (α = ε/steps, Dong et al.); top_fraction τ; adversarial_training with at_eps, at_rounds,
   at_epochs_per_round."""
@@ -59,15 +58,8 @@ class FlipRateConfig:
   seeds: tuple[int, ...] = (0, 1, 2)
   eps: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 0.5)
   attacks: tuple[str, ...] = ATTACKS
-  n_train: int = 256
-  n_test: int = 100
-  data_source: str = "embedded"
-  data_dir: Optional[str] = None
-  data_seed: int = 0
-  epochs: int = 500
-  learning_rate: float = 1e-3
-  weight_decay: float = 0.0
-  batch_size: int = 128
+  data: config_lib.DataConfig = config_lib.DataConfig(n_train=256, n_test=100)
+  train: config_lib.TrainConfig = config_lib.TrainConfig(epochs=500, batch_size=128, learning_rate=1e-3, l2=0.0)
   pgd_steps: int = 40
   pgd_alpha: Optional[float] = None
   mim_steps: int = 10
@@ -90,16 +82,18 @@ class FlipRateConfig:
     bad = [m for m in self.models if m not in ntk.MODEL_NAMES]
     if bad:
       raise ValueError(f"models must be among {ntk.MODEL_NAMES}, got {bad}")
-    if any(w < 1 for w in self.widths) or self.n_train < 10 or self.n_test < 1:
-      raise ValueError("widths must be ≥ 1, n_train ≥ 10 and n_test ≥ 1")
+    if any(w < 1 for w in self.widths):
+      raise ValueError(f"widths must be ≥ 1, got {self.widths}")
+    if self.data.n_train is None or self.data.n_train < 10 or self.data.n_test is None or self.data.n_test < 1:
+      raise ValueError(f"data.n_train must be ≥ 10 and data.n_test ≥ 1, got {self.data.n_train}, "
+                       f"{self.data.n_test}")
     if not 0 < self.top_fraction <= 1:
       raise ValueError(f"top_fraction must be in (0, 1], got {self.top_fraction}")
-    for name in ("epochs", "batch_size", "pgd_steps", "mim_steps", "at_rounds", "at_epochs_per_round"):
+    if self.train.epochs < 1:
+      raise ValueError(f"train.epochs must be an integer >= 1, got {self.train.epochs}")
+    for name in ("pgd_steps", "mim_steps", "at_rounds", "at_epochs_per_round"):
       if getattr(self, name) < 1:
         raise ValueError(f"{name} must be an integer >= 1, got {getattr(self, name)}")
-    if not self.learning_rate > 0 or not self.weight_decay >= 0:
-      raise ValueError(f"learning_rate must be > 0 and weight_decay >= 0, got {self.learning_rate}, "
-                       f"{self.weight_decay}")
     if self.pgd_alpha is not None and not 0 < self.pgd_alpha <= 1:
       raise ValueError(f"pgd_alpha must be in (0, 1] or None (α = ε/30), got {self.pgd_alpha}")
 
@@ -108,68 +102,25 @@ def get_config(full: bool = False) -> FlipRateConfig:
   if not full:
     return FlipRateConfig()
   return FlipRateConfig(tasks=("mnist", "fashion_mnist", "cifar10", "mnist_3v8", "cifar_cars_planes"),
-                        widths=(256, 1024, 4096), seeds=(0, 1, 2, 3, 4), n_train=1000, n_test=500,
-                        data_source="dir")
-
-
-def _load(config: FlipRateConfig, task: str):
-  name, classes = BINARY_TASKS.get(task, (task, None))
-  kw = dict(source=config.data_source, data_dir=config.data_dir, flatten=True, seed=config.data_seed,
-            classes=classes)
-  return (load_dataset(name, "train", n=config.n_train, **kw),
-          load_dataset(name, "test", n=config.n_test, **kw))
-
-
-def _row_logits(apply_fn, model_name, params, x_clean, gram, x_rows):
-  return apply_fn(params, ntk.row_replaced_features(model_name, x_rows, x_clean, gram))
-
-
-def perturb_rows(attack: str, logits_fn, x, y, *, eps: float, key, config: FlipRateConfig):
-  """Attacks every row of x (per-row logits_fn); returns x_adv [n, d] in [0, 1]."""
-  if attack == "random_sign":
-    signs = jnp.sign(jax.random.normal(key, x.shape))
-    return jnp.clip(x + eps * signs, 0.0, 1.0)
-  if attack == "fgsm":
-    return attacks.fgsm(logits_fn, x, y, eps=eps).x_adv
-  if attack == "pgd":
-    alpha = config.pgd_alpha if config.pgd_alpha is not None else eps / 30
-    return attacks.pgd_linf(logits_fn, x, y, eps=eps, alpha=alpha, steps=config.pgd_steps, key=key).x_adv
-  if attack == "mim":
-    return attacks.mim(logits_fn, x, y, eps=eps, steps=config.mim_steps).x_adv
-  raise ValueError(f"attack must be one of {ATTACKS}, got {attack!r}")
-
-
-def _influence(model, params, f_tr, f_te, y_train, y_test):
-  """NTK-LOO influence from feature rows (train [n, d], test [t, d]) at the fixed parameters."""
-  k_tr = np.asarray(ntk.two_layer_relu_ntk(model, params, f_tr), np.float64)
-  k_te = np.asarray(ntk.two_layer_relu_ntk(model, params, f_te, f_tr), np.float64)
-  return ntk_loo_influence(k_tr, k_te, y_train, y_test)
+                        widths=(256, 1024, 4096), seeds=(0, 1, 2, 3, 4),
+                        data=config_lib.DataConfig(n_train=1000, n_test=500, source="dir"))
 
 
 def train_model(config, model, model_name, x, y_onehot, n_classes, key):
   """Trains the 2-layer network on the features of x as configured (Adam, optionally PGD adversarial
-  training); returns params. CE for > 2 classes, MSE for binary tasks (the paper's choice)."""
-  loss = "ce" if n_classes > 2 else "mse"
-  init_key, train_key, at_key = jax.random.split(key, 3)
-  feats, _ = ntk.model_features(model_name, x)
-  _, params = model.init_fn(init_key, feats.shape)
-  kw = dict(key=train_key, loss=loss, learning_rate=config.learning_rate, weight_decay=config.weight_decay,
-            batch_size=config.batch_size)
+  training, ``ntk.training.adversarial_train_adam``); returns params. CE for > 2 classes, MSE for binary
+  tasks (the paper's choice)."""
   if not config.adversarial_training:
-    return train_adam(model.apply_fn, params, feats, y_onehot, epochs=config.epochs, **kw)
-  # PGD adversarial training (Madry et al. 2018): alternate PGD on every row against the current network
-  # with Adam epochs on the adversarial rows' features.
-  params = train_adam(model.apply_fn, params, feats, y_onehot, epochs=config.at_epochs_per_round, **kw)
-  gram = jnp.asarray(x).T @ jnp.asarray(x)
-  labels = jnp.argmax(y_onehot, axis=1)
-  for r in range(config.at_rounds):
-    fn = jax.tree_util.Partial(_row_logits, model.apply_fn, model_name, params, jnp.asarray(x), gram)
-    x_adv = perturb_rows("pgd", fn, jnp.asarray(x), labels, eps=config.at_eps,
-                         key=jax.random.fold_in(at_key, r), config=config)
-    adv_feats = ntk.row_replaced_features(model_name, x_adv, x, gram)
-    kw["key"] = jax.random.fold_in(train_key, r + 1)
-    params = train_adam(model.apply_fn, params, adv_feats, y_onehot, epochs=config.at_epochs_per_round, **kw)
-  return params
+    return network_training.train_network(config.train, model, model_name, x, y_onehot, n_classes, key)
+  init_key, train_key, at_key = network_training.split_key(key)
+  feats, params = network_training.init_network(model, model_name, x, init_key)
+  kw = network_training.adam_kwargs(config.train, n_classes, train_key)
+  x = jnp.asarray(x)
+  features_fn = jax.tree_util.Partial(malleability.row_features, model_name, x, x.T @ x)
+  return adversarial_train_adam(model.apply_fn, params, x, y_onehot, attack_key=at_key, features_fn=features_fn,
+                                clean_features_NxF=feats, eps=config.at_eps, rounds=config.at_rounds,
+                                epochs_per_round=config.at_epochs_per_round, pgd_steps=config.pgd_steps,
+                                pgd_alpha=config.pgd_alpha, **kw)
 
 
 def _points(config):
@@ -186,13 +137,13 @@ def run(config: FlipRateConfig, workdir, *, overwrite_config: bool = False) -> l
   wd = Workdir(workdir, KEY_FIELDS, config, overwrite_config=overwrite_config)
   done = wd.done()
   at = config.adversarial_training
-  groups = [g for g in _points(config)
+  groups = [g for g in distributed.shard(list(_points(config)))  # this process's share of the trainings
             if any((*g, at, a, e) not in done for a in config.attacks for e in config.eps)]
   data = {}
   bar = tqdm(total=len(groups) * len(config.attacks) * len(config.eps), desc="flip rate", unit="point")
   for task, model_name, width, seed in groups:
     if task not in data:
-      data[task] = _load(config, task)
+      data[task] = config_lib.load_splits(config.data, task, flatten=True)
     train, test = data[task]
     n_classes = len(train.info.class_ids)
     y_tr = np.eye(n_classes)[train.y]
@@ -203,13 +154,13 @@ def run(config: FlipRateConfig, workdir, *, overwrite_config: bool = False) -> l
     params = train_model(config, model, model_name, train.x, y_tr.astype(np.float32), n_classes,
                          jax.random.fold_in(key, 0))
     f_tr, f_te = ntk.model_features(model_name, train.x, test.x)
-    before = _influence(model, params, f_tr, f_te, y_tr, y_te)
+    before = malleability.feature_influence(model, params, f_tr, f_te, y_tr, y_te)
     train_acc = float(np.mean(np.argmax(np.asarray(model.apply_fn(params, f_tr)), 1) == train.y))
     test_acc = float(np.mean(np.argmax(np.asarray(model.apply_fn(params, f_te)), 1) == test.y))
     setup_s = time.perf_counter() - start
     x = jnp.asarray(train.x)
     gram = x.T @ x
-    logits_fn = jax.tree_util.Partial(_row_logits, model.apply_fn, model_name, params, x, gram)
+    logits_fn = jax.tree_util.Partial(malleability.row_logits, model.apply_fn, model_name, params, x, gram)
     for a_i, attack in enumerate(config.attacks):
       for eps in config.eps:
         if (task, model_name, width, seed, at, attack, eps) in done:
@@ -217,10 +168,12 @@ def run(config: FlipRateConfig, workdir, *, overwrite_config: bool = False) -> l
           continue
         t0 = time.perf_counter()
         attack_key = jax.random.fold_in(jax.random.fold_in(key, 1 + a_i), int(round(eps * 1e6)))
-        x_adv = np.asarray(perturb_rows(attack, logits_fn, x, jnp.asarray(train.y), eps=eps, key=attack_key,
-                                        config=config))
+        x_adv = np.asarray(malleability.perturb_rows(
+            attack, logits_fn, x, jnp.asarray(train.y), eps=eps, key=attack_key, pgd_steps=config.pgd_steps,
+            pgd_alpha=config.pgd_alpha, mim_steps=config.mim_steps))
         linf = np.abs(x_adv - train.x).max(axis=1)
-        after = _influence(model, params, *ntk.model_features(model_name, x_adv, test.x), y_tr, y_te)
+        after = malleability.feature_influence(model, params, *ntk.model_features(model_name, x_adv, test.x),
+                                               y_tr, y_te)
         fr = flip_rate(before.scores, after.scores, config.top_fraction)
         adv_acc = float(np.mean(np.argmax(np.asarray(logits_fn(jnp.asarray(x_adv))), 1) == train.y))
         wd.append(dict(task=task, model=model_name, width=width, seed=seed, adversarial_training=at,
@@ -235,13 +188,9 @@ def run(config: FlipRateConfig, workdir, *, overwrite_config: bool = False) -> l
 
 
 def main(argv=None) -> None:
-  config, args = config_lib.cli("Flip rate of NTK influence under attacks on the training data.", get_config,
-                                argv)
-  with config_lib.user_errors():
-    records = run(config, args.workdir, overwrite_config=args.overwrite_config)
   from experiments import flip_rate_report
-  flip_rate_report.write_report(args.workdir, records)
-  print(f"wrote {len(records)} records, plots and summary.md to {args.workdir}")
+  config_lib.experiment_main("Flip rate of NTK influence under attacks on the training data.", get_config,
+                             run, flip_rate_report.write_report, argv)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
-"""Plots and summary.md of a flip-rate run, drawn from its results.jsonl.
+"""Plots, derived.json and summary.md of a flip-rate run, drawn from its results.jsonl.
 
-``python -m experiments.flip_rate_report --workdir runs/flip_rate`` redraws them.
+``python -m experiments.flip_rate_report --workdir runs/flip_rate`` redraws them. derived.json holds the
+mean flip rate and the half-width of its 95 % t-interval over seeds and widths, per (adversarial training,
+task, model, attack, ε); the summary renders the records and that file only.
 """
 from __future__ import annotations
 
@@ -11,10 +13,13 @@ import numpy as np
 import scipy.stats
 
 from experiments.plotting import MODEL_COLORS, MODEL_LABELS, save, subplots
-from experiments.config import report_cli
-from experiments.workdir import read_records
+from experiments.config import experiment_records, report_cli
+from experiments.workdir import write_derived
 
-# arXiv 2603.13085 (REFERENCE §1), 10-class unless named, ε = 0.3, flip rate in % for FGSM / PGD / MIM.
+REQUIRED_FIELDS = ("task", "model", "width", "seed", "adversarial_training", "attack", "eps", "flip_rate")
+
+# arXiv 2603.13085 (docs/theory.md#influence-malleability-figures), 10-class unless named, ε = 0.3,
+# flip rate in % for FGSM / PGD / MIM.
 # Targets to compare with, never used in a computation.
 PAPER_FLIP_RATES = {
     ("mnist", "relu"): (4.1, 3.3, 3.4), ("mnist", "mlp_attn"): (34.6, 28.9, 21.9),
@@ -72,14 +77,33 @@ def plot_vs(records, x: str, path, *, at_eps=None) -> None:
   save(fig, path)
 
 
-def _fmt_ci(values) -> str:
-  if len(values) < 2:
-    return f"{values[0]:.1f} (1 run)"
-  return "{:.1f} ± {:.1f}".format(*mean_ci(values))
+def derive(records) -> dict:
+  """{"intervals": one dict per (adversarial_training, task, model, attack, eps) with the mean flip rate in
+  % (mean_pct), the half-width of its 95 % t-interval over seeds and widths (ci95_half_pct; 0 for one run)
+  and the number of runs (n_runs)}."""
+  groups = _group(records, ("adversarial_training", "task", "model", "attack", "eps"))
+  intervals = []
+  for (at, task, model, attack, eps), values in sorted(groups.items(), key=lambda kv: str(kv[0])):
+    mean, half = mean_ci(100 * np.asarray(values))
+    intervals.append(dict(adversarial_training=at, task=task, model=model, attack=attack, eps=float(eps),
+                          mean_pct=mean, ci95_half_pct=half, n_runs=len(values)))
+  return {"intervals": intervals}
 
 
-def summary_markdown(records, eps: float | None = None) -> str:
-  """The flip-rate table at ``eps`` (default 0.3, the paper's, or the largest ε run when 0.3 was not)."""
+def _fmt_ci(derived, **match) -> str:
+  found = [i for i in derived["intervals"] if all(
+      np.isclose(i[k], v) if k == "eps" else i[k] == v for k, v in match.items())]
+  if not found:
+    return "–"
+  i = found[0]
+  if i["n_runs"] < 2:
+    return f"{i['mean_pct']:.1f} (1 run)"
+  return f"{i['mean_pct']:.1f} ± {i['ci95_half_pct']:.1f}"
+
+
+def summary_markdown(records, derived, eps: float | None = None) -> str:
+  """The flip-rate table at ``eps`` (default 0.3, the paper's, or the largest ε run when 0.3 was not);
+  intervals from ``derived`` (``derive``)."""
   if eps is None:
     all_eps = {float(r["eps"]) for r in records}
     eps = 0.3 if any(np.isclose(e, 0.3) for e in all_eps) else max(all_eps)
@@ -87,7 +111,8 @@ def summary_markdown(records, eps: float | None = None) -> str:
            "Top-10 % most influential training samples (NTK leave-one-out on kernel ridge regression, empirical "
            "NTK at the trained parameters) whose influence changes sign after every training row is attacked; "
            "mean ± 95 % t-interval over seeds and widths, in %. ρ: Spearman over all n. ‖δ‖∞/ε: measured budget "
-           "use. Paper: arXiv 2603.13085 as quoted in REFERENCE §1 (its n, widths and training differ; compare "
+           "use. Paper: arXiv 2603.13085, as in "
+           "docs/theory.md#influence-malleability-figures (its n, widths and training differ; compare "
            "the gap between the models, not the values).", ""]
   at_flags = sorted({r["adversarial_training"] for r in records})
   for at in at_flags:
@@ -100,10 +125,8 @@ def summary_markdown(records, eps: float | None = None) -> str:
         sel = [r for r in rs if r["task"] == task and r["model"] == model]
         if not sel:
           continue
-        cells = []
-        for attack in ("fgsm", "pgd", "mim", "random_sign"):
-          v = [100 * r["flip_rate"] for r in sel if r["attack"] == attack and np.isclose(r["eps"], eps)]
-          cells.append("–" if not v else _fmt_ci(v))
+        cells = [_fmt_ci(derived, adversarial_training=at, task=task, model=model, attack=attack, eps=eps)
+                 for attack in ("fgsm", "pgd", "mim", "random_sign")]
         rho = [r["spearman"] for r in sel if r["attack"] == "pgd" and np.isclose(r["eps"], eps)]
         use = [r["mean_linf_over_eps"] for r in sel if r["attack"] == "pgd" and np.isclose(r["eps"], eps)]
         zero = [r["n_flipped"] for r in sel if r["eps"] == 0]
@@ -119,20 +142,26 @@ def summary_markdown(records, eps: float | None = None) -> str:
         lines.append(f"| {task} | {MODEL_LABELS[model]} | " + " | ".join(cells) + f" | {paper_text} | "
                      f"{rho_text} | {use_text} | {zero_text} | {acc} |")
     lines.append("")
-  lines += ["Plots: flip_rate_vs_eps.png (main figure), flip_rate_vs_width.png.", ""]
+  lines += ["Intervals: derived.json. Plots: flip_rate_vs_eps.png (main figure), flip_rate_vs_width.png.", ""]
   return "\n".join(lines)
 
 
-def write_report(workdir, records=None) -> str:
+def write_report(workdir) -> str:
+  """Draws the plots and writes derived.json and summary.md into ``workdir`` from its records; returns the
+  summary text.
+
+  Raises:
+    ValueError: no records, or records of another experiment (``experiments.config.experiment_records``).
+  """
   workdir = Path(workdir)
-  records = read_records(workdir) if records is None else records
-  if not records:
-    raise ValueError(f"{workdir} holds no records; run experiments.flip_rate first")
+  records = experiment_records(workdir, "flip_rate", REQUIRED_FIELDS)
+  derived = derive(records)
+  write_derived(workdir, derived)
   std = [r for r in records if not r["adversarial_training"]] or records
   plot_vs(std, "eps", workdir / "flip_rate_vs_eps.png")
   plot_vs(std, "width", workdir / "flip_rate_vs_width.png", at_eps=0.3 if any(
       np.isclose(r["eps"], 0.3) for r in std) else max(r["eps"] for r in std))
-  text = summary_markdown(records)
+  text = summary_markdown(records, derived)
   (workdir / "summary.md").write_text(text)
   return text
 

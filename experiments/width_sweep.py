@@ -6,21 +6,19 @@ Usage:
 Quick config (default): MNIST, Fashion-MNIST and CIFAR-10 from the embedded subsets, n = 256 train /
 100 test, widths 16 … 4096, 3 seeds for the kernels at initialisation; gradient-descent training and
 function distance on MNIST only, widths ≤ 1024, 3 seeds. About 2 minutes on 2 CPU cores.
-``--full``: 1,000 train / 500 test images from the full files (``data_source=dir``, ``ATTN_DATA_DIR``),
+``--full``: 1,000 train / 500 test images from the full files (``data.source=dir``, ``ATTN_DATA_DIR``),
 training on all data sets up to width 4096, 5 seeds — sized for an accelerator or a long CPU run.
 
 Writes config.json, results.jsonl (one record per (dataset, model, readout, width, seed, kind)), orbax
 arrays of the test predictions, and plots + summary.md (``experiments.width_sweep_report``).
 A killed run restarted with the same workdir skips the recorded points.
 
-Source: arXiv 2603.13085 (REFERENCE §1).
+Source: arXiv 2603.13085 (docs/theory.md#kernel-distance).
 """
 from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Optional
-
 import jax
 import numpy as np
 from tqdm.auto import tqdm
@@ -28,57 +26,72 @@ from tqdm.auto import tqdm
 import ntk
 from ntk.sweep import default_learning_rate, infinite_width_kernels, kernel_distance, train_and_compare
 from experiments import config as config_lib
-from experiments.data import load_dataset
+from experiments import distributed
 from experiments.workdir import Workdir
 
 KEY_FIELDS = ("dataset", "model", "readout", "width", "seed", "kind")
 
 
 @dataclasses.dataclass(frozen=True)
+class SweepTrainConfig:
+  """Full-batch gradient descent and the function-distance comparison (``ntk.sweep.train_and_compare``).
+
+  enabled: run it. datasets, max_width, seeds: where it runs (widths ≤ max_width).
+  steps, lr_scale: GD steps; η = lr_scale · nC/λ_max(K∞) (half the stability limit at 1).
+  """
+  enabled: bool = True
+  datasets: tuple[str, ...] = ("mnist",)
+  max_width: int = 1024
+  seeds: tuple[int, ...] = (0, 1, 2)
+  steps: int = 400
+  lr_scale: float = 1.0
+
+  def validate(self, group: str = "train") -> None:
+    """Raises ValueError naming the dotted field and its allowed range."""
+    from experiments.data import get_spec
+    for name in self.datasets:
+      try:
+        get_spec(name)
+      except ValueError as e:
+        raise ValueError(f"{group}.datasets: {e}") from None
+    if self.max_width < 1:
+      raise ValueError(f"{group}.max_width must be >= 1, got {self.max_width}")
+    if self.steps < 0 or not self.lr_scale > 0:
+      raise ValueError(f"{group}.steps must be ≥ 0 and {group}.lr_scale > 0, got {self.steps}, "
+                       f"{self.lr_scale}")
+
+
+@dataclasses.dataclass(frozen=True)
 class WidthSweepConfig:
-  """Fields (all overridable as field=value).
+  """Fields (all overridable as field=value; a group's fields as group.field).
 
   datasets, models: what to sweep (models: 'relu' = 2L-ReLU, 'mlp_attn' = MLP-Attn).
   widths, seeds: hidden widths and init seeds for the kernels at initialisation.
-  n_train, n_test: class-balanced images drawn with data_seed from the train / test split.
-  data_source, data_dir: 'embedded' (shipped subsets), 'dir' (full files; data_dir or ATTN_DATA_DIR)
-    or 'tfds'.
+  data: ``DataConfig`` (n_train, n_test class-balanced images drawn with data.seed; data.source 'embedded',
+    'dir' (full files; data.dir or ATTN_DATA_DIR) or 'tfds').
   readout: 'fixed' (the paper's ±1 readout) or 'trained' (stax; adds the NNGP term).
   kernel_path: 'fast' (closed form) or 'neural_tangents' (reference, much slower).
-  train: run gradient descent and the function-distance comparison.
-  train_datasets, train_max_width, train_seeds: where training runs.
-  steps, lr_scale: GD steps; η = lr_scale · nC/λ_max(K∞) (half the stability limit at 1).
+  train: ``SweepTrainConfig``, gradient descent and the function distance.
   save_arrays: save test predictions of each trained point with orbax.
   """
   datasets: tuple[str, ...] = ("mnist", "fashion_mnist", "cifar10")
   models: tuple[str, ...] = ("relu", "mlp_attn")
   widths: tuple[int, ...] = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
   seeds: tuple[int, ...] = (0, 1, 2)
-  n_train: int = 256
-  n_test: int = 100
-  data_source: str = "embedded"
-  data_dir: Optional[str] = None
-  data_seed: int = 0
+  data: config_lib.DataConfig = config_lib.DataConfig(n_train=256, n_test=100)
   readout: str = "fixed"
   kernel_path: str = "fast"
-  train: bool = True
-  train_datasets: tuple[str, ...] = ("mnist",)
-  train_max_width: int = 1024
-  train_seeds: tuple[int, ...] = (0, 1, 2)
-  steps: int = 400
-  lr_scale: float = 1.0
+  train: SweepTrainConfig = SweepTrainConfig()
   save_arrays: bool = True
 
   def validate(self) -> None:
     """Raises ValueError naming the field and its allowed range."""
-    config_lib.check_common(self, dataset_fields=("datasets", "train_datasets"),
-                            nonempty=("datasets", "models", "widths", "seeds"))
-    if self.train_max_width < 1:
-      raise ValueError(f"train_max_width must be >= 1, got {self.train_max_width}")
+    config_lib.check_common(self, dataset_fields=("datasets",), nonempty=("datasets", "models", "widths", "seeds"))
     if not self.widths or any(w < 1 for w in self.widths):
       raise ValueError(f"widths must be integers ≥ 1, got {self.widths}")
-    if self.n_train < 2 or self.n_test < 1:
-      raise ValueError(f"n_train must be ≥ 2 and n_test ≥ 1, got {self.n_train}, {self.n_test}")
+    if self.data.n_train is None or self.data.n_train < 2 or self.data.n_test is None or self.data.n_test < 1:
+      raise ValueError(f"data.n_train must be ≥ 2 and data.n_test ≥ 1, got {self.data.n_train}, "
+                       f"{self.data.n_test}")
     if self.readout not in ntk.READOUTS:
       raise ValueError(f"readout must be one of {ntk.READOUTS}, got {self.readout!r}")
     bad = [m for m in self.models if m not in ntk.MODEL_NAMES]
@@ -86,24 +99,16 @@ class WidthSweepConfig:
       raise ValueError(f"models must be among {ntk.MODEL_NAMES}, got {bad}")
     if self.kernel_path not in ("fast", "neural_tangents"):
       raise ValueError(f"kernel_path must be 'fast' or 'neural_tangents', got {self.kernel_path!r}")
-    if self.steps < 0 or self.lr_scale <= 0:
-      raise ValueError(f"steps must be ≥ 0 and lr_scale > 0, got {self.steps}, {self.lr_scale}")
 
 
 def get_config(full: bool = False) -> WidthSweepConfig:
   """The quick CPU config, or with ``full`` the full-size one (see the module docstring)."""
   if not full:
     return WidthSweepConfig()
-  return WidthSweepConfig(n_train=1000, n_test=500, data_source="dir", seeds=(0, 1, 2, 3, 4),
-                          train_datasets=("mnist", "fashion_mnist", "cifar10"), train_max_width=4096,
-                          train_seeds=(0, 1, 2), steps=1000)
-
-
-def _load(config: WidthSweepConfig, name: str):
-  kw = dict(source=config.data_source, data_dir=config.data_dir, flatten=True, seed=config.data_seed)
-  train = load_dataset(name, "train", n=config.n_train, **kw)
-  test = load_dataset(name, "test", n=config.n_test, **kw)
-  return train, test
+  return WidthSweepConfig(data=config_lib.DataConfig(n_train=1000, n_test=500, source="dir"),
+                          seeds=(0, 1, 2, 3, 4),
+                          train=SweepTrainConfig(datasets=("mnist", "fashion_mnist", "cifar10"), max_width=4096,
+                                                 seeds=(0, 1, 2), steps=1000))
 
 
 def _points(config: WidthSweepConfig):
@@ -112,8 +117,8 @@ def _points(config: WidthSweepConfig):
       for width in config.widths:
         for seed in config.seeds:
           yield dataset, model_name, width, seed, "init"
-        if config.train and dataset in config.train_datasets and width <= config.train_max_width:
-          for seed in config.train_seeds:
+        if config.train.enabled and dataset in config.train.datasets and width <= config.train.max_width:
+          for seed in config.train.seeds:
             yield dataset, model_name, width, seed, "train"
 
 
@@ -128,12 +133,14 @@ def run(config: WidthSweepConfig, workdir, *, overwrite_config: bool = False) ->
   config.validate()
   wd = Workdir(workdir, KEY_FIELDS, config, overwrite_config=overwrite_config)
   done = wd.done()
-  todo = [p for p in _points(config) if (p[0], p[1], config.readout, p[2], p[3], p[4]) not in done]
+  # This process's share (all points in a single-process run): kernel and training points dealt separately.
+  todo = [p for p in distributed.shard(list(_points(config)), by=lambda p: p[4])
+          if (p[0], p[1], config.readout, p[2], p[3], p[4]) not in done]
   cache: dict = {}
   for dataset, model_name, width, seed, kind in tqdm(todo, desc="width sweep", unit="point"):
     if (dataset, model_name) not in cache:
       if dataset not in cache:
-        cache[dataset] = _load(config, dataset)
+        cache[dataset] = config_lib.load_splits(config.data, dataset, flatten=True)
       train, test = cache[dataset]
       f_train, f_test = ntk.model_features(model_name, train.x, test.x)
       f_train, f_test = np.asarray(f_train), np.asarray(f_test)
@@ -149,13 +156,13 @@ def run(config: WidthSweepConfig, workdir, *, overwrite_config: bool = False) ->
     record = dict(dataset=dataset, model=model_name, readout=config.readout, width=width, seed=seed,
                   kind=kind, n_train=len(f_train), n_test=len(f_test), kernel_path=config.kernel_path)
     if kind == "init":
-      record.update(kernel_distance(model, params, f_train, f_test, inf, path=config.kernel_path))
+      record.update(kernel_distance(model, params, f_train, f_test, inf, path=config.kernel_path)._asdict())
     else:
       y_onehot = np.eye(n_classes, dtype=np.float32)[train.y]
-      lr = default_learning_rate(inf, n_classes, config.lr_scale)
+      lr = default_learning_rate(inf, n_classes, config.train.lr_scale)
       result = train_and_compare(model, params, f_train, f_test, y_onehot, test.y, inf,
-                                 learning_rate=lr, steps=config.steps, path=config.kernel_path)
-      record.update(result.metrics)
+                                 learning_rate=lr, steps=config.train.steps, path=config.kernel_path)
+      record.update(result.metrics._asdict())
       if config.save_arrays:
         wd.save_arrays(wd.key(record), result.arrays)
     record["wall_time_s"] = time.perf_counter() - start
@@ -164,12 +171,9 @@ def run(config: WidthSweepConfig, workdir, *, overwrite_config: bool = False) ->
 
 
 def main(argv=None) -> None:
-  config, args = config_lib.cli("NTK width sweep (finite vs infinite width).", get_config, argv)
-  with config_lib.user_errors():
-    records = run(config, args.workdir, overwrite_config=args.overwrite_config)
   from experiments import width_sweep_report
-  width_sweep_report.write_report(args.workdir, records)
-  print(f"wrote {len(records)} records, plots and summary.md to {args.workdir}")
+  config_lib.experiment_main("NTK width sweep (finite vs infinite width).", get_config, run,
+                             width_sweep_report.write_report, argv)
 
 
 if __name__ == "__main__":

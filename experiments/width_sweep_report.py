@@ -1,6 +1,8 @@
-"""Plots and summary.md of a width sweep, drawn from its results.jsonl (no recomputation).
+"""Plots, derived.json and summary.md of a width sweep, drawn from its results.jsonl (no recomputation).
 
-``python -m experiments.width_sweep_report --workdir runs/width_sweep`` redraws them.
+``python -m experiments.width_sweep_report --workdir runs/width_sweep`` redraws them. derived.json holds
+the log-log fits (slope ± standard error, intercept, R², and the width at which the fitted spectral ratio
+reaches 1) per (data set, model); the summary renders the records and that file only.
 """
 from __future__ import annotations
 
@@ -11,11 +13,14 @@ import numpy as np
 from ntk.distance import loglog_fit
 from experiments.plotting import (MODEL_COLORS, MODEL_LABELS, finite, grouped, log_errorbar, save, series,
                                   subplots)
-from experiments.config import report_cli
-from experiments.workdir import read_records
+from experiments.config import experiment_records, report_cli
+from experiments.workdir import write_derived
 
-# arXiv 2603.13085, Table (NTK distance ‖f_m − f_NTK‖ by width), as quoted in REFERENCE §1. Targets to
-# compare against, never used in a computation.
+KEY_FIELDS = ("dataset", "model", "readout", "width", "seed", "kind")  # as experiments.width_sweep
+FITTED = ("rel_frobenius_train", "spectral_ratio")  # the kernel-distance measures fitted against width
+
+# arXiv 2603.13085, Table (NTK distance ‖f_m − f_NTK‖ by width), as in
+# docs/theory.md#influence-malleability-figures. Targets to compare against, never used in a computation.
 PAPER_FUNCTION_DISTANCE = {
     ("mnist", "relu"): {16: 45.1, 1024: 39.9, 4096: 39.2},
     ("mnist", "mlp_attn"): {16: 10.3, 1024: 33.3, 4096: 43.4},
@@ -41,9 +46,33 @@ def _fit(records, dataset, model, y):
   return loglog_fit(np.array(w), np.array(v))
 
 
+def derive(records) -> dict:
+  """The fitted numbers of the summary: {"fits": [one dict per (dataset, model, quantity)]}, each with
+  slope, slope_stderr, intercept (log y at m = 1), r_squared, n_points and width_reaching_1 (the width at
+  which the fitted line reaches 1; inf for a slope ≥ 0), from the init records (``ntk.distance.loglog_fit``
+  over every seed's point)."""
+  init = [r for r in records if r["kind"] == "init"]
+  fits = []
+  for dataset in _datasets(init):
+    for model in _models(init):
+      for quantity in FITTED:
+        fit = _fit(init, dataset, model, quantity)
+        if fit is not None:
+          fits.append(dict(dataset=dataset, model=model, quantity=quantity, slope=fit.slope,
+                           slope_stderr=fit.slope_stderr, intercept=fit.intercept, r_squared=fit.r_squared,
+                           n_points=fit.n_points, width_reaching_1=fit.width_reaching(1.0)))
+  return {"fits": fits}
+
+
+def _derived_fit(derived, dataset, model, quantity):
+  found = [f for f in derived.get("fits", ()) if (f["dataset"], f["model"], f["quantity"]) == (dataset, model, quantity)]
+  return found[0] if found else None
+
+
 def plot_vs_width(records, y: str, ylabel: str, path, *, kind: str, reference_slope=None,
-                  extrapolate_to=None) -> None:
-  """One panel per data set: ``y`` vs width on log-log axes, mean ± std over seeds, both models."""
+                  extrapolate_to=None, derived=None) -> None:
+  """One panel per data set: ``y`` vs width on log-log axes, mean ± std over seeds, both models; with
+  ``extrapolate_to``, the fitted line of ``derived`` (``derive``) out to where it reaches that value."""
   datasets = _datasets(records)
   fig, axes = subplots(len(datasets))
   for ax, dataset in zip(axes, datasets):
@@ -52,11 +81,11 @@ def plot_vs_width(records, y: str, ylabel: str, path, *, kind: str, reference_sl
       if xs.size == 0:
         continue
       log_errorbar(ax, xs, values, color=MODEL_COLORS[model], label=MODEL_LABELS[model])
-      fit = _fit([r for r in records if r["kind"] == kind], dataset, model, y)
-      if extrapolate_to is not None and fit is not None and fit.slope < 0:
-        m_star = fit.width_reaching(extrapolate_to)
+      fit = _derived_fit(derived or {}, dataset, model, y)
+      if extrapolate_to is not None and fit is not None and fit["slope"] < 0:
+        m_star = float(np.exp((np.log(extrapolate_to) - fit["intercept"]) / fit["slope"]))
         grid = np.geomspace(xs[0], max(xs[-1], min(m_star, 1e12)), 50)
-        ax.plot(grid, np.exp(fit.intercept) * grid ** fit.slope, ls=":", color=MODEL_COLORS[model],
+        ax.plot(grid, np.exp(fit["intercept"]) * grid ** fit["slope"], ls=":", color=MODEL_COLORS[model],
                 label=f"fit: reaches {extrapolate_to:g} at m≈{m_star:.1e}")
     if reference_slope is not None:
       xs, mean, _, _ = series(records, "width", y, dataset=dataset, kind=kind, model="relu")
@@ -78,8 +107,9 @@ def _fmt(v, digits=3):
   return "–" if v is None else f"{v:.{digits}g}"
 
 
-def summary_markdown(records) -> str:
-  """The summary table: fitted slopes, spectral ratios, function distances beside the paper's."""
+def summary_markdown(records, derived) -> str:
+  """The summary table: fitted slopes (from ``derived``), spectral ratios, function distances beside the
+  paper's."""
   init = [r for r in records if r["kind"] == "init"]
   train = [r for r in records if r["kind"] == "train"]
   lines = ["# Width sweep: finite- vs infinite-width NTK", ""]
@@ -87,7 +117,7 @@ def summary_markdown(records) -> str:
     r0 = records[0]
     lines += [f"Readout: **{r0['readout']}**; n_train = {r0['n_train']}, n_test = {r0['n_test']}; "
               f"kernel path: {r0['kernel_path']}. Mean ± std over seeds. Source: arXiv 2603.13085 "
-              "(REFERENCE §1).", ""]
+              "(docs/theory.md#kernel-distance).", ""]
   lines += ["## Kernel distance at initialisation", "",
             "Relative Frobenius ‖K_m − K∞‖_F/‖K∞‖_F (train block) should fall as m^(−1/2) for both models "
             "(sanity check). The discriminating figure is ‖K_m − K∞‖₂/λ_min(K∞) at the largest width, "
@@ -97,8 +127,8 @@ def summary_markdown(records) -> str:
             "|---|---|---|---|---|---|---|---|"]
   for dataset in _datasets(init):
     for model in _models(init):
-      fit = _fit(init, dataset, model, "rel_frobenius_train")
-      sfit = _fit(init, dataset, model, "spectral_ratio")
+      fit = _derived_fit(derived, dataset, model, "rel_frobenius_train")
+      sfit = _derived_fit(derived, dataset, model, "spectral_ratio")
       xs, frob, _, _ = series(init, "width", "rel_frobenius_train", dataset=dataset, model=model)
       _, ratio, _, _ = series(init, "width", "spectral_ratio", dataset=dataset, model=model)
       _, lam, _, _ = series(init, "width", "lambda_min_inf", dataset=dataset, model=model)
@@ -106,9 +136,9 @@ def summary_markdown(records) -> str:
         continue
       lines.append(
           f"| {dataset} | {MODEL_LABELS[model]} | "
-          f"{_fmt(fit.slope) if fit else '–'} ± {_fmt(fit.slope_stderr, 2) if fit else '–'} | "
+          f"{_fmt(fit['slope']) if fit else '–'} ± {_fmt(fit['slope_stderr'], 2) if fit else '–'} | "
           f"{frob[-1]:.3g} (m={int(xs[-1])}) | {ratio[-1]:.3g} | {lam[0]:.3g} | "
-          f"{_fmt(sfit.slope) if sfit else '–'} | {_fmt(sfit.width_reaching(1.0) if sfit else None, 2)} |")
+          f"{_fmt(sfit['slope']) if sfit else '–'} | {_fmt(sfit['width_reaching_1'] if sfit else None, 2)} |")
   if train:
     lines += ["", "## Function distance after gradient descent and kernel movement", "",
               "‖f_m − f_NTK‖_F over the [n_test, C] test outputs at the same training time t = steps·η, the "
@@ -129,30 +159,35 @@ def summary_markdown(records) -> str:
           lines.append(f"| {dataset} | {MODEL_LABELS[model]} | {int(w)} | {dist[i]:.3g} ± {dstd[i]:.2g} | "
                        f"{rel[i]:.3g} | {paper.get(int(w), '')} | {mov[i]:.3g} | {acc_n[i]:.3f} | "
                        f"{acc_k[i]:.3f} |")
-  lines += ["", "Plots: kernel_distance.png, spectral_ratio.png"
+  lines += ["", "Fits: derived.json. Plots: kernel_distance.png, spectral_ratio.png"
             + (", function_distance.png, kernel_movement.png" if train else ""), ""]
   return "\n".join(lines)
 
 
-def write_report(workdir, records=None) -> str:
-  """Draws the plots and writes summary.md into ``workdir``; returns the summary text."""
+def write_report(workdir) -> str:
+  """Draws the plots and writes derived.json and summary.md into ``workdir`` from its records; returns the
+  summary text.
+
+  Raises:
+    ValueError: no records, or records of another experiment (``experiments.config.experiment_records``).
+  """
   workdir = Path(workdir)
-  records = read_records(workdir) if records is None else records
-  if not records:
-    raise ValueError(f"{workdir} holds no records; run experiments.width_sweep first")
+  records = experiment_records(workdir, "width_sweep", KEY_FIELDS)
+  derived = derive(records)
+  write_derived(workdir, derived)
   init = [r for r in records if r["kind"] == "init"]
   train = [r for r in records if r["kind"] == "train"]
   if init:
     plot_vs_width(init, "rel_frobenius_train", "‖K_m − K∞‖_F / ‖K∞‖_F", workdir / "kernel_distance.png",
                   kind="init", reference_slope=-0.5)
     plot_vs_width(init, "spectral_ratio", "‖K_m − K∞‖₂ / λ_min(K∞)", workdir / "spectral_ratio.png",
-                  kind="init", extrapolate_to=1.0)
+                  kind="init", extrapolate_to=1.0, derived=derived)
   if train:
     plot_vs_width(train, "function_distance", "‖f_m − f_NTK‖_F (test)", workdir / "function_distance.png",
                   kind="train")
     plot_vs_width(train, "kernel_movement", "‖K_T − K_0‖_F / ‖K_0‖_F", workdir / "kernel_movement.png",
                   kind="train")
-  text = summary_markdown(records)
+  text = summary_markdown(records, derived)
   (workdir / "summary.md").write_text(text)
   return text
 

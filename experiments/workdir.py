@@ -2,8 +2,13 @@
 
 Every record carries the point's key fields, the wall time, the seed and the library versions, and is
 appended (and flushed) as soon as the point finishes, so a killed run loses nothing; restarting with the
-same workdir skips the keys already recorded (STYLE.md §5–6; big_vision's workdir convention).
+same workdir skips the keys already recorded (results are data, long runs resume; big_vision's workdir convention).
 Arrays are saved with orbax under ``arrays/<key>/``.
+
+In a multi-process run (``experiments.distributed``) process i of P appends to its own
+``results-<i>-of-<P>.jsonl`` under its own lock; process 0 alone writes ``config.json`` (the others wait
+for it and check it); every reader (``read_records``, resume, the reports) reads all results files, and
+every record carries ``process_index`` and ``process_count``.
 """
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ import dataclasses
 import functools
 import json
 import platform
+import os
 import shutil
 import time
 import weakref
@@ -25,39 +31,62 @@ except ImportError:  # not POSIX: no lock
   fcntl = None
 
 LOCK_NAME = ".lock"
-_HELD: dict[Path, list] = {}  # resolved workdir -> [its open, flock-ed lock file, live Workdir objects]
+RESULTS_NAME = "results.jsonl"
+CONFIG_WAIT_S = 300.0  # how long processes > 0 wait for process 0's config.json
+_HELD: dict[tuple, list] = {}  # (resolved workdir, process) -> [its open, flock-ed lock files, live Workdirs]
 
 
-def _acquire(path: Path) -> Path:
-  """Takes the workdir's lock for this process (shared by every Workdir object of the process).
+def results_name(index: int, count: int) -> str:
+  """The results file of process ``index`` of ``count``: results.jsonl for a single process, else
+  results-<index>-of-<count>.jsonl (5 digits each)."""
+  return RESULTS_NAME if count == 1 else f"results-{index:05d}-of-{count:05d}.jsonl"
 
-  Raises:
-    ValueError: another process holds it: two jobs appending to one results.jsonl would duplicate points.
-  """
-  key = path.resolve()
-  if key in _HELD:
-    _HELD[key][1] += 1
-    return key
-  lock = open(path / LOCK_NAME, "a+")
+
+def _flock(path: Path, mode: int, workdir: Path, opened: list):
+  lock = open(path, "a+")
+  opened.append(lock)
   if fcntl is not None:
     try:
-      fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+      fcntl.flock(lock, mode | fcntl.LOCK_NB)
     except BlockingIOError:
-      lock.close()
-      raise ValueError(f"workdir {path} is in use by another running job (it holds {path / LOCK_NAME}); "
+      for f in opened:
+        f.close()
+      raise ValueError(f"workdir {workdir} is in use by another running job (it holds {path}); "
                        "wait for it to finish or use another workdir") from None
     except OSError:  # a file system without flock (some network mounts): run unlocked
       pass
-  _HELD[key] = [lock, 1]
+
+
+def _acquire(path: Path, index: int = 0, count: int = 1) -> tuple:
+  """Takes the workdir's lock for this process (shared by every Workdir object of the process).
+
+  A single-process run holds ``.lock`` exclusively; process i of a multi-process run holds ``.lock``
+  shared and ``.lock-<i>`` exclusively, so two jobs never append to one results file.
+
+  Raises:
+    ValueError: another job holds it: two jobs appending to one results file would duplicate points.
+  """
+  key = (path.resolve(), index, count)
+  if key in _HELD:
+    _HELD[key][1] += 1
+    return key
+  opened: list = []
+  if count == 1:
+    _flock(path / LOCK_NAME, fcntl.LOCK_EX if fcntl else 0, path, opened)
+  else:
+    _flock(path / LOCK_NAME, fcntl.LOCK_SH if fcntl else 0, path, opened)
+    _flock(path / f"{LOCK_NAME}-{index:05d}", fcntl.LOCK_EX if fcntl else 0, path, opened)
+  _HELD[key] = [opened, 1]
   return key
 
 
-def _release(key: Path) -> None:
+def _release(key: tuple) -> None:
   entry = _HELD.get(key)
   if entry is not None:
     entry[1] -= 1
     if entry[1] == 0:
-      entry[0].close()  # releases the flock
+      for lock in entry[0]:
+        lock.close()  # releases the flock
       del _HELD[key]
 
 
@@ -69,7 +98,8 @@ def versions() -> dict[str, str]:
   import neural_tangents
   out = {"python": platform.python_version(), "jax": jax.__version__, "numpy": np.__version__,
          "neural_tangents": getattr(neural_tangents, "__version__", "unknown"), "flax": flax.__version__,
-         "backend": jax.default_backend(), "devices": str(jax.device_count())}
+         "backend": jax.default_backend(), "devices": str(jax.device_count()),
+         "local_devices": str(jax.local_device_count())}
   return out
 
 
@@ -115,36 +145,82 @@ class Workdir:
       arrays, model checkpoints (``models/``), plots. With ``overwrite_config`` they are moved with the old
       config, not deleted, into ``previous-<time>/`` and the run starts afresh. A config.json without
       results (a run that failed before writing anything, e.g. on a typo) is simply replaced.
+    process_index, process_count: this process and the job's process count (default: the running JAX
+      job's, ``experiments.distributed``). Process i > 0 does not write config.json: it waits up to
+      ``config_wait_s`` seconds for process 0's to equal its own (``ValueError`` when it does not).
 
-  One process at a time may use a workdir: a second job on it gets a ``ValueError`` (an advisory ``flock``
-  on ``.lock``, POSIX only; Workdir objects of one process share it).
+  One job at a time may use a workdir: a second job on it gets a ``ValueError`` (an advisory ``flock``
+  on ``.lock``, POSIX only; Workdir objects of one process share it). Each process of a job appends to its
+  own results file (``results_name``).
   """
 
-  def __init__(self, path, key_fields: Sequence[str], config=None, *, overwrite_config: bool = False):
+  def __init__(self, path, key_fields: Sequence[str], config=None, *, overwrite_config: bool = False,
+               process_index: int | None = None, process_count: int | None = None,
+               config_wait_s: float = CONFIG_WAIT_S):
+    from experiments import distributed
     self.path = Path(path)
     if self.path.exists() and not self.path.is_dir():
       raise ValueError(f"workdir {self.path} exists and is not a directory")
+    self.process_index = distributed.process_index() if process_index is None else process_index
+    self.process_count = distributed.process_count() if process_count is None else process_count
     self.path.mkdir(parents=True, exist_ok=True)
-    weakref.finalize(self, _release, _acquire(self.path))  # released when the last Workdir of it goes
+    # released when the last Workdir of it goes
+    weakref.finalize(self, _release, _acquire(self.path, self.process_index, self.process_count))
     self.key_fields = tuple(key_fields)
-    self.results_path = self.path / "results.jsonl"
-    if config is not None:
+    self.results_path = self.path / results_name(self.process_index, self.process_count)
+    if config is not None and self.process_index > 0:
+      self._wait_for_config(_jsonable(config), config_wait_s)
+    elif config is not None:
       cfg = _jsonable(config)
       cfg_path = self.path / "config.json"
       old = _read_config(cfg_path) if cfg_path.exists() else cfg
       if old != cfg and self._results():
-        changed = sorted(k for k in set(old) | set(cfg) if old.get(k) != cfg.get(k))
         if not overwrite_config:
+          old_leaves, new_leaves = _leaves(old), _leaves(cfg)
+          if set(old_leaves) != set(new_leaves):  # another layout, e.g. flat fields before data.*/train.*
+            only_old = sorted(set(old_leaves) - set(new_leaves))
+            raise ValueError(
+                f"{cfg_path} was written with another layout of this config (fields {only_old[:4]}"
+                f"{' ...' if len(only_old) > 4 else ''} are not fields of this version) and is not "
+                "reinterpreted; use a new workdir, or --overwrite_config to move the old results aside and "
+                "start afresh")
+          changed = sorted(k for k in new_leaves if old_leaves[k] != new_leaves[k])
           raise ValueError(
               f"{cfg_path} belongs to results of a different config (fields {changed} differ); use a new "
               "workdir, or --overwrite_config to move the old results aside and start afresh")
         self._move_aside()
-      cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+      tmp = cfg_path.with_name(f".config.json.{os.getpid()}")
+      tmp.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+      tmp.replace(cfg_path)  # atomic: the other processes never read half a config
+
+  def _wait_for_config(self, cfg: dict, timeout_s: float) -> None:
+    """Waits for process 0 to write a config.json equal to ``cfg`` (polling every 0.2 s).
+
+    Raises:
+      ValueError: after ``timeout_s`` seconds it is still absent or different (names the differing fields).
+    """
+    cfg_path, deadline, old = self.path / "config.json", time.monotonic() + timeout_s, None
+    while True:
+      if cfg_path.exists():
+        try:
+          old = json.loads(cfg_path.read_text())
+        except json.JSONDecodeError:
+          old = None
+        if old == cfg:
+          return
+      if time.monotonic() > deadline:
+        break
+      time.sleep(0.2)
+    what = "is absent" if old is None else (
+        f"differs in fields {sorted(k for k, v in _leaves(cfg).items() if _leaves(old).get(k) != v)}")
+    raise ValueError(f"process {self.process_index} of {self.process_count}: {cfg_path} {what} after "
+                     f"{timeout_s:.0f} s; process 0 writes it: were all processes started with the same "
+                     "config (and --overwrite_config)? See process 0's error")
 
   def _results(self) -> list[Path]:
     """What a run has written besides its config (and the results of earlier configs)."""
     return [p for p in self.path.iterdir()
-            if p.name not in ("config.json", LOCK_NAME) and not p.name.startswith("previous-")]
+            if p.name != "config.json" and not p.name.startswith((LOCK_NAME, "previous-", ".config.json."))]
 
   def _move_aside(self) -> Path:
     stamp = time.strftime("previous-%Y%m%d-%H%M%S")
@@ -169,11 +245,16 @@ class Workdir:
     return {self.key(r) for r in self.records() if all(f in r for f in self.key_fields)}
 
   def append(self, record: dict) -> dict:
-    """Adds versions, writes one JSON line and flushes it to disk. Returns the stored record."""
+    """Adds versions, process_index and process_count, writes one JSON line and flushes it to disk.
+    Returns the stored record. Under ``--global_mesh`` only process 0 writes (the others return it)."""
+    from experiments import distributed
     missing = [f for f in self.key_fields if f not in record]
     if missing:
       raise ValueError(f"record lacks key fields {missing}")
-    stored = _jsonable({**record, "versions": versions()})
+    stored = _jsonable({**record, "versions": versions(), "process_index": self.process_index,
+                        "process_count": self.process_count})
+    if not distributed.writes_records():
+      return stored
     with open(self.results_path, "ab+") as f:
       # A killed run may have left a partial line: start on a fresh line (reads only the last byte).
       if f.seek(0, 2) > 0:
@@ -185,9 +266,21 @@ class Workdir:
     return stored
 
   def save_arrays(self, record_key: Iterable, arrays: dict[str, np.ndarray]) -> Path:
-    """Saves a dict of arrays with orbax under ``arrays/<key>``; returns that path."""
+    """Saves a dict of arrays with orbax under ``arrays/<key>``; returns that path.
+
+    In a multi-process run (where orbax saves are collective over all processes) each process saves its
+    own points' arrays with numpy instead, as ``arrays/<key>.npz``; ``load_arrays`` reads either.
+    """
     import orbax.checkpoint as ocp
+    from experiments import distributed
     name = "_".join(str(k) for k in record_key).replace("/", "-")
+    if self.process_count > 1:
+      if not distributed.writes_records():
+        return self.path / "arrays" / f"{name}.npz"
+      (self.path / "arrays").mkdir(exist_ok=True)
+      tmp = self.path / "arrays" / f".{name}.{os.getpid()}.npz"
+      np.savez(tmp, **{k: np.asarray(v) for k, v in arrays.items()})
+      return tmp.replace(self.path / "arrays" / f"{name}.npz")
     path = (self.path / "arrays" / name).resolve()
     if path.exists():
       shutil.rmtree(path)
@@ -197,7 +290,22 @@ class Workdir:
   def load_arrays(self, record_key: Iterable) -> dict[str, np.ndarray]:
     import orbax.checkpoint as ocp
     name = "_".join(str(k) for k in record_key).replace("/", "-")
+    npz = self.path / "arrays" / f"{name}.npz"
+    if npz.exists():
+      with np.load(npz) as data:
+        return {k: data[k] for k in data.files}
     return ocp.PyTreeCheckpointer().restore((self.path / "arrays" / name).resolve())
+
+
+def _leaves(config: dict, prefix: str = "") -> dict[str, Any]:
+  """A config.json's leaf values by dotted name ({'data': {'n_train': 8}} -> {'data.n_train': 8})."""
+  out = {}
+  for key, value in config.items():
+    if isinstance(value, dict):
+      out.update(_leaves(value, f"{prefix}{key}."))
+    else:
+      out[prefix + key] = value
+  return out
 
 
 def _read_config(path: Path) -> dict:
@@ -210,16 +318,40 @@ def _read_config(path: Path) -> dict:
 def read_records(workdir) -> list[dict]:
   """Records of a finished or partial run, for plotting without recomputing.
 
-  A truncated last line (from a killed run) is skipped. Non-finite numbers (stored as the strings 'nan',
+  Reads every process's results file (``results.jsonl``, then ``results-<i>-of-<P>.jsonl`` in name order).
+  A truncated line (from a killed run) is skipped. Non-finite numbers (stored as the strings 'nan',
   'inf', '-inf') come back as floats; so would a string field whose value is literally one of those.
   """
-  path = Path(workdir) / "results.jsonl"
-  if not path.exists():
-    return []
   out = []
-  for line in path.read_text().splitlines():
-    try:
-      out.append(_decode(json.loads(line)))
-    except json.JSONDecodeError:
-      continue
+  for path in results_files(workdir):
+    for line in path.read_text().splitlines():
+      try:
+        out.append(_decode(json.loads(line)))
+      except json.JSONDecodeError:
+        continue
   return out
+
+
+def results_files(workdir) -> list[Path]:
+  """The results files of ``workdir``: results.jsonl and every process's results-<i>-of-<P>.jsonl."""
+  path = Path(workdir)
+  single = [path / RESULTS_NAME] if (path / RESULTS_NAME).exists() else []
+  return single + sorted(path.glob("results-*-of-*.jsonl"))
+
+
+DERIVED_NAME = "derived.json"
+
+
+def write_derived(workdir, derived: dict) -> Path:
+  """Writes the numbers a report derives from the records (fits, intervals, crossovers) to
+  ``<workdir>/derived.json``, replacing the previous file: it is rebuilt from results.jsonl on every
+  report, so it never goes stale on resume. Non-finite numbers are stored as the strings 'nan' / 'inf'."""
+  path = Path(workdir) / DERIVED_NAME
+  path.write_text(json.dumps(_jsonable(derived), indent=1, sort_keys=True) + "\n")
+  return path
+
+
+def read_derived(workdir) -> dict:
+  """The contents of ``<workdir>/derived.json`` (non-finite strings back to floats); {} when absent."""
+  path = Path(workdir) / DERIVED_NAME
+  return _decode(json.loads(path.read_text())) if path.exists() else {}

@@ -3,7 +3,7 @@
 flip rate = share of the top-τ most influential training samples — the ⌈τn⌉ largest |I_j| before the
 perturbation, ties broken by the lower index — whose influence changes sign: I_before·I_after < 0 (a score
 that becomes exactly 0 is not a flip). Spearman's ρ between the full before/after score vectors is
-reported beside it (REFERENCE §1).
+reported beside it (docs/theory.md#flip-rate).
 """
 from __future__ import annotations
 

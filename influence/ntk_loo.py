@@ -1,6 +1,6 @@
 """Leave-one-out influence of training points for kernel ridge regression (KRR) with an NTK.
 
-Setting (arXiv 2603.13085 §5; REFERENCE §1; Zhang & Zhang, arXiv 2112.08297): K is the n×n (empirical, at
+Setting (arXiv 2603.13085 §5; Zhang & Zhang, arXiv 2112.08297): K is the n×n (empirical, at
 the trained parameters, or infinite-width) NTK on the training set, A = (K + λI)⁻¹ with ridge
 λ = 1e-3·tr(K)/n by default, α = A Y for one-hot targets Y ∈ R^(n×C), and the KRR predictor is
 f(x) = k_xᵀ α. The refit without training point j has, exactly,
@@ -8,18 +8,26 @@ f(x) = k_xᵀ α. The refit without training point j has, exactly,
 so with B = K_test A and Δ_tj = f₋ⱼ(x_t) − f(x_t) = −(B_tj / A_jj) α_j, the per-pair influence is
     I_tj = ℓ(f₋ⱼ(x_t), y_t) − ℓ(f(x_t), y_t) = Δ_tj·(f(x_t) − y_t) + ½‖Δ_tj‖²,   ℓ = ½‖f − y‖²,
 and the influence of point j is I_j = Σ_t I_tj. **I_j > 0 means point j helps** (removing it raises the
-test loss). Everything goes through one Cholesky factorisation of K + λI (no explicit inverse); A_jj are
-the squared column norms of L⁻¹ (a triangular solve).
+test loss). Everything goes through one Cholesky factorisation K + λI = LLᵀ; A_jj = ‖L⁻¹e_j‖² are the
+squared column norms of L⁻¹.
+
+Memory (float64, the default): K + λI is formed in one n×n work array and factorised in place (LAPACK
+potrf); α and B = K_test A are solved from L, and only then is L overwritten in place by the lower triangle
+of A (LAPACK potri, a blocked Level-3 inversion computing L⁻ᵀL⁻¹ from L⁻¹), whose diagonal is A_jj. The
+peak is the caller's K plus one work array, about 2n² float64 (n = 10,000: 1.6 GB; the earlier path held
+about 6n²). The float32 path (``float64=False``) keeps the jitted JAX computation with an explicit L⁻¹.
 """
 from __future__ import annotations
 
-import contextlib
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
+import scipy.linalg
+
+from attention._checks import check_finite_matrix
 
 
 class LOOInfluence(NamedTuple):
@@ -38,7 +46,7 @@ class LOOInfluence(NamedTuple):
 
 
 def default_ridge(k_train_NxN) -> float:
-  """λ = 1e-3 · tr(K) / n (REFERENCE §1)."""
+  """λ = 1e-3 · tr(K) / n (docs/theory.md#ntk-leave-one-out-influence)."""
   k = np.asarray(k_train_NxN)
   return float(1e-3 * np.trace(k) / k.shape[0])
 
@@ -54,8 +62,7 @@ def _check(k_train, k_test, y_train, y_test):
   if y_test.shape != (k_test.shape[0], y_train.shape[1]):
     raise ValueError(f"y_test must be [t, C] = {(k_test.shape[0], y_train.shape[1])}, got {y_test.shape}")
   for name, a in (("k_train", k_train), ("k_test_train", k_test), ("y_train", y_train), ("y_test", y_test)):
-    if not np.all(np.isfinite(a)):
-      raise ValueError(f"{name} holds NaN or inf")
+    check_finite_matrix(a, name)
 
 
 def ntk_loo_influence(k_train_NxN, k_test_train_TxN, y_train_NxC, y_test_TxC, *, ridge: float | None = None,
@@ -68,7 +75,8 @@ def ntk_loo_influence(k_train_NxN, k_test_train_TxN, y_train_NxC, y_test_TxC, *,
     y_train_NxC: training targets, [n, C] (one-hot for classification; C = 1 for scalar regression).
     y_test_TxC: test targets, [t, C].
     ridge: λ > 0; default 1e-3·tr(K)/n.
-    float64: compute in float64 (scoped x64), else float32.
+    float64: compute in float64 (numpy/LAPACK, peak about 2n² float64; module docstring), else in
+      float32 (jitted JAX, matmuls at the highest precision).
 
   Returns:
     ``LOOInfluence`` (numpy arrays). The score convention is in the module docstring.
@@ -90,18 +98,44 @@ def ntk_loo_influence(k_train_NxN, k_test_train_TxN, y_train_NxC, y_test_TxC, *,
     lam = float(ridge)
     if not lam > 0:
       raise ValueError(f"ridge must be > 0, got {lam}")
-  dtype = jnp.float64 if float64 else jnp.float32
-  ctx = jax.experimental.enable_x64() if float64 else contextlib.nullcontext()
-  with ctx:
-    per_pair, preds = _loo(jnp.asarray(k_train, dtype), jnp.asarray(k_test, dtype),
-                           jnp.asarray(y_train, dtype), jnp.asarray(y_test, dtype), jnp.asarray(lam, dtype))
+  if float64:
+    per_pair, preds = _loo_float64(k_train, k_test, y_train, y_test, lam)
+  else:
+    per_pair, preds = _loo(jnp.asarray(k_train, jnp.float32), jnp.asarray(k_test, jnp.float32),
+                           jnp.asarray(y_train, jnp.float32), jnp.asarray(y_test, jnp.float32),
+                           jnp.asarray(lam, jnp.float32))
     per_pair, preds = np.asarray(per_pair), np.asarray(preds)
   if not np.all(np.isfinite(per_pair)):
     raise ValueError("K + λI is not numerically positive definite; increase the ridge")
   return LOOInfluence(per_pair.sum(axis=0), per_pair, lam, preds)
 
 
+def _loo_float64(k_train, k_test, y_train, y_test, lam):
+  """The float64 path with a peak of about 2n² (module docstring); numpy in, numpy out ([t, n], [t, C])."""
+  n = k_train.shape[0]
+  work = np.add(k_train, k_train.T)                  # the one n×n work array: K + Kᵀ ...
+  work *= 0.5                                        # ... symmetrised in place
+  work[np.diag_indices(n)] += lam
+  # work is symmetric, so its transpose is the same matrix in Fortran order: LAPACK factorises in place.
+  chol, info = scipy.linalg.lapack.dpotrf(work.T, lower=1, clean=0, overwrite_a=1)
+  if info != 0:
+    return np.full((k_test.shape[0], n), np.nan), np.full(y_test.shape, np.nan)
+  alpha_NxC = scipy.linalg.cho_solve((chol, True), y_train, check_finite=False)
+  b_TxN = scipy.linalg.cho_solve((chol, True), k_test.T, check_finite=False).T   # K_test A
+  a_inv, info = scipy.linalg.lapack.dpotri(chol, lower=1, overwrite_c=1)         # A in place of L
+  if info != 0:
+    return np.full((k_test.shape[0], n), np.nan), np.full(y_test.shape, np.nan)
+  a_diag_N = np.diagonal(a_inv).copy()               # A_jj
+  del work, chol, a_inv
+  f_TxC = k_test @ alpha_NxC
+  coef_TxN = -b_TxN / a_diag_N[None, :]
+  per_pair = coef_TxN * ((f_TxC - y_test) @ alpha_NxC.T)
+  per_pair += 0.5 * coef_TxN ** 2 * np.sum(alpha_NxC ** 2, axis=1)[None, :]
+  return per_pair, f_TxC
+
+
 @jax.jit
+@jax.default_matmul_precision("highest")  # float32 on GPUs would otherwise use TF32 (~1e-3 relative)
 def _loo(k_train, k_test, y_train, y_test, lam):
   n = k_train.shape[0]
   chol = jsl.cholesky((k_train + k_train.T) / 2 + lam * jnp.eye(n, dtype=k_train.dtype), lower=True)

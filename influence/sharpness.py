@@ -1,6 +1,7 @@
 """Sharpness of a minimum: top Hessian eigenvalues by Lanczos on Hessian-vector products, and
 filter-normalised loss landscapes (Li et al., "Visualizing the Loss Landscape of Neural Nets", NeurIPS 2018,
 §4). Used to test arXiv 2603.13085's claim that 2L-ReLU sits in sharper minima than MLP-Attn.
+Also the elementwise adaptive sharpness of Kwon et al. (arXiv 2102.11600), invariant to layer rescaling.
 """
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from influence.influence_function import hvp
+
+
+LANCZOS_RESIDUAL_RTOL = 1e-3
+"""``hessian_top_eigenvalues`` warns when a returned Ritz pair's residual exceeds this times max|θ|."""
 
 
 def hessian_top_eigenvalues(objective: Callable, params, *, k: int = 1, num_iters: int = 40,
@@ -33,7 +38,8 @@ def hessian_top_eigenvalues(objective: Callable, params, *, k: int = 1, num_iter
     ValueError: k < 1, k > num_iters, k > the number of parameters, or a non-finite Hessian-vector product.
 
   Warns:
-    RuntimeWarning: fewer than k eigenvalues, when the Krylov space closes early.
+    RuntimeWarning: fewer than k eigenvalues, when the Krylov space closes early (a breakdown: β < 1e-10);
+      or a returned Ritz pair not converged, residual > ``LANCZOS_RESIDUAL_RTOL``·max|θ| (raise num_iters).
   """
   if not 1 <= k <= num_iters:
     raise ValueError(f"need 1 ≤ k ≤ num_iters, got k={k}, num_iters={num_iters}")
@@ -65,6 +71,16 @@ def hessian_top_eigenvalues(objective: Callable, params, *, k: int = 1, num_iter
     warnings.warn(f"the Krylov space closed after {len(alphas)} steps (the start vector lies in an invariant "
                   f"subspace): returning {len(alphas)} eigenvalues instead of k={k}; try another key",
                   RuntimeWarning, stacklevel=2)
+  # Ritz residual ‖H y_i − θ_i y_i‖ = β_m |e_mᵀ u_i| for the eigenpairs (θ_i, u_i) of the tridiagonal matrix
+  # (Golub & Van Loan, Matrix Computations, 4th ed., §10.1.4); β_m is the norm left after the last step.
+  thetas, vecs = np.linalg.eigh(tri)
+  top = np.argsort(thetas)[::-1][:k]
+  residual = beta * np.abs(vecs[-1, top])
+  scale = max(float(np.max(np.abs(thetas))), np.finfo(np.float64).tiny)
+  if np.any(residual > LANCZOS_RESIDUAL_RTOL * scale):
+    warnings.warn(f"Lanczos did not converge in num_iters={num_iters} steps: the top-{k} Ritz residuals "
+                  f"‖Hy − θy‖ / max|θ| reach {float(np.max(residual)) / scale:.3g} > {LANCZOS_RESIDUAL_RTOL}; "
+                  f"the eigenvalues are lower estimates, raise num_iters", RuntimeWarning, stacklevel=2)
   return np.sort(np.linalg.eigvalsh(tri))[::-1][:k]
 
 
@@ -112,3 +128,34 @@ def loss_landscape(objective: Callable, params, directions, alphas) -> np.ndarra
   if len(directions) == 1:
     return np.array([float(f(a, 0.0)) for a in alphas])
   return np.array([[float(f(a, b)) for b in alphas] for a in alphas])
+
+
+def adaptive_sharpness(objective: Callable, params, *, k: int = 1, num_iters: int = 40,
+                       key=None) -> np.ndarray:
+  """Elementwise adaptive sharpness: the largest eigenvalues of T H T, T = diag|θ|, H = ∇²objective(θ).
+
+  Plain sharpness (``hessian_top_eigenvalues``) is not invariant to rescalings that leave the function
+  unchanged: for a ReLU layer scaled by c > 0 and the next by 1/c, H becomes D⁻¹HD⁻¹ with D = diag(c, 1/c).
+  The normalised Hessian T H T is invariant, since T becomes D T and diagonal matrices commute
+  (Kwon et al., "ASAM: Adaptive Sharpness-Aware Minimization", ICML 2021, arXiv 2102.11600, §3, with
+  the elementwise normalisation T_w = |w|). It is computed as the ordinary Hessian of
+  u ↦ objective(θ + |θ| ⊙ u) at u = 0, whose Hessian is exactly T H T, by the same Lanczos iteration.
+
+  Args:
+    objective: scalar function of the parameter pytree (e.g. the mean training loss).
+    params: the point θ̂; parameters equal to 0 contribute nothing (T has a zero there).
+    k, num_iters, key: as in ``hessian_top_eigenvalues``.
+
+  Returns:
+    [k] numpy array, descending, in the loss's units (T H T is invariant to the units of θ).
+
+  Raises:
+    ValueError: as in ``hessian_top_eigenvalues``.
+  """
+  scale = jax.tree_util.tree_map(jnp.abs, params)
+
+  def normalised(u):
+    return objective(jax.tree_util.tree_map(lambda p, s, v: p + s * v, params, scale, u))
+
+  return hessian_top_eigenvalues(normalised, jax.tree_util.tree_map(jnp.zeros_like, params), k=k,
+                                 num_iters=num_iters, key=key)

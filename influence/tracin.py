@@ -7,6 +7,7 @@ TracIn is not a leave-one-out quantity; compare rankings).
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable, Sequence
 
 import jax
@@ -33,14 +34,19 @@ def tracin(loss_fn: Callable, checkpoints: Sequence, learning_rates: Sequence[fl
   if len(checkpoints) == 0 or len(checkpoints) != len(learning_rates):
     raise ValueError(f"need one learning rate per checkpoint, got {len(checkpoints)} checkpoints and "
                      f"{len(learning_rates)} learning rates")
+  one = jax.jit(functools.partial(checkpoint_scores, loss_fn, train=train, test=test))
+  return np.asarray(sum(eta * one(p) for p, eta in zip(checkpoints, learning_rates)))
+
+
+@jax.default_matmul_precision("highest")  # float32 gradient products: no TF32 on GPUs
+def checkpoint_scores(loss_fn: Callable, params, train, test) -> jnp.ndarray:
+  """∇ℓ(θ, z_j)·Σ_t ∇ℓ(θ, z_t) for every training point at one checkpoint θ, shape [n] (jit-friendly).
+
+  Args: as ``tracin``, with one parameter pytree ``params``.
+  """
   x_tr, y_tr = train
   x_te, y_te = test
-
-  @jax.jit
-  def one(params):
-    grads = jax.vmap(lambda x, y: ravel_pytree(jax.grad(loss_fn)(params, x, y))[0])(x_tr, y_tr)
-    test_grad = ravel_pytree(jax.grad(
-        lambda p: jnp.sum(jax.vmap(loss_fn, in_axes=(None, 0, 0))(p, x_te, y_te)))(params))[0]
-    return grads @ test_grad
-
-  return np.asarray(sum(eta * one(p) for p, eta in zip(checkpoints, learning_rates)))
+  grads = jax.vmap(lambda x, y: ravel_pytree(jax.grad(loss_fn)(params, x, y))[0])(x_tr, y_tr)
+  test_grad = ravel_pytree(jax.grad(
+      lambda p: jnp.sum(jax.vmap(loss_fn, in_axes=(None, 0, 0))(p, x_te, y_te)))(params))[0]
+  return grads @ test_grad

@@ -1,8 +1,9 @@
 """Argument validation for the ntk package (private)."""
 from __future__ import annotations
 
-import jax
 import numpy as np
+
+from attention._checks import check_finite_matrix
 
 
 def check_width(width, name: str = "width") -> int:
@@ -20,11 +21,7 @@ def check_inputs(x, name: str, d_in: int | None = None):
     ValueError: naming ``name``, on wrong rank, mismatched feature count or NaN/inf entries
       (the NaN check is skipped for traced values).
   """
-  shape = tuple(np.shape(x))
-  if len(shape) != 2:
-    raise ValueError(f"{name} must have rank 2 with shape [n, d] (flattened inputs), got shape {shape}")
-  if d_in is not None and shape[1] != d_in:
-    raise ValueError(f"{name} has {shape[1]} features but the model expects d_in = {d_in}")
-  if not isinstance(x, jax.core.Tracer) and not np.isfinite(np.asarray(x)).all():
-    raise ValueError(f"{name} holds NaN or inf values; expected finite floats")
+  check_finite_matrix(x, name, shape="[n, d] (flattened inputs)")
+  if d_in is not None and np.shape(x)[1] != d_in:
+    raise ValueError(f"{name} has {np.shape(x)[1]} features but the model expects d_in = {d_in}")
   return x

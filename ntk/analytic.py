@@ -7,20 +7,29 @@ so the fixed-readout NTK is K∞(x, x') = xᵀx' (π − θ) / (2π), which for 
 xᵀx' (π − arccos(xᵀx')) / (2π); a trained readout adds the degree-1 term.
 
 Source: Cho & Saul, "Kernel Methods for Deep Learning" (NeurIPS 2009); Du et al. (ICLR 2019), eq. (5);
-arXiv 2603.13085 §3 (REFERENCE §1).
+arXiv 2603.13085 §3 (docs/theory.md#arc-cosine-kernels).
 """
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
+from attention.safe_math import safe_arccos, safe_divide, safe_norm
 from ntk._checks import check_inputs
 
 
+@jax.default_matmul_precision("highest")
 def _angles(x1_NxD, x2_MxD):
+  """(xᵀx', ‖x‖‖x'‖, θ) for every pair, with values and gradients finite at every boundary.
+
+  θ = π/2 where either row is zero (the kernels are 0 there whatever θ is, and neural-tangents uses the same
+  fill), and θ has derivative 0 at ρ = ±1 (attention.safe_math), so k(x, x) has gradient x and a zero row
+  gradient 0, as the closed form and neural-tangents' own kernel give.
+  """
   dots_NxM = x1_NxD @ x2_MxD.T
-  norms_NxM = jnp.linalg.norm(x1_NxD, axis=1)[:, None] * jnp.linalg.norm(x2_MxD, axis=1)[None, :]
-  cos_NxM = jnp.clip(dots_NxM / jnp.where(norms_NxM > 0, norms_NxM, 1.0), -1.0, 1.0)
-  return dots_NxM, norms_NxM, jnp.arccos(cos_NxM)
+  norms_NxM = safe_norm(x1_NxD, axis=1)[:, None] * safe_norm(x2_MxD, axis=1)[None, :]
+  cos_NxM = safe_divide(dots_NxM, norms_NxM, 0.0)
+  return dots_NxM, norms_NxM, safe_arccos(cos_NxM)
 
 
 def arccos_ntk(x1_NxD, x2_MxD=None, *, readout: str = "fixed") -> jnp.ndarray:
@@ -56,5 +65,6 @@ def arccos_nngp(x1_NxD, x2_MxD=None) -> jnp.ndarray:
   """
   x1_NxD = check_inputs(x1_NxD, "x1")
   x2_MxD = x1_NxD if x2_MxD is None else check_inputs(x2_MxD, "x2", x1_NxD.shape[1])
-  _, norms_NxM, theta_NxM = _angles(jnp.asarray(x1_NxD), jnp.asarray(x2_MxD))
-  return norms_NxM * (jnp.sin(theta_NxM) + (jnp.pi - theta_NxM) * jnp.cos(theta_NxM)) / (2 * jnp.pi)
+  dots_NxM, norms_NxM, theta_NxM = _angles(jnp.asarray(x1_NxD), jnp.asarray(x2_MxD))
+  # ‖x‖‖x'‖cos θ written as xᵀx', so a zero row gets neural-tangents' gradient x'(π − θ)/(2π), θ = π/2.
+  return (norms_NxM * jnp.sin(theta_NxM) + (jnp.pi - theta_NxM) * dots_NxM) / (2 * jnp.pi)

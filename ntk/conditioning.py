@@ -11,6 +11,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from attention._checks import check_finite_matrix
+
 
 class Spectrum(NamedTuple):
   """Condition report of a symmetric PSD matrix (all float64).
@@ -43,12 +45,8 @@ def default_rtol(n: int) -> float:
 
 
 def _as_square(matrix, name: str) -> np.ndarray:
-  m = np.asarray(matrix, dtype=np.float64)
-  if m.ndim != 2 or m.shape[0] != m.shape[1] or m.shape[0] == 0:
-    raise ValueError(f"{name} must be a non-empty square matrix [n, n], got shape {m.shape}")
-  if not np.isfinite(m).all():
-    raise ValueError(f"{name} holds NaN or inf values")
-  return m
+  return check_finite_matrix(np.asarray(matrix, dtype=np.float64), name, shape="[n, n]", square=True,
+                             nonempty=True)
 
 
 def _power(value, power: int) -> float:

@@ -1,7 +1,8 @@
 """The condition-number cubing of linearized attention, checked on data.
 
 For X ∈ R^(n×d) (rows = images, raw pixels in [0, 1]), G = X Xᵀ and the attention features F = X Xᵀ X have
-Gram matrix F Fᵀ = G³, so κ(G̃) = κ(G)³ (arXiv 2603.13085; REFERENCE §1). Stacking k layers gives G^(2k+1)
+Gram matrix F Fᵀ = G³, so κ(G̃) = κ(G)³ (arXiv 2603.13085;
+docs/theory.md#condition-number-cubing). Stacking k layers gives G^(2k+1)
 ("values" convention, the paper's) or G^(3^k) ("self"). The paper's width requirement for MLP-Attn is
 m = Ω(κ(G)⁶/ε²) against Ω(1/ε²) for 2L-ReLU.
 

@@ -4,9 +4,11 @@
   (the sanity check; Monte-Carlo averaging over m hidden units).
 * Spectral distance relative to the smallest eigenvalue, ‖K_m − K∞‖₂ / λ_min(K∞): what governs the
   kernel predictor (K + λI)⁻¹y, so the discriminating figure between 2L-ReLU and MLP-Attn
-  (arXiv 2603.13085; REFERENCE §1: at m = 4096 on 256 MNIST images ≈16 vs ≈1.4e3).
+  (arXiv 2603.13085; docs/theory.md#kernel-distance: at m = 4096 on 256 MNIST images ≈16 vs ≈1.4e3).
 * ``loglog_fit``: least-squares slope of log(y) against log(m) with its standard error, and the width at
   which the fitted line reaches a target value (e.g. 1 for the spectral ratio).
+* ``kernel_regression`` and ``function_distance``: the converged predictor of the empirical NTK at
+  initialisation with the network's own f₀, and how far a network trained to convergence is from it.
 """
 from __future__ import annotations
 
@@ -114,3 +116,103 @@ def loglog_fit(widths, values) -> LogLogFit:
   res = scipy.stats.linregress(np.log(w), np.log(v))
   return LogLogFit(float(res.slope), float(res.stderr), float(res.intercept), float(res.rvalue ** 2),
                    int(w.size))
+
+
+class KernelRegression(NamedTuple):
+  """The converged kernel predictor f₀ + K(·, X)(K(X, X) + λI)⁻¹(Y − f₀(X)) (float64).
+
+  Fields:
+    train: predictions on the training inputs, shape [n, C].
+    test: predictions on the test inputs, shape [t, C].
+    ridge: λ used, = ridge_scale · tr(K(X, X)) / n (record it with the distance).
+  """
+  train: np.ndarray
+  test: np.ndarray
+  ridge: float
+
+
+def kernel_regression(k_train_train_NxN, k_test_train_TxN, y_train_NxC, *, fx_train_0, fx_test_0,
+                      ridge_scale: float = 1e-6) -> KernelRegression:
+  """The t → ∞ limit of gradient descent in the kernel regime, started from the network's own f₀.
+
+  With the empirical NTK at initialisation K₀ = Θ₀ this is what a network trained to convergence would
+  compute if its kernel stayed at K₀ (Lee et al. 2019, arXiv 1902.06720, eq. 9 at t → ∞; Jacot et al.
+  2018): f(x) = f₀(x) + K₀(x, X)(K₀(X, X) + λI)⁻¹(Y − f₀(X)). The small ridge λ = ridge_scale · tr(K₀)/n
+  keeps the solve stable when K₀(X, X) is near-singular; it leaves the training residual at
+  λ(K₀ + λI)⁻¹(Y − f₀(X)) instead of 0.
+
+  Args:
+    k_train_train_NxN: K₀(X, X), shape [n, n] (symmetrised; output-averaged as in ``ntk.empirical``).
+    k_test_train_TxN: K₀(x, X) on the test inputs, shape [t, n].
+    y_train_NxC: targets, shape [n, C] (one-hot for classification).
+    fx_train_0, fx_test_0: the network's outputs at initialisation, shapes [n, C] and [t, C].
+    ridge_scale: λ / (tr(K₀)/n), ≥ 0 (1e-6 by default).
+
+  Returns:
+    ``KernelRegression`` (solved in float64 by a Cholesky factorisation).
+
+  Raises:
+    ValueError: shapes that do not line up, non-finite entries, a negative ridge_scale, or a kernel that is
+      not positive definite after adding λI.
+  """
+  import scipy.linalg
+
+  k = np.asarray(k_train_train_NxN, np.float64)
+  k_t = np.asarray(k_test_train_TxN, np.float64)
+  y = np.asarray(y_train_NxC, np.float64)
+  f_tr, f_te = np.asarray(fx_train_0, np.float64), np.asarray(fx_test_0, np.float64)
+  if y.ndim != 2:
+    raise ValueError(f"y_train_NxC must have shape [n, C], got {y.shape}")
+  n, c = y.shape
+  if k.shape != (n, n) or k_t.ndim != 2 or k_t.shape[1] != n:
+    raise ValueError(f"kernel shapes {k.shape} and {k_t.shape} do not match {n} training targets")
+  if f_tr.shape != (n, c) or f_te.shape != (k_t.shape[0], c):
+    raise ValueError(f"fx_train_0 must have shape {(n, c)} and fx_test_0 {(k_t.shape[0], c)}, got "
+                     f"{f_tr.shape} and {f_te.shape}")
+  if not all(np.isfinite(a).all() for a in (k, k_t, y, f_tr, f_te)):
+    raise ValueError("kernels, targets and initial outputs must be finite")
+  if not (np.isfinite(ridge_scale) and ridge_scale >= 0):
+    raise ValueError(f"ridge_scale must be finite and ≥ 0, got {ridge_scale!r}")
+  k = (k + k.T) / 2
+  ridge = float(ridge_scale * np.trace(k) / n)
+  try:
+    factor = scipy.linalg.cho_factor(k + ridge * np.eye(n))
+  except np.linalg.LinAlgError:
+    raise ValueError(f"K(X, X) + λI is not positive definite (λ = {ridge:.3g}); raise ridge_scale") from None
+  alpha = scipy.linalg.cho_solve(factor, y - f_tr)
+  return KernelRegression(f_tr + k @ alpha, f_te + k_t @ alpha, ridge)
+
+
+class FunctionDistance(NamedTuple):
+  """Distance between a trained network's outputs and a kernel predictor's on the same inputs (float64).
+
+  Fields:
+    distance: ‖f_net − f_kernel‖_F over the [t, C] outputs.
+    rms: distance / √(t·C).
+    relative: distance / ‖f_kernel − f₀‖_F, the predictor's own movement from initialisation.
+  """
+  distance: float
+  rms: float
+  relative: float
+
+
+def function_distance(f_net_TxC, f_kernel_TxC, f0_TxC) -> FunctionDistance:
+  """‖f_net − f_kernel‖_F, absolute, per entry and relative to ‖f_kernel − f₀‖_F.
+
+  Args:
+    f_net_TxC: the trained network's outputs, shape [t, C].
+    f_kernel_TxC: the kernel predictor's outputs (e.g. ``KernelRegression.test``), shape [t, C].
+    f0_TxC: the network's outputs at initialisation, shape [t, C].
+
+  Raises:
+    ValueError: shapes differ or an entry is not finite. A predictor that never moves gives relative inf.
+  """
+  a, b, f0 = (np.asarray(v, np.float64) for v in (f_net_TxC, f_kernel_TxC, f0_TxC))
+  if not a.shape == b.shape == f0.shape or a.size == 0:
+    raise ValueError(f"f_net, f_kernel and f0 must have the same non-empty shape, got {a.shape}, {b.shape}, "
+                     f"{f0.shape}")
+  if not all(np.isfinite(v).all() for v in (a, b, f0)):
+    raise ValueError("outputs must be finite")
+  dist = float(np.linalg.norm(a - b))
+  moved = float(np.linalg.norm(b - f0))
+  return FunctionDistance(dist, dist / np.sqrt(a.size), dist / moved if moved > 0 else float("inf"))

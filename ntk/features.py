@@ -1,13 +1,14 @@
 """Input features of the paper's two models: ℓ2-normalised pixels (2L-ReLU) and ℓ2-normalised
 linearized-attention rows (MLP-Attn).
 
-Source: arXiv 2603.13085 §3 (REFERENCE §1): MLP-Attn applies the 2-layer ReLU network to the rows of
+Source: arXiv 2603.13085 §3 (docs/theory.md#mlp-attn-features): MLP-Attn applies the 2-layer ReLU network to the rows of
 f_att(X) = X Xᵀ X, transductively (the training matrix supplies keys and values; test rows are queries).
 """
 from __future__ import annotations
 
 from typing import Literal
 
+import jax
 import jax.numpy as jnp
 
 from attention import linearized_attention_transductive, normalize_rows
@@ -43,11 +44,12 @@ def model_features(model: ModelName, x_train_NxD, x_test_TxD=None):
   return train, test
 
 
+@jax.default_matmul_precision("highest")
 def row_replaced_features(model: ModelName, x_rows_NxD, x_clean_NxD, gram_DxD=None):
   """Features of each row i of ``x_rows`` with only row i of the training matrix replaced by it.
 
   Used to attack each training row against its own loss with the other rows held fixed
-  (arXiv 2603.13085 §5; REFERENCE §1). For MLP-Attn, replacing row i by x'_i changes the keys/values
+  (arXiv 2603.13085 §5; docs/theory.md#attacking-training-rows). For MLP-Attn, replacing row i by x'_i changes the keys/values
   matrix to X'ᵀX' = M − x_iᵀx_i + x'_iᵀx'_i with M = X_cleanᵀX_clean, so
       φ(x'_i) = x'_i M − (x'_i·x_i) x_i + ‖x'_i‖² x'_i,
   then ℓ2-normalised. For 2L-ReLU the feature is the normalised row itself. Row i of the output depends

@@ -1,6 +1,6 @@
 """The two networks of the influence-malleability paper as ``(init_fn, apply_fn, kernel_fn)`` triples.
 
-* 2L-ReLU with a fixed ±1 readout (Du et al. 2018; the paper's model, REFERENCE §1):
+* 2L-ReLU with a fixed ±1 readout (Du et al. 2018; the paper's model, docs/theory.md#two-layer-relu-network):
   f(x) = (1/√m) Σ_r a_r relu(w_rᵀ x), w_r ~ N(0, I_d), a_r ∈ {±1} fixed, only W trained.
 * The standard neural-tangents ``stax`` Dense → Relu → Dense with NTK parameterisation, where the readout
   is trained too. The first layer uses W_std = √d_in so that its weights match w ~ N(0, I) (stax divides by

@@ -1,6 +1,6 @@
 """One point of the width sweep: kernel distance at initialisation, function distance after gradient
 descent, and kernel movement, for a 2-layer ReLU network on given feature rows (arXiv 2603.13085 §4–5;
-REFERENCE §1). The runner that loops over data sets, models, widths and seeds is
+docs/theory.md#kernel-distance). The runner that loops over data sets, models, widths and seeds is
 ``experiments/width_sweep.py``; this module holds the measurements.
 """
 from __future__ import annotations
@@ -49,26 +49,51 @@ def finite_width_kernel(model: Model, params, x1, x2=None, *, path: KernelPath =
   raise ValueError(f"kernel path must be 'fast' or 'neural_tangents', got {path!r}")
 
 
+class KernelDistance(NamedTuple):
+  """Distances of an empirical NTK K_m from the infinite-width K∞ (``kernel_distance``); Python floats.
+
+  Attributes:
+    rel_frobenius_train: ‖K_m − K∞‖_F / ‖K∞‖_F on the train block [n, n].
+    rel_frobenius_test_train: the same on the test-train block [t, n].
+    spectral_ratio: ‖K_m − K∞‖₂ / λ_min(K∞) on the train block (< 1: K_m keeps K∞'s conditioning).
+    operator_norm: ‖K_m − K∞‖₂ (train block).
+    lambda_min_inf, lambda_max_inf: extreme eigenvalues of K∞ (train block).
+  """
+  rel_frobenius_train: float
+  rel_frobenius_test_train: float
+  spectral_ratio: float
+  operator_norm: float
+  lambda_min_inf: float
+  lambda_max_inf: float
+
+
 def kernel_distance(model: Model, params, train_NxD, test_TxD, inf: InfiniteWidthKernels, *,
-                    path: KernelPath = "fast") -> dict:
+                    path: KernelPath = "fast") -> KernelDistance:
   """Distances of the empirical NTK at ``params`` from the infinite-width one.
 
+  Args:
+    model, params: the finite network (``ntk.two_layer_relu``) and its parameters.
+    train_NxD, test_TxD: feature rows [n, d] and [t, d].
+    inf: the infinite-width kernels of the same rows and readout (``infinite_width_kernels``).
+    path: "fast" (closed-form empirical NTK) or "neural_tangents".
+
   Returns:
-    dict with ``rel_frobenius_train`` = ‖K_m − K∞‖_F/‖K∞‖_F on the train block,
-    ``rel_frobenius_test_train`` the same on the test-train block, ``spectral_ratio`` =
-    ‖K_m − K∞‖₂/λ_min(K∞) (train block), ``operator_norm``, ``lambda_min_inf``, ``lambda_max_inf``.
+    ``KernelDistance``.
+
+  Raises:
+    ValueError: unknown path.
   """
   k_train = finite_width_kernel(model, params, train_NxD, path=path)
   k_test = finite_width_kernel(model, params, test_TxD, train_NxD, path=path)
   sd = spectral_distance(k_train, inf.train)
-  return {
-      "rel_frobenius_train": relative_frobenius(k_train, inf.train),
-      "rel_frobenius_test_train": relative_frobenius(k_test, inf.test_train),
-      "spectral_ratio": sd.ratio_to_lambda_min,
-      "operator_norm": sd.operator_norm,
-      "lambda_min_inf": sd.lambda_min,
-      "lambda_max_inf": sd.lambda_max,
-  }
+  return KernelDistance(
+      rel_frobenius_train=relative_frobenius(k_train, inf.train),
+      rel_frobenius_test_train=relative_frobenius(k_test, inf.test_train),
+      spectral_ratio=sd.ratio_to_lambda_min,
+      operator_norm=sd.operator_norm,
+      lambda_min_inf=sd.lambda_min,
+      lambda_max_inf=sd.lambda_max,
+  )
 
 
 def default_learning_rate(inf: InfiniteWidthKernels, n_outputs: int, scale: float = 1.0) -> float:
@@ -78,9 +103,38 @@ def default_learning_rate(inf: InfiniteWidthKernels, n_outputs: int, scale: floa
   return float(scale * n * n_outputs / np.linalg.eigvalsh(inf.train)[-1])
 
 
+class TrainingMetrics(NamedTuple):
+  """Measurements of one network trained by gradient descent against the NTK predictor; Python scalars.
+
+  Attributes:
+    function_distance: ‖f_m − f_NTK‖_F over the [t, C] test outputs (un-normalised, as the paper's table).
+    function_distance_rms: that divided by √(tC).
+    function_distance_relative: that divided by ‖f_NTK − f₀‖_F, the predictor's own movement.
+    kernel_movement: ‖K_T − K_0‖_F / ‖K_0‖_F of the empirical NTK (train block).
+    test_accuracy_network, test_accuracy_ntk: test accuracy of the network and of the predictor.
+    train_loss: ½·mean squared error of the trained network on the training set.
+    learning_rate: η; steps: T; time: t = η·T.
+  """
+  function_distance: float
+  function_distance_rms: float
+  function_distance_relative: float
+  kernel_movement: float
+  test_accuracy_network: float
+  test_accuracy_ntk: float
+  train_loss: float
+  learning_rate: float
+  steps: int
+  time: float
+
+
 class TrainingResult(NamedTuple):
-  """Measurements of one trained network against the NTK predictor (see ``train_and_compare``)."""
-  metrics: dict
+  """Measurements of one trained network against the NTK predictor (see ``train_and_compare``).
+
+  Attributes:
+    metrics: ``TrainingMetrics``.
+    arrays: test outputs of both, ``{"f_test_network": [t, C], "f_test_ntk": [t, C]}``.
+  """
+  metrics: TrainingMetrics
   arrays: dict
 
 
@@ -100,11 +154,10 @@ def train_and_compare(model: Model, params, train_NxD, test_TxD, y_train_NxC, y_
     learning_rate, steps: gradient descent settings.
 
   Returns:
-    ``TrainingResult`` with metrics: ``function_distance`` = ‖f_m − f_NTK‖_F over the [t, C] test
-    outputs (un-normalised, as the paper's table), ``function_distance_rms`` (that divided by √(tC)),
-    ``function_distance_relative`` (divided by ‖f_NTK − f₀‖_F, the predictor's own movement),
-    ``kernel_movement`` = ‖K_T − K_0‖_F/‖K_0‖_F (train block), ``test_accuracy_network``,
-    ``test_accuracy_ntk``, ``train_loss``, ``time``; arrays: test outputs of both.
+    ``TrainingResult`` with ``TrainingMetrics`` and the test outputs of both.
+
+  Raises:
+    ValueError: as ``train_gd`` and ``ntk_predict``.
   """
   f0_train = np.asarray(model.apply_fn(params, train_NxD))
   f0_test = np.asarray(model.apply_fn(params, test_TxD))
@@ -117,16 +170,16 @@ def train_and_compare(model: Model, params, train_NxD, test_TxD, y_train_NxC, y_
   k0 = finite_width_kernel(model, params, train_NxD, path=path)
   k_t = finite_width_kernel(model, trained, train_NxD, path=path)
   dist = float(np.linalg.norm(f_test - pred.test))
-  metrics = {
-      "function_distance": dist,
-      "function_distance_rms": dist / np.sqrt(f_test.size),
-      "function_distance_relative": dist / max(float(np.linalg.norm(pred.test - f0_test)), 1e-30),
-      "kernel_movement": relative_frobenius(k_t, k0),
-      "test_accuracy_network": float(np.mean(np.argmax(f_test, 1) == np.asarray(y_test_T))),
-      "test_accuracy_ntk": float(np.mean(np.argmax(pred.test, 1) == np.asarray(y_test_T))),
-      "train_loss": float(0.5 * np.mean((f_train - np.asarray(y_train_NxC)) ** 2)),
-      "learning_rate": float(learning_rate),
-      "steps": int(steps),
-      "time": float(learning_rate * steps),
-  }
+  metrics = TrainingMetrics(
+      function_distance=dist,
+      function_distance_rms=dist / np.sqrt(f_test.size),
+      function_distance_relative=dist / max(float(np.linalg.norm(pred.test - f0_test)), 1e-30),
+      kernel_movement=relative_frobenius(k_t, k0),
+      test_accuracy_network=float(np.mean(np.argmax(f_test, 1) == np.asarray(y_test_T))),
+      test_accuracy_ntk=float(np.mean(np.argmax(pred.test, 1) == np.asarray(y_test_T))),
+      train_loss=float(0.5 * np.mean((f_train - np.asarray(y_train_NxC)) ** 2)),
+      learning_rate=float(learning_rate),
+      steps=int(steps),
+      time=float(learning_rate * steps),
+  )
   return TrainingResult(metrics, {"f_test_network": f_test, "f_test_ntk": pred.test})

@@ -6,7 +6,8 @@ y.size and interprets time in units of the learning rate). In the NTK regime the
 the kernel predictor
   f_t(x) = f₀(x) − Θ(x, X) Θ(X, X)⁻¹ (I − exp(−η T Θ(X, X)/(nC))) (f₀(X) − Y),
 which needs the network's own f₀ (or f₀ ≡ 0): an O(1) f₀ term does not shrink with width
-(Jacot et al. 2018; Lee et al. 2019, arXiv 1902.06720; REFERENCE §1).
+(Jacot et al. 2018; Lee et al. 2019, arXiv 1902.06720;
+docs/theory.md#gradient-descent-vs-the-ntk-predictor).
 """
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ import jax
 import jax.numpy as jnp
 import neural_tangents as nt
 import numpy as np
+
+import attacks
 
 
 def half_mse(f_NxC, y_NxC):
@@ -104,15 +107,16 @@ def ntk_predict(k_train_train_NxN, k_test_train_TxN, y_train_NxC, *, time: float
 
 
 def softmax_cross_entropy(f_NxC, y_NxC):
-  """Mean softmax cross-entropy from logits against one-hot targets (scalar)."""
-  return -jnp.mean(jnp.sum(y_NxC * jax.nn.log_softmax(f_NxC), axis=-1))
+  """Mean softmax cross-entropy from logits [n, C] against one-hot targets [n, C] (scalar): the mean of the
+  code base's one per-example cross-entropy, ``attacks.cross_entropy``, at the labels argmax y."""
+  return jnp.mean(attacks.cross_entropy(f_NxC, jnp.argmax(y_NxC, axis=-1)))
 
 
 LOSSES = {"mse": half_mse, "ce": softmax_cross_entropy}
 
 
 @functools.partial(jax.jit, static_argnames=("apply_fn", "loss", "epochs", "batch_size"))
-def _adam(apply_fn, params, x_NxD, y_NxC, key, *, loss: str, learning_rate, weight_decay, epochs: int,
+def _adam(apply_fn, params, x_NxD, y_NxC, key, *, loss: str, learning_rate, l2, epochs: int,
           batch_size: int):
   import optax
   tx = optax.adam(learning_rate)
@@ -120,7 +124,7 @@ def _adam(apply_fn, params, x_NxD, y_NxC, key, *, loss: str, learning_rate, weig
   steps = max(1, n // batch_size)
 
   def objective(p, xb, yb):
-    reg = 0.5 * weight_decay * sum(jnp.sum(w ** 2) for w in jax.tree_util.tree_leaves(p))
+    reg = 0.5 * l2 * sum(jnp.sum(w ** 2) for w in jax.tree_util.tree_leaves(p))
     return LOSSES[loss](apply_fn(p, xb), yb) + reg
 
   def epoch(carry, k):
@@ -140,7 +144,7 @@ def _adam(apply_fn, params, x_NxD, y_NxC, key, *, loss: str, learning_rate, weig
 
 
 def train_adam(apply_fn, params, x_NxD, y_NxC, *, key, loss: str = "ce", learning_rate: float = 1e-3,
-               weight_decay: float = 1e-3, epochs: int = 500, batch_size: int = 128):
+               l2: float = 1e-3, epochs: int = 500, batch_size: int = 128):
   """Minibatch Adam with an L2 penalty, the influence paper's training (arXiv 2603.13085 §5: cross-entropy
   for 10 classes, MSE for binary tasks, L2 1e-3, Adam 1e-3, batch 128, 500 epochs), compiled as one scan.
 
@@ -149,19 +153,81 @@ def train_adam(apply_fn, params, x_NxD, y_NxC, *, key, loss: str = "ce", learnin
     x_NxD: inputs [n, d]; y_NxC: one-hot targets [n, C].
     key: PRNG key for the minibatch order.
     loss: ``'ce'`` (softmax cross-entropy) or ``'mse'`` (½·mean squared error).
-    learning_rate, weight_decay, epochs, batch_size: as named; each epoch uses ⌊n/batch⌋ full batches.
+    learning_rate, epochs, batch_size: as named; each epoch uses ⌊n/batch⌋ full batches.
+    l2: coefficient of the L2 penalty (l2/2)·‖θ‖² added to the loss (not optax's decoupled weight decay).
 
   Raises:
-    ValueError: unknown loss, learning_rate not finite and > 0, weight_decay not finite and ≥ 0, epochs < 0
+    ValueError: unknown loss, learning_rate not finite and > 0, l2 not finite and ≥ 0, epochs < 0
       or batch_size < 1.
   """
   if loss not in LOSSES:
     raise ValueError(f"loss must be one of {tuple(LOSSES)}, got {loss!r}")
-  if not (learning_rate > 0 and math.isfinite(learning_rate)) or not (0 <= weight_decay < math.inf) or (
+  if not (learning_rate > 0 and math.isfinite(learning_rate)) or not (0 <= l2 < math.inf) or (
       epochs < 0 or batch_size < 1):
-    raise ValueError(f"need learning_rate finite and > 0, weight_decay finite and ≥ 0, epochs ≥ 0, "
-                     f"batch_size ≥ 1; got {learning_rate}, {weight_decay}, {epochs}, {batch_size}")
+    raise ValueError(f"need learning_rate finite and > 0, l2 finite and ≥ 0, epochs ≥ 0, "
+                     f"batch_size ≥ 1; got {learning_rate}, {l2}, {epochs}, {batch_size}")
   batch_size = min(int(batch_size), int(np.shape(x_NxD)[0]))
   return _adam(apply_fn, params, jnp.asarray(x_NxD), jnp.asarray(y_NxC), key, loss=loss,
-               learning_rate=float(learning_rate), weight_decay=float(weight_decay), epochs=int(epochs),
+               learning_rate=float(learning_rate), l2=float(l2), epochs=int(epochs),
                batch_size=batch_size)
+
+
+def _features_logits(apply_fn, features_fn, params, x_rows):
+  return apply_fn(params, features_fn(x_rows))
+
+
+def adversarial_train_adam(apply_fn, params, x_NxD, y_NxC, *, key, attack_key, features_fn, eps: float,
+                           rounds: int, epochs_per_round: int, pgd_steps: int, pgd_alpha: float | None = None,
+                           clean_features_NxF=None, loss: str = "ce", learning_rate: float = 1e-3,
+                           l2: float = 1e-3, batch_size: int = 128):
+  """PGD adversarial training (Madry et al. 2018, arXiv 1706.06083 §3), alternating as rounds: Adam on the
+  clean rows, then ``rounds`` times PGD-L∞ on every training row against the current network followed by
+  Adam on the adversarial rows' features (each ``train_adam`` call starts a fresh Adam state).
+
+  Round r attacks with key fold_in(attack_key, r) and trains with minibatch key fold_in(key, r + 1); the
+  clean training uses ``key``.
+
+  Args:
+    apply_fn: ``apply_fn(params, features) -> logits [n, C]``; params: initial parameters.
+    x_NxD: training rows, shape [n, d], float in [0, 1] (the pixel scale of ε).
+    y_NxC: one-hot targets [n, C]; the attack's labels are their argmax.
+    key: PRNG key of the minibatch orders; attack_key: PRNG key of the PGD random starts.
+    features_fn: rows [b, d] -> the network's inputs [b, d'] (e.g. ``ntk.row_replaced_features`` with the
+      clean matrix bound); row i of the output may depend on row i of its input only, so that every row is
+      attacked against its own loss. A function or a ``jax.tree_util.Partial`` whose non-array arguments
+      are hashable (the attack's compile is reused across rounds).
+    eps: L∞ budget on the [0, 1] pixel scale, in [0, 1].
+    rounds: attack-and-train rounds ≥ 0; epochs_per_round: Adam epochs per round (and of the clean start).
+    pgd_steps: PGD steps ≥ 1; pgd_alpha: step size in (0, 1], None for ε/30 (Madry et al.'s α = 0.01 for
+      40 steps at ε = 0.3).
+    clean_features_NxF: the network's inputs for the clean rows (None: features_fn(x)); pass the features
+      the network is otherwise trained on when they are computed another way.
+    loss, learning_rate, l2, batch_size: as ``train_adam``.
+
+  Returns:
+    The trained parameters.
+
+  Raises:
+    ValueError: eps outside [0, 1], rounds < 0, pgd_steps < 1, pgd_alpha outside (0, 1], and as
+      ``train_adam`` and ``attacks.pgd_linf`` (x outside [0, 1]).
+  """
+  if isinstance(eps, (str, bool)) or not 0 <= eps <= 1:
+    raise ValueError(f"eps must be in [0, 1] (L∞ on the [0, 1] pixel scale), got {eps!r}")
+  for name, value, low in (("rounds", rounds, 0), ("pgd_steps", pgd_steps, 1), ("epochs_per_round",
+                                                                                  epochs_per_round, 0)):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+      raise ValueError(f"{name} must be an integer ≥ {low}, got {value!r}")
+  if pgd_alpha is not None and not 0 < pgd_alpha <= 1:
+    raise ValueError(f"pgd_alpha must be in (0, 1] or None (α = ε/30), got {pgd_alpha!r}")
+  alpha = pgd_alpha if pgd_alpha is not None else eps / 30
+  x = jnp.asarray(x_NxD)
+  kw = dict(loss=loss, learning_rate=learning_rate, l2=l2, batch_size=batch_size, epochs=epochs_per_round)
+  feats = features_fn(x) if clean_features_NxF is None else clean_features_NxF
+  params = train_adam(apply_fn, params, feats, y_NxC, key=key, **kw)
+  labels = jnp.argmax(jnp.asarray(y_NxC), axis=1)
+  for r in range(rounds):
+    logits_fn = jax.tree_util.Partial(_features_logits, apply_fn, features_fn, params)
+    x_adv = attacks.pgd_linf(logits_fn, x, labels, eps=eps, alpha=alpha, steps=pgd_steps,
+                             key=jax.random.fold_in(attack_key, r)).x_adv
+    params = train_adam(apply_fn, params, features_fn(x_adv), y_NxC, key=jax.random.fold_in(key, r + 1), **kw)
+  return params

@@ -1,4 +1,4 @@
-"""Strict JAX settings for the whole suite (STYLE.md §8) and the opt-in full-data directory."""
+"""Strict JAX settings for the whole suite (rank promotion raises) and the opt-in full-data directory."""
 import os
 
 import jax
@@ -13,5 +13,5 @@ def full_data_dir():
   path = os.environ.get("ATTN_DATA_DIR")
   if not path or not os.path.isdir(path):
     pytest.skip("full-data test: set ATTN_DATA_DIR to a directory with the MNIST / Fashion-MNIST / "
-                "CIFAR-10 files (layout of shared/data/SOURCES.md) to run it")
+                "CIFAR-10 files (layout in docs/data.md#directory-layouts) to run it")
   return path

@@ -283,3 +283,26 @@ def test_success_within_l2_rejects_negative_or_nan_budgets(grid):
   x = jnp.zeros((2, 3))
   with pytest.raises(ValueError, match="eps_grid must hold L2 budgets >= 0"):
     success_within_l2(x, x, jnp.array([True, False]), jnp.array(grid))
+
+
+def test_every_budget_check_uses_one_relative_tolerance():
+  """‖δ‖ = ε(1 + rtol/2) is within budget ε (PGD-L2 ends at ε + rounding), ε(1 + 2·rtol) is not."""
+  from attacks import BUDGET_RTOL, within_budget
+  assert 0 < BUDGET_RTOL <= 1e-5
+  eps = 0.5
+  inside, outside = eps * (1 + BUDGET_RTOL / 2), eps * (1 + 2 * BUDGET_RTOL)
+  x = jnp.full((3, 4), 0.25)
+  x_adv = x.at[:, 0].add(jnp.array([eps, inside, outside]))  # ‖δ‖₂ = |δ₀| (one coordinate moves)
+  grid = success_within_l2(x, x_adv, jnp.ones(3, bool), jnp.array([eps]))
+  np.testing.assert_array_equal(grid, [[True, True, False]])
+  np.testing.assert_array_equal(within_budget(jnp.array([eps, inside, outside]), eps), [True, True, False])
+  # CW with a budget applies the same tolerance: its unbudgeted adversarial at distance d is kept at
+  # ε = d/(1 + rtol/2) (d = ε(1 + rtol/2)) and dropped at ε = d/(1 + 2·rtol) (d = ε(1 + 2·rtol)).
+  logits_fn = lambda z: jnp.stack([z[:, 0] - 0.5, 0.5 - z[:, 0]], axis=1)  # adversarial where z₀ < 0.5
+  xs = jnp.array([[0.6, 0.5]])
+  free = cw_l2(logits_fn, xs, jnp.array([0]), initial_const=10.0, steps=100, search_steps=3)
+  assert bool(free.success[0])
+  d = float(jnp.linalg.norm(free.x_adv - xs))
+  for budget, expected in ((d / (1 + BUDGET_RTOL / 2), True), (d / (1 + 2 * BUDGET_RTOL), False)):
+    got = cw_l2(logits_fn, xs, jnp.array([0]), eps=budget, initial_const=10.0, steps=100, search_steps=3)
+    assert bool(got.success[0]) == expected, budget

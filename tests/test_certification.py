@@ -213,6 +213,55 @@ def test_certified_samples_survive_pgd_l2():
   assert n_certified > 0
 
 
+def test_layer_terms_comparison_attack_and_tightness():
+  """per_layer_bound_terms with the "min" radii: min(Σ_h min(naive, fine), joint) of layer l is r_{l+1} − r_l
+  (the composition). bound_comparison counts the per-head ratios of the selected samples (NaN for none).
+  attack_layer at a tiny radius attains ‖∂G/∂X‖₂ r (dense Jacobian) to first order, since it starts on the
+  top singular vector, and 0 at r = 0; bound_tightness finds no violation (every ratio ≥ 1)."""
+  config, params, x = _model(2)   # the same compiled constants as the tests above
+  _, consts = C.layer_constants(config, params, x, key=jax.random.PRNGKey(0))
+  radii = np.asarray(C.layer_radii(consts, 0.1, embed_lipschitz=embedding_lipschitz(params)))
+  terms = C.per_layer_bound_terms(consts, radii)
+  assert terms.naive.shape == (config.depth, len(x), config.num_heads) and terms.joint.shape == (2, len(x))
+  layer_min = np.minimum(np.sum(np.minimum(terms.naive, terms.fine), axis=-1), terms.joint)
+  np.testing.assert_allclose(layer_min, np.diff(radii, axis=0), rtol=1e-5)
+  correct = np.arange(len(x)) % 3 != 0
+  cmp = C.bound_comparison(consts, radii, correct)
+  ratio = np.asarray(terms.naive)[:, correct] / np.asarray(terms.fine)[:, correct]
+  assert cmp.fine_tighter_fraction == pytest.approx(np.mean(ratio > 1))
+  assert cmp.naive_over_fine_median == pytest.approx(np.median(ratio))
+  per_head = np.sum(np.minimum(terms.naive, terms.fine), axis=-1)[:, correct]
+  assert cmp.joint_tighter_fraction == pytest.approx(np.mean(np.asarray(terms.joint)[:, correct] < per_head))
+  assert cmp.fine_tighter_fraction == 0 or cmp.fine_gain_median > 1   # a win is a ratio above 1
+  assert all(np.isnan(v) for v in C.bound_comparison(consts, radii, np.zeros(len(x), bool)))
+
+  idx = np.arange(4)
+  sub = jax.tree_util.tree_map(lambda f: f[idx], consts)
+  rows = C.bound_tightness(config, params, x[idx], sub, radii[:, idx], key=jax.random.PRNGKey(1), steps=10,
+                           restarts=1)
+  assert [r.layer for r in rows] == list(range(config.depth))
+  for r in rows:
+    assert r.violations == 0 and r.ratio_min_min >= 1 and r.n_samples == 4
+    assert r.ratio_min_min <= r.ratio_min_median <= r.ratio_min_max
+    assert r.ratio_min_median <= min(r.ratio_fine_median, r.ratio_naive_median, r.ratio_joint_median) * (1 + 1e-6)
+  _, inputs = _features_and_inputs(config, params, x[idx])
+  a, w_v = head_matrices(config, params["block_0"]["attention"])
+  dense = [np.linalg.norm(np.asarray(jax.jacfwd(lambda y: sensitivity.multi_head_attention(y, a, w_v))(y))
+                          .reshape(y.size, y.size), 2) for y in inputs[0]]
+  r_small, keys = np.full(4, 1e-3, np.float32), jax.random.split(jax.random.PRNGKey(2), 4)
+  attained = np.asarray(C.attack_layer(a, w_v, inputs[0], r_small, keys, steps=10, restarts=1))
+  np.testing.assert_allclose(attained / r_small, dense, rtol=1e-2)
+  assert np.all(np.asarray(C.attack_layer(a, w_v, inputs[0], 0 * r_small, keys, steps=10, restarts=1)) == 0)
+  with pytest.raises(ValueError, match="radii_LxB"):
+    C.per_layer_bound_terms(consts, radii[:-1])
+  with pytest.raises(ValueError, match="correct_B"):
+    C.bound_comparison(consts, radii, np.ones(len(x)))
+  with pytest.raises(ValueError, match="steps"):
+    C.attack_layer(a, w_v, inputs[0], r_small, keys, steps=-1, restarts=0)
+  with pytest.raises(ValueError, match="radius"):
+    C.attack_layer(a, w_v, inputs[0], -r_small, keys, steps=1, restarts=0)
+
+
 def test_bad_inputs_raise_clear_errors():
   config, params, x = _model()
   logits, consts = C.layer_constants(config, params, x, key=jax.random.PRNGKey(0))
@@ -245,9 +294,9 @@ def test_certify_experiment_runs_and_resumes(tmp_path, monkeypatch):
   # Library versions are recorded by Workdir (tested with it); skip importing neural_tangents/TF here.
   monkeypatch.setattr(workdir, "versions", lambda: {"jax": jax.__version__})
   argv = ["--workdir", str(tmp_path), "datasets=mnist", "attention_bounds=0.25", "epsilons=0.05",
-          "n_train=32", "n_test=8", "epochs=1", "batch_size=16", "depth=1", "dim=8", "num_heads=1",
-          "sll_hidden=8", "power_iters=5", "chunk=8", "pgd_steps=3", "tightness_samples=2",
-          "layer_pgd_steps=5", "layer_pgd_restarts=1"]
+          "data.n_train=32", "data.n_test=8", "train.epochs=1", "train.batch_size=16", "depth=1", "dim=8", "num_heads=1",
+          "sll_hidden=8", "power_iters=5", "chunk=8", "pgd.steps=3", "tightness_samples=2",
+          "layer_pgd.steps=5", "layer_pgd.restarts=1"]
   certify.main(argv)
   records = read_records(tmp_path)
   kinds = sorted(r["kind"] for r in records)

@@ -6,7 +6,8 @@ import jax
 import numpy as np
 import pytest
 
-from experiments.classifier_training import TrainConfig, accuracy, train_classifier
+from experiments.classifier_training import accuracy, train_classifier
+from experiments.config import ClassifierTrainConfig
 from experiments.data import load_dataset
 
 
@@ -24,7 +25,7 @@ def _leaves_equal(a, b):
 def test_training_learns_and_checkpoint_round_trips_bit_exactly(tmp_path):
   train = load_dataset("mnist", "train", n=600, seed=0)
   test = load_dataset("mnist", "test", n=200, seed=0)
-  config = TrainConfig(epochs=3, batch_size=50, learning_rate=3e-3)
+  config = ClassifierTrainConfig(epochs=3, batch_size=50, learning_rate=3e-3)
   first = train_classifier(_MLP(), train.x, train.y, config, tmp_path)
   acc = accuracy(lambda p, x: _MLP().apply({"params": p}, x), first.params, test.x, test.y)
   assert acc > 0.6  # chance is 0.1
@@ -35,19 +36,36 @@ def test_training_learns_and_checkpoint_round_trips_bit_exactly(tmp_path):
 
 def test_resume_from_an_interrupted_run_equals_an_uninterrupted_one(tmp_path):
   train = load_dataset("mnist", "train", n=200, seed=1)
-  full = train_classifier(_MLP(), train.x, train.y, TrainConfig(epochs=2, batch_size=50), tmp_path / "a")
+  full = train_classifier(_MLP(), train.x, train.y, ClassifierTrainConfig(epochs=2, batch_size=50), tmp_path / "a")
   # Simulate a run killed after epoch 1 by deleting the epoch-2 checkpoint, then resume.
   partial_dir = tmp_path / "b"
-  train_classifier(_MLP(), train.x, train.y, TrainConfig(epochs=2, batch_size=50), partial_dir)
+  train_classifier(_MLP(), train.x, train.y, ClassifierTrainConfig(epochs=2, batch_size=50), partial_dir)
   shutil.rmtree(partial_dir / "checkpoints" / "2")
-  resumed = train_classifier(_MLP(), train.x, train.y, TrainConfig(epochs=2, batch_size=50), partial_dir)
+  resumed = train_classifier(_MLP(), train.x, train.y, ClassifierTrainConfig(epochs=2, batch_size=50), partial_dir)
   assert _leaves_equal(full.params, resumed.params)
-  assert [h["epoch"] for h in resumed.history] == [1, 2]
+  assert [h.epoch for h in resumed.history] == [1, 2]
+
+
+def test_resume_skips_an_empty_newest_step_directory_and_moves_it_aside(tmp_path):
+  train = load_dataset("mnist", "train", n=100, seed=2)
+  config = ClassifierTrainConfig(epochs=2, batch_size=50)
+  full = train_classifier(_MLP(), train.x, train.y, config, tmp_path / "a")
+  # A partial copy: the epoch-2 step directory exists but is empty; a stray file marks it.
+  work = tmp_path / "b"
+  train_classifier(_MLP(), train.x, train.y, config, work)
+  shutil.rmtree(work / "checkpoints" / "2")
+  (work / "checkpoints" / "2").mkdir()
+  with pytest.warns(RuntimeWarning, match=r"checkpoints/2 is unreadable .* moved it to .*checkpoints-skipped/2"):
+    resumed = train_classifier(_MLP(), train.x, train.y, config, work)
+  assert (work / "checkpoints-skipped" / "2").is_dir()  # kept, not deleted
+  assert (work / "checkpoints" / "2").is_dir()  # epoch 2 retrained from epoch 1 and saved again
+  assert _leaves_equal(full.params, resumed.params)
+  assert [h.epoch for h in resumed.history] == [1, 2]
 
 
 def test_bad_arguments():
   with pytest.raises(ValueError, match="rows"):
-    train_classifier(_MLP(), np.zeros((4, 28, 28, 1), np.float32), np.zeros(3, np.int32), TrainConfig())
+    train_classifier(_MLP(), np.zeros((4, 28, 28, 1), np.float32), np.zeros(3, np.int32), ClassifierTrainConfig())
   with pytest.raises(ValueError, match="learning_rate"):
     train_classifier(_MLP(), np.zeros((4, 28, 28, 1), np.float32), np.zeros(4, np.int32),
-                     TrainConfig(learning_rate=-1.0))
+                     ClassifierTrainConfig(learning_rate=-1.0))

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from experiments import cubing
+from experiments import cubing, cubing_report
 from experiments.config import apply_overrides
 from experiments.data import load_dataset
 from ntk.cubing import cubing_check
@@ -34,7 +34,7 @@ def test_cubing_runner_and_report(tmp_path):
   config = apply_overrides(cubing.get_config(), ["datasets=mnist,cifar10", "ns=30,80", "seeds=0"])
   records = cubing.run(config, tmp_path)
   assert len(records) == 4
-  text = cubing.write_report(tmp_path)
+  text = cubing_report.write_report(tmp_path)
   assert "| mnist | 30 |" in text and (tmp_path / "kappa_vs_n.png").stat().st_size > 0
   assert len(cubing.run(config, tmp_path)) == 4  # resume: nothing recomputed or duplicated
 

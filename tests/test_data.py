@@ -1,8 +1,8 @@
 """Tests of experiments.data: embedded subsets, file formats, verification and error paths.
 
 Tests marked ``full_data`` read the full files and run only when ATTN_DATA_DIR names a directory laid
-out as shared/data (``ATTN_DATA_DIR=/path/to/shared/data pytest tests/test_data.py``); the expected
-values are the ones documented in shared/data/SOURCES.md.
+out as in docs/data.md#directory-layouts (``ATTN_DATA_DIR=/path/to/data pytest tests/test_data.py``); the
+expected values are the ones documented in docs/data.md#full-data-files.
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ FULL_DATA_DIR = os.environ.get("ATTN_DATA_DIR")
 requires_full_data = pytest.mark.skipif(
     not (FULL_DATA_DIR and os.path.isdir(FULL_DATA_DIR)),
     reason="full-data test: set ATTN_DATA_DIR to a directory with mnist/, fashion_mnist/, cifar10/ "
-           "(e.g. shared/data) to run it")
+           "(docs/data.md#directory-layouts) to run it")
 
 EMBEDDED_SHAPES = {
     ("mnist", "train"): (2000, 28, 28, 1), ("mnist", "test"): (500, 28, 28, 1),

@@ -13,8 +13,8 @@ from attention.local_lipschitz import input_jacobian_norm, local_lipschitz
 from experiments import diff_attention, diff_attention_report, train_vit
 from experiments.config import apply_overrides
 
-TINY = ["dataset=mnist", "n_train=64", "n_test=16", "patch_size=7", "dim=16", "num_heads=2", "epochs=1",
-        "batch_size=32", "depths=1", "single_layer_lambda_inits=", "eps_255=1,8", "crossover_eps_255=1,8",
+TINY = ["dataset=mnist", "data.n_train=64", "data.n_test=16", "patch_size=7", "dim=16", "num_heads=2", "train.epochs=1",
+        "train.batch_size=32", "depths=1", "single_layer_lambda_inits=", "eps_255=1,8", "crossover_eps_255=1,8",
         "pgd_steps=2", "apgd_steps=3", "cw_depths=", "lipschitz_samples=4", "alignment_samples=2",
         "alignment_chunk=392"]  # CW (compiled per model) is left to tests/test_attacks*.py and the real run
 
@@ -28,7 +28,7 @@ def tiny_config():
 def finished_run(tmp_path_factory, tiny_config):
   workdir = tmp_path_factory.mktemp("diffattn")
   records = diff_attention.run(tiny_config, workdir)
-  diff_attention_report.write_report(workdir, records)
+  diff_attention_report.write_report(workdir)
   return workdir, records
 
 

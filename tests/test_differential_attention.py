@@ -12,9 +12,11 @@ import numpy as np
 import pytest
 
 from attention.alignment import (
+    HeadAlignment,
     cosine_alignment,
     head_alignment,
     jacobian_gram,
+    layer_alignment_statistics,
     lemma1_norm,
     theorem3_predicts_da_more_sensitive,
     theorem3_threshold,
@@ -243,6 +245,45 @@ def test_theorem3_condition_matches_lemma1_norms_for_both_signs_of_lambda_rho():
   # The divided form: cos θ < threshold for λρ > 0, reversed for λρ < 0.
   thr = np.asarray(theorem3_threshold(lam, rho, gamma))
   np.testing.assert_array_equal(predicted, np.where(lam * rho > 0, cos < thr, cos > thr))
+
+
+def _alignment(cos_LxH, rho_LxH, n1_LxH, lam_L, n_std_LxH, lemma_scale=1.0):
+  cos, rho, n1, n_std = map(np.asarray, (cos_LxH, rho_LxH, n1_LxH, n_std_LxH))
+  lam = np.asarray(lam_L, float)
+  norm_da = np.asarray(lemma1_norm(n1, rho, cos, lam[:, None]))
+  gamma = n1 / n_std
+  predicted = np.asarray(theorem3_predicts_da_more_sensitive(cos, lam[:, None], rho, gamma))
+  return HeadAlignment(cos, rho, n1, rho * n1, norm_da, norm_da * lemma_scale, lam, n_std, gamma, predicted)
+
+
+def test_layer_alignment_statistics_by_hand():
+  """Two samples, two heads, λ = −0.5 at layer 1 (layer 0 is a decoy); the expected values are worked out
+  by hand: ‖J_DA‖² = ‖J₁‖²(1 + λ²ρ² − 2λρ cos θ) gives ‖J_DA‖ = √1.75, 1, 2√0.9625, 2√2.15 against
+  ‖J_std‖ = 1, 0.5, 3, 1, so Theorem 3 predicts [[T, T], [F, T]]."""
+  decoy = ([[0.99, 0.99]], [[5.0, 5.0]], [[1.0, 1.0]], [0.1], [[1.0, 1.0]])
+  s0 = _alignment(decoy[0] + [[0.5, -0.5]], decoy[1] + [[1.0, 2.0]], decoy[2] + [[1.0, 1.0]], [0.1, -0.5],
+                  decoy[4] + [[1.0, 0.5]], lemma_scale=1.001)
+  s1 = _alignment(decoy[0] + [[-0.2, 0.9]], decoy[1] + [[0.5, 1.0]], decoy[2] + [[2.0, 2.0]], [0.1, -0.5],
+                  decoy[4] + [[3.0, 1.0]])
+  stats = layer_alignment_statistics([s0, s1], 1, [2.0, 1.0], [1.0, 3.0])
+  assert np.array_equal(stats.theorem3_predicted, [[True, True], [False, True]])
+  assert (stats.n_samples, stats.heads, stats.lam) == (2, 2, -0.5)
+  assert stats.negative_alignment_frequency == 0.5
+  assert stats.cos_theta_mean == pytest.approx(0.175)
+  assert stats.rho_median == 1.0 and stats.gamma_median == pytest.approx(1.5)   # γ = 1, 2, 2/3, 2
+  assert stats.lambda_rho_negative_frequency == 1.0
+  assert stats.lemma1_max_relative_error == pytest.approx(1e-3, rel=1e-3)
+  assert stats.theorem3_predicted_frequency == 0.75
+  assert stats.theorem3_matches_map_norms == 1.0   # Theorem 3 is an equivalence given Lemma 1
+  assert np.array_equal(stats.diffvit_more_sensitive, [True, False])
+  assert stats.diffvit_more_sensitive_frequency == 0.5
+  assert stats.theorem3_agreement == 0.75   # [[T, T], [F, T]] against [T, F] per sample
+  with pytest.raises(ValueError, match="at least one"):
+    layer_alignment_statistics([], 0, [], [])
+  with pytest.raises(ValueError, match="layer"):
+    layer_alignment_statistics([s0, s1], 2, [2.0, 1.0], [1.0, 3.0])
+  with pytest.raises(ValueError, match="lipschitz"):
+    layer_alignment_statistics([s0, s1], 1, [2.0], [1.0, 3.0])
 
 
 def test_head_alignment_argument_errors():

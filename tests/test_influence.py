@@ -239,3 +239,122 @@ def test_top_fraction_must_be_a_number_in_the_unit_interval(fraction):
 def test_loss_landscape_rejects_a_non_finite_grid():
   with pytest.raises(ValueError, match="alphas must be a non-empty 1-D grid of finite"):
     loss_landscape(lambda p: jnp.sum(p ** 2), jnp.ones(3), [jnp.ones(3)], [0.0, float("nan")])
+
+
+def _quadratic_problem(h_diag):
+  """Per-example loss ℓ(w, x, y) = yᵀw (gradient y) with regulariser ½wᵀHw, so the Hessian is H exactly and
+  I_j = gᵀ(H + δI)⁻¹g / n in closed form."""
+  h = jnp.diag(jnp.asarray(h_diag))
+  loss = lambda w, x, y: jnp.dot(w, y) + 0.0 * jnp.sum(x)
+  x, y = jnp.zeros((1, len(h_diag))), jnp.ones((1, len(h_diag)))
+  return loss, lambda w: 0.5 * w @ h @ w, jnp.zeros(len(h_diag)), (x, y)
+
+
+def test_cg_on_an_indefinite_hessian_raises_naming_damping_instead_of_returning_nan():
+  loss, reg, w, data = _quadratic_problem([1.0, -1.0])
+  # g = (1, 1), H = diag(1, −1): gᵀH⁻¹g = 1 − 1 = 0; CG's first step has pᵀHp = 0.
+  np.testing.assert_allclose(influence_function(loss, w, data, data, regularizer=reg, method="exact"), [0.0])
+  with pytest.raises(ValueError, match=r"not positive definite \(damping δ = 0.0\)"):
+    influence_function(loss, w, data, data, regularizer=reg, method="cg")
+  # Damping δ = 2 makes H + δI = diag(3, 1) positive definite: 1/3 + 1.
+  got = influence_function(loss, w, data, data, regularizer=reg, method="cg", damping=2.0)
+  np.testing.assert_allclose(got, [4.0 / 3.0], rtol=1e-6)
+
+
+def test_cg_that_stops_before_converging_warns_naming_damping():
+  loss, reg, w, data = _quadratic_problem([1.0, 2.0, 3.0, 4.0])
+  with pytest.warns(RuntimeWarning, match=r"relative residual .* \(damping δ = 0.0\)"):
+    influence_function(loss, w, data, data, regularizer=reg, method="cg", cg_maxiter=1)
+  # CG on 4 distinct eigenvalues converges in 4 steps: Σ 1/λ_i, no warning.
+  import warnings
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    got = influence_function(loss, w, data, data, regularizer=reg, method="cg")
+  np.testing.assert_allclose(got, [1 + 1 / 2 + 1 / 3 + 1 / 4], rtol=1e-5)
+
+
+def test_lanczos_warns_when_its_ritz_residual_has_not_converged():
+  eigenvalues = jnp.linspace(1.0, 2.0, 30)
+  objective = lambda p: 0.5 * jnp.sum(eigenvalues * p ** 2)
+  with pytest.warns(RuntimeWarning, match="Lanczos did not converge in num_iters=2"):
+    got = hessian_top_eigenvalues(objective, jnp.zeros(30), k=1, num_iters=2)
+  assert got[0] <= 2.0 + 1e-5  # a Ritz value is a lower estimate of λ_max
+  import warnings
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    np.testing.assert_allclose(hessian_top_eigenvalues(objective, jnp.zeros(30), k=1, num_iters=30), [2.0],
+                               rtol=1e-5)
+
+
+def test_row_features_replace_only_their_own_training_row():
+  """MLP-Attn: at x_rows = X the row-replaced features are the transductive features of X; a candidate row
+  x'_i gets the features of row i of the matrix with only row i replaced (recomputed from scratch), so a
+  batched attack on all rows is an attack on each row against its own loss (arXiv 2603.13085 §5)."""
+  from attention import linearized_attention_transductive
+  from influence import row_features, row_logits
+  x = jnp.asarray(load_dataset("mnist", "train", n=12, seed=0, flatten=True).x)
+  gram = x.T @ x
+  np.testing.assert_allclose(row_features("mlp_attn", x, gram, x), ntk.model_features("mlp_attn", x)[0],
+                             rtol=1e-4, atol=1e-6)
+  x_new = jnp.clip(x + 0.2 * jnp.sign(jax.random.normal(jax.random.PRNGKey(0), x.shape)), 0, 1)
+  got = row_features("mlp_attn", x, gram, x_new)
+  for i in (0, 7):
+    x_i = x.at[i].set(x_new[i])
+    ref = linearized_attention_transductive(x_i[i:i + 1], x_i, normalize=True)[0]
+    np.testing.assert_allclose(got[i], ref, rtol=1e-4, atol=1e-6)
+  np.testing.assert_allclose(row_features("relu", x, gram, x_new), ntk.model_features("relu", x_new)[0], rtol=1e-6)
+  model = ntk.two_layer_relu(16, x.shape[1], out_dim=10)
+  _, params = model.init_fn(jax.random.PRNGKey(1), x.shape)
+  np.testing.assert_allclose(row_logits(model.apply_fn, "mlp_attn", params, x, gram, x_new),
+                             model.apply_fn(params, got), rtol=1e-6)
+
+
+def test_perturb_rows_respects_the_budget_and_raises_the_rows_loss():
+  """Every attack stays in the ε-box and [0, 1] and returns x at ε = 0; the random-sign control moves every
+  unclipped pixel by exactly ε; the gradient attacks raise the mean per-row cross-entropy, the control
+  much less."""
+  from influence import ATTACKS, perturb_rows, row_logits
+  data = load_dataset("mnist", "train", n=16, seed=1, flatten=True)
+  x, y = jnp.asarray(data.x), jnp.asarray(data.y)
+  model = ntk.two_layer_relu(32, x.shape[1], out_dim=10)
+  _, params = model.init_fn(jax.random.PRNGKey(0), x.shape)
+  logits_fn = jax.tree_util.Partial(row_logits, model.apply_fn, "relu", params, x, x.T @ x)
+
+  def ce(rows):
+    return float(-jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits_fn(rows)), y[:, None], 1)))
+
+  clean = ce(x)
+  rise = {}
+  for attack in ATTACKS:
+    kw = dict(key=jax.random.PRNGKey(3), pgd_steps=5, mim_steps=3)
+    assert np.array_equal(np.asarray(perturb_rows(attack, logits_fn, x, y, eps=0.0, **kw)), np.asarray(x)), attack
+    x_adv = np.asarray(perturb_rows(attack, logits_fn, x, y, eps=0.1, **kw))
+    assert np.max(np.abs(x_adv - np.asarray(x))) <= 0.1 + 1e-6 and x_adv.min() >= 0 and x_adv.max() <= 1, attack
+    rise[attack] = ce(jnp.asarray(x_adv)) - clean
+  free = (np.asarray(x) >= 0.1) & (np.asarray(x) <= 0.9)
+  moved = np.abs(np.asarray(perturb_rows("random_sign", logits_fn, x, y, eps=0.1, key=jax.random.PRNGKey(3))) - x)
+  np.testing.assert_allclose(moved[free], 0.1, rtol=1e-5)
+  for attack in ("fgsm", "pgd", "mim"):
+    assert rise[attack] > 0 and rise[attack] > 3 * abs(rise["random_sign"]), rise
+  with pytest.raises(ValueError, match="attack must be one of"):
+    perturb_rows("cw", logits_fn, x, y, eps=0.1, key=None)
+  with pytest.raises(ValueError, match="eps"):
+    perturb_rows("fgsm", logits_fn, x, y, eps=1.5, key=None)
+  with pytest.raises(ValueError, match="pgd_steps"):
+    perturb_rows("pgd", logits_fn, x, y, eps=0.1, key=jax.random.PRNGKey(0), pgd_steps=0)
+
+
+def test_feature_influence_equals_brute_force_loo_on_the_neural_tangents_kernel():
+  """NTK-LOO influence from feature rows agrees with refitting without each row, on the empirical NTK that
+  neural-tangents computes (independent of the closed-form kernel path)."""
+  from influence import feature_influence
+  data = load_dataset("mnist", "train", n=26, seed=2, flatten=True)
+  f, _ = ntk.model_features("relu", data.x)
+  model = ntk.two_layer_relu(64, f.shape[1], out_dim=10)
+  _, params = model.init_fn(jax.random.PRNGKey(0), f.shape)
+  y = np.eye(10)[data.y]
+  got = feature_influence(model, params, f[:20], f[20:], y[:20], y[20:])
+  k = np.asarray(ntk.empirical_ntk(model.apply_fn, params, f[:20]), np.float64)
+  kt = np.asarray(ntk.empirical_ntk(model.apply_fn, params, f[20:], f[:20]), np.float64)
+  ref = brute_force_loo_influence(k, kt, y[:20], y[20:], ridge=got.ridge).sum(axis=0)
+  np.testing.assert_allclose(got.scores, ref, rtol=1e-3, atol=1e-3 * np.abs(ref).max())

@@ -33,7 +33,7 @@ def test_neural_tangents_canary():
 
 @pytest.mark.parametrize("readout", ["fixed", "trained"])
 def test_stax_infinite_kernel_matches_arccos_closed_form(readout):
-  """stax with W_std = √d_in gives w ~ N(0, I); the fixed readout drops the NNGP term (REFERENCE §1)."""
+  """stax with W_std = √d_in gives w ~ N(0, I); the fixed readout drops the NNGP term (docs/theory.md#two-layer-relu-network)."""
   with jax.experimental.enable_x64():  # arccos near cos = 1 loses √eps in float32
     x = jnp.asarray(_unit_rows(10, 7, 1), jnp.float64)
     model = ntk.two_layer_relu(8, 7, readout=readout)
@@ -204,7 +204,7 @@ def test_train_adam_learns_a_separable_problem():
   model = ntk.two_layer_relu(64, 6, out_dim=2)
   _, params = model.init_fn(jax.random.PRNGKey(0), x.shape)
   trained = train_adam(model.apply_fn, params, x, y, key=jax.random.PRNGKey(1), epochs=200, batch_size=16,
-                       learning_rate=1e-2, weight_decay=0.0)
+                       learning_rate=1e-2, l2=0.0)
   acc = np.mean(np.argmax(np.asarray(model.apply_fn(trained, x)), 1) == labels)
   assert acc > 0.9
   with pytest.raises(ValueError, match="loss"):

@@ -83,7 +83,7 @@ def test_distances_and_loglog_fit():
 
 
 @pytest.mark.parametrize("kwargs", [dict(learning_rate=float("nan")), dict(learning_rate=float("inf")),
-                                    dict(weight_decay=float("nan")), dict(batch_size=0)])
+                                    dict(l2=float("nan")), dict(batch_size=0)])
 def test_train_adam_rejects_non_finite_or_out_of_range_settings(kwargs):
   from ntk.training import train_adam
   model = ntk.two_layer_relu(8, 3, out_dim=2)
@@ -91,3 +91,52 @@ def test_train_adam_rejects_non_finite_or_out_of_range_settings(kwargs):
   x, y = np.ones((4, 3), np.float32), np.eye(2, dtype=np.float32)[[0, 1, 0, 1]]
   with pytest.raises(ValueError, match="need learning_rate finite"):
     train_adam(model.apply_fn, params, x, y, key=jax.random.PRNGKey(0), epochs=1, **kwargs)
+
+
+def _normalized(x_rows):
+  return x_rows / jax.numpy.linalg.norm(x_rows, axis=1, keepdims=True)
+
+
+def test_adversarial_training_equals_the_hand_unrolled_madry_loop():
+  """Adam on the clean rows, then per round PGD-L∞ on every row against the current network and Adam on the
+  attacked rows' features, with the documented keys; and rounds = 0 is plain Adam on the clean rows."""
+  import attacks
+  from ntk.training import adversarial_train_adam, train_adam
+  rng = np.random.default_rng(0)
+  x = rng.uniform(size=(12, 6)).astype(np.float32)
+  y = np.eye(3, dtype=np.float32)[rng.integers(0, 3, 12)]
+  model = ntk.two_layer_relu(16, 6, out_dim=3)
+  _, params0 = model.init_fn(jax.random.PRNGKey(0), x.shape)
+  key, attack_key = jax.random.PRNGKey(1), jax.random.PRNGKey(2)
+  kw = dict(loss="ce", learning_rate=1e-2, l2=1e-3, batch_size=4, epochs=3)
+  got = adversarial_train_adam(model.apply_fn, params0, x, y, key=key, attack_key=attack_key,
+                               features_fn=_normalized, eps=0.2, rounds=2, epochs_per_round=3, pgd_steps=4,
+                               loss="ce", learning_rate=1e-2, l2=1e-3, batch_size=4)
+  params = train_adam(model.apply_fn, params0, _normalized(x), y, key=key, **kw)
+  for r in range(2):
+    logits_fn = jax.tree_util.Partial(lambda p, rows: model.apply_fn(p, _normalized(rows)), params)
+    x_adv = attacks.pgd_linf(logits_fn, x, y.argmax(1), eps=0.2, alpha=0.2 / 30, steps=4,
+                             key=jax.random.fold_in(attack_key, r)).x_adv
+    assert np.max(np.abs(np.asarray(x_adv) - x)) <= 0.2 + 1e-6 and np.max(np.abs(np.asarray(x_adv) - x)) > 0.1
+    params = train_adam(model.apply_fn, params, _normalized(x_adv), y, key=jax.random.fold_in(key, r + 1), **kw)
+  for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(params)):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-7)
+  none = adversarial_train_adam(model.apply_fn, params0, x, y, key=key, attack_key=attack_key,
+                                features_fn=_normalized, eps=0.2, rounds=0, epochs_per_round=3, pgd_steps=4,
+                                loss="ce", learning_rate=1e-2, l2=1e-3, batch_size=4)
+  clean = train_adam(model.apply_fn, params0, _normalized(x), y, key=key, **kw)
+  for a, b in zip(jax.tree_util.tree_leaves(none), jax.tree_util.tree_leaves(clean)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.parametrize("kwargs,match", [(dict(eps=1.5), "eps"), (dict(rounds=-1), "rounds"),
+                                          (dict(pgd_steps=0), "pgd_steps"), (dict(pgd_alpha=0.0), "pgd_alpha")])
+def test_adversarial_training_rejects_out_of_range_settings(kwargs, match):
+  from ntk.training import adversarial_train_adam
+  model = ntk.two_layer_relu(8, 3, out_dim=2)
+  _, params = model.init_fn(jax.random.PRNGKey(0), (4, 3))
+  x, y = np.full((4, 3), 0.5, np.float32), np.eye(2, dtype=np.float32)[[0, 1, 0, 1]]
+  args = dict(key=jax.random.PRNGKey(0), attack_key=jax.random.PRNGKey(1), features_fn=_normalized, eps=0.1,
+              rounds=1, epochs_per_round=1, pgd_steps=1)
+  with pytest.raises(ValueError, match=match):
+    adversarial_train_adam(model.apply_fn, params, x, y, **{**args, **kwargs})

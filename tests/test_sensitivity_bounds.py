@@ -69,7 +69,7 @@ def _attack(x, a, w_v, eps, key, samples=32):
   c = S.head_constants(x, a, w_v, key=power_key, power_iters=60)   # ≥ n·d: Lanczos is exact
   terms = S.bound_terms(c, eps)
   rigorous = S.fine_grained_bound(c, eps, key_norm="closed_form")
-  return sampled, pgd, jnp.linalg.norm(delta), terms["fine"], terms["naive"], rigorous
+  return sampled, pgd, jnp.linalg.norm(delta), terms.fine, terms.naive, rigorous
 
 
 @pytest.mark.parametrize("n,d,e", [(1, 3, 2), (2, 4, 3), (5, 3, 4), (9, 6, 2)])
@@ -99,7 +99,7 @@ def _attack_layer(x, a, w_v, eps, key):
   bounds = S.layer_bound_terms(lc, eps)
   rigorous = S.layer_bound(lc, eps, key_norm="closed_form")
   first = jnp.sum(lc.heads.p_norm * lc.heads.wv_norm + lc.heads.query_norm + lc.heads.key_norm)
-  return pgd, bounds["naive"], bounds["fine"], bounds["joint"], bounds["min"], rigorous, lc.jacobian_norm, first
+  return pgd, bounds.naive, bounds.fine, bounds.joint, bounds.min, rigorous, lc.jacobian_norm, first
 
 
 def test_multi_head_layer_joint_bound_is_sound():
@@ -153,7 +153,8 @@ def test_power_iteration_agrees_with_dense_svd(seed, n, d, e):
     assert float(c.key_gap) < 1e-7
     assert float(c.key_norm_upper) >= sigma_k * (1 - 1e-12)   # the closed form is an upper bound
     np.testing.assert_allclose(float(c.query_norm), np.linalg.svd(q_dense, compute_uv=False)[0], rtol=1e-10)
-    # Alone, the Kronecker factor (I ⊗ XA) has norm ‖XA‖₂ (REFERENCE §5), which the composition undercuts.
+    # Alone, the Kronecker factor (I ⊗ XA) has norm ‖XA‖₂, which the composition undercuts
+    # (docs/theory.md#local-sensitivity-of-self-attention).
     np.testing.assert_allclose(np.linalg.norm(np.kron(np.eye(n), x @ a), 2), np.linalg.norm(x @ a, 2))
     assert sigma_k <= np.linalg.norm(x @ a, 2) * np.linalg.norm(x @ w_v, 2)
 
@@ -201,7 +202,7 @@ def test_krylov_methods_agree_with_dense_svd_of_the_key_side_operator(method):
 
 def test_lanczos_converges_where_power_iteration_is_slow():
   """Clustered top singular values (1, 0.995, 0.99, …): 30 power steps stay visibly low, 30 Lanczos steps
-  do not — why Lanczos is the default (a trained layer showed the same, REFERENCE §5 soundness)."""
+  do not — why Lanczos is the default (a trained layer showed the same, docs/theory.md#operator-norms)."""
   with jax.experimental.enable_x64():
     s = 1.0 - 0.005 * np.arange(300)
     op = lambda v: jnp.asarray(s) * v
@@ -222,12 +223,42 @@ def test_power_iteration_of_zero_operator_is_zero():
 
 
 def test_fine_bound_can_lose_to_naive_at_large_radius():
-  """The remainder is quadratic in ‖XA‖ε, so min(naive, fine) matters (REFERENCE §5)."""
+  """The remainder is quadratic in ‖XA‖ε, so min(naive, fine) matters (docs/theory.md#fine-grained-bound)."""
   x, a, w_v = _head(3, 6, 4, 3, 4.0)
   c = S.head_constants(x, a, w_v, key=jax.random.PRNGKey(0))
   assert float(S.fine_grained_bound(c, 1e-3)) < float(S.naive_bound(c, 1e-3))
   assert float(S.fine_grained_bound(c, 5.0)) > float(S.naive_bound(c, 5.0))
   np.testing.assert_allclose(float(S.local_bound(c, 5.0)), float(S.naive_bound(c, 5.0)))
+
+
+def test_bound_terms_are_typed_and_add_up():
+  """BoundTerms: fine = Σ of its five terms = first_order + higher_order, naive = its two parts, the first
+  order is linear in ε with slope ‖P‖₂‖W_V‖₂ + σ_Q + σ_K, and higher_order/ε → 0 (step 5).
+  LayerBoundTerms of one head: naive and fine are the head's, min = min(naive, fine, joint), and with
+  key_norm="closed_form" joint is inf and min = min(naive, fine)."""
+  with jax.experimental.enable_x64():
+    x, a, w_v = _head(5, 5, 4, 3, 2.0)
+    c = S.head_constants(x, a, w_v, key=jax.random.PRNGKey(0), power_iters=40)
+    slope = float(c.p_norm * c.wv_norm + c.query_norm + c.key_norm)
+    for eps in (1e-6, 0.1, 1.0):
+      t = S.bound_terms(c, eps)
+      assert isinstance(t, S.BoundTerms)
+      np.testing.assert_allclose(float(t.fine), float(t.value + t.query + t.key + t.second_order + t.remainder),
+                                 rtol=1e-12)
+      np.testing.assert_allclose(float(t.fine), float(t.first_order + t.higher_order), rtol=1e-12)
+      np.testing.assert_allclose(float(t.naive), float(t.naive_value + t.naive_softmax), rtol=1e-12)
+      np.testing.assert_allclose(float(t.first_order), slope * eps, rtol=1e-12)
+    assert float(S.bound_terms(c, 1e-6).higher_order) / 1e-6 < 1e-4 * slope
+    lc = S.layer_constants(x, a[None], w_v[None], key=jax.random.PRNGKey(1), power_iters=40)
+    head = S.bound_terms(jax.tree_util.tree_map(lambda f: f[0], lc.heads), 0.3)
+    layer = S.layer_bound_terms(lc, 0.3)
+    assert isinstance(layer, S.LayerBoundTerms) and layer._fields == ("naive", "fine", "joint", "min")
+    np.testing.assert_allclose(float(layer.naive), float(head.naive), rtol=1e-12)
+    np.testing.assert_allclose(float(layer.fine), float(head.fine), rtol=1e-12)
+    assert float(layer.min) == min(float(layer.naive), float(layer.fine), float(layer.joint))
+    rigorous = S.layer_bound_terms(lc, 0.3, key_norm="closed_form")
+    assert np.isinf(float(rigorous.joint))
+    assert float(rigorous.min) == min(float(rigorous.naive), float(rigorous.fine))
 
 
 def test_bad_inputs_raise_clear_errors():

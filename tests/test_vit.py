@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from attention.vit import ViTConfig, VisionTransformer, attention_maps, init_params, matched_configs, parameter_count
-from experiments.classifier_training import TrainConfig, train_classifier
+from experiments.classifier_training import train_classifier
+from experiments.config import ClassifierTrainConfig
 from experiments.data import load_dataset
 
 MNIST_TINY = ViTConfig(num_classes=10, image_size=28, patch_size=7, dim=16, depth=2, num_heads=2, lambda_init=0.8)
@@ -77,7 +78,7 @@ def test_wrong_image_shape_raises():
 def test_trained_diffvit_checkpoint_round_trips_bit_exactly(tmp_path):
   _, diff_cfg = matched_configs(dataclasses.replace(MNIST_TINY, depth=1))
   data = load_dataset("mnist", "train", n=64, seed=0)
-  config = TrainConfig(epochs=1, batch_size=16, learning_rate=3e-3, warmup_epochs=0)  # 4 steps
+  config = ClassifierTrainConfig(epochs=1, batch_size=16, learning_rate=3e-3, warmup_epochs=0)  # 4 steps
   module = VisionTransformer(diff_cfg)
   trained = train_classifier(module, data.x, data.y, config, tmp_path)
   init = init_params(diff_cfg, key=jax.random.split(jax.random.key(0), 3)[0], channels=1)

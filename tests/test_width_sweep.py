@@ -1,4 +1,5 @@
-"""Width sweep runner: record schema, resume after an interruption, 2L-ReLU kernel distance falls."""
+"""Width sweep runner: record schema, resume after an interruption, the kernel distance of both models
+falls with width and agrees with an independent computation."""
 import json
 
 import numpy as np
@@ -8,8 +9,8 @@ from experiments import width_sweep, width_sweep_report
 from experiments.config import apply_overrides
 from experiments.workdir import read_records
 
-SMALL = ["datasets=mnist", "widths=16,256,2048", "seeds=0,1", "n_train=48", "n_test=16",
-         "train_max_width=256", "train_seeds=0", "steps=20"]
+SMALL = ["datasets=mnist", "widths=16,256,2048", "seeds=0,1", "data.n_train=48", "data.n_test=16",
+         "train.max_width=256", "train.seeds=0", "train.steps=20"]
 
 
 @pytest.fixture(scope="module")
@@ -43,21 +44,48 @@ def test_record_schema(finished_run, small_config):
   assert (workdir / "arrays").is_dir()
 
 
-def test_relu_kernel_distance_falls_with_width(finished_run):
+def test_kernel_distance_falls_with_width_for_both_models(finished_run):
+  """E‖K_m − K∞‖²_F ∝ 1/m for the empirical NTK of a width-m network (Jacot et al. 2018, arXiv 1806.07572):
+  for 2L-ReLU and for MLP-Attn (the same network on the linearized-attention rows) the mean distance over
+  seeds falls from width to width, and its RMS falls from width 16 to 2048 by well over a third of
+  √(2048/16) ≈ 11."""
   _, records = finished_run
   for model in ("relu", "mlp_attn"):
     by_width = {}
     for r in records:
       if r["kind"] == "init" and r["model"] == model:
         by_width.setdefault(r["width"], []).append(r["rel_frobenius_train"])
+    assert sorted(by_width) == [16, 256, 2048] and all(len(v) == 2 for v in by_width.values())
     means = [np.mean(by_width[w]) for w in sorted(by_width)]
-    if model == "relu":
-      assert means[0] > means[1] > means[2], means
+    rms = [np.sqrt(np.mean(np.square(by_width[w]))) for w in sorted(by_width)]
+    assert means[0] > means[1] > means[2], (model, means)
+    assert rms[0] / rms[2] > 4, (model, rms)
+
+
+def test_mlp_attn_record_agrees_with_the_neural_tangents_kernel(finished_run):
+  """The recorded MLP-Attn distance (closed-form kernel path) is ‖K_m − K∞‖_F/‖K∞‖_F recomputed here from
+  the data: neural-tangents' empirical NTK of the seeded width-16 network on the linearized-attention rows
+  against the float64 arc-cosine kernel."""
+  import jax
+  import ntk
+  from experiments.data import load_dataset
+  _, records = finished_run
+  (rec,) = [r for r in records if (r["kind"], r["model"], r["width"], r["seed"]) == ("init", "mlp_attn", 16, 1)]
+  train = load_dataset("mnist", "train", n=rec["n_train"], seed=0, flatten=True)
+  f_train, _ = ntk.model_features("mlp_attn", train.x)
+  f_train = np.asarray(f_train)
+  model = ntk.two_layer_relu(16, f_train.shape[1], out_dim=int(train.y.max()) + 1, readout="fixed")
+  _, params = model.init_fn(jax.random.fold_in(jax.random.PRNGKey(1), 16), f_train.shape)
+  k_m = np.asarray(ntk.empirical_ntk(model.apply_fn, params, f_train), np.float64)
+  with jax.experimental.enable_x64():
+    k_inf = np.asarray(ntk.arccos_ntk(jax.numpy.asarray(f_train, np.float64), readout="fixed"))
+  expected = np.linalg.norm(k_m - k_inf) / np.linalg.norm(k_inf)
+  assert rec["rel_frobenius_train"] == pytest.approx(expected, rel=1e-3)
 
 
 def test_resume_after_interruption_reproduces_records(tmp_path, small_config, finished_run):
   _, full_records = finished_run
-  config = apply_overrides(small_config, ["train=false"])
+  config = apply_overrides(small_config, ["train.enabled=false"])
   # Simulate a killed run: keep 3 complete records and half of a fourth line.
   width_sweep.run(config, tmp_path)
   lines = (tmp_path / "results.jsonl").read_text().splitlines()
@@ -73,8 +101,8 @@ def test_resume_after_interruption_reproduces_records(tmp_path, small_config, fi
 
 
 def test_resume_with_another_config_is_refused_and_overwrite_moves_old_results_aside(tmp_path, small_config):
-  first = apply_overrides(small_config, ["train=false", "widths=16", "seeds=0"])
-  second = apply_overrides(small_config, ["train=false", "widths=32", "seeds=0"])
+  first = apply_overrides(small_config, ["train.enabled=false", "widths=16", "seeds=0"])
+  second = apply_overrides(small_config, ["train.enabled=false", "widths=32", "seeds=0"])
   old = width_sweep.run(first, tmp_path)
   with pytest.raises(ValueError, match="different config"):
     width_sweep.run(second, tmp_path)
@@ -86,10 +114,10 @@ def test_resume_with_another_config_is_refused_and_overwrite_moves_old_results_a
 
 
 def test_a_failed_start_does_not_lock_the_workdir(tmp_path, small_config):
-  bad = apply_overrides(small_config, ["train=false", "widths=16", "seeds=0", "n_train=100000"])
+  bad = apply_overrides(small_config, ["train.enabled=false", "widths=16", "seeds=0", "data.n_train=100000"])
   with pytest.raises(ValueError, match="exceeds"):
     width_sweep.run(bad, tmp_path)  # config.json written, no records
-  good = apply_overrides(small_config, ["train=false", "widths=16", "seeds=0"])
+  good = apply_overrides(small_config, ["train.enabled=false", "widths=16", "seeds=0"])
   assert len(width_sweep.run(good, tmp_path)) == 2
 
 
@@ -104,9 +132,9 @@ def test_report_is_drawn_from_records(finished_run):
 
 @pytest.mark.parametrize("override,match", [
     ("widths=-16", "widths"), ("readout=frozen", "readout"), ("models=cnn", "models"),
-    ("n_train=1", "n_train"), ("nonsense=3", "unknown config field"), ("train=maybe", "true or false"),
+    ("data.n_train=1", "data.n_train"), ("nonsense=3", "unknown config field"), ("train.enabled=maybe", "true or false"),
     ("datasets=mnst", "unknown dataset name"), ("models=", "must not be empty"),
-    ("data_source=web", "data_source"),
+    ("data.source=web", "data.source"),
 ])
 def test_bad_config_values(override, match):
   with pytest.raises(ValueError, match=match):

@@ -8,7 +8,7 @@ import pytest
 from experiments import __main__ as main_job
 from experiments import config as config_lib
 from experiments import certify, cubing, flip_rate, train_vit, width_sweep
-from experiments.classifier_training import TrainConfig
+from experiments.config import ClassifierTrainConfig
 from experiments.workdir import Workdir, read_records
 
 
@@ -50,22 +50,22 @@ def test_a_corrupt_config_file_is_named(tmp_path):
 
 
 @pytest.mark.parametrize("module,override,match", [
-    (width_sweep, "lr_scale=nan", "lr_scale must be a finite number"),
-    (width_sweep, "lr_scale=inf", "lr_scale must be a finite number"),
-    (flip_rate, "learning_rate=nan", "learning_rate must be a finite number"),
+    (width_sweep, "train.lr_scale=nan", "train.lr_scale must be a finite number"),
+    (width_sweep, "train.lr_scale=inf", "train.lr_scale must be a finite number"),
+    (flip_rate, "train.learning_rate=nan", "train.learning_rate must be a finite number"),
     (cubing, "eps=0.1,nan", "eps must be a finite number"),
     (cubing, "seeds=0,-1", "seeds must be an integer >= 0"),
-    (width_sweep, "data_seed=-3", "data_seed must be an integer >= 0"),
+    (width_sweep, "data.seed=-3", "data.seed must be an integer >= 0"),
     (cubing, "datasets=mnist,mnist", "datasets holds a value twice"),
     (cubing, "ns=50,50", "ns holds a value twice"),
-    (cubing, "split=bogus", "split must be one of"),
-    (width_sweep, "train_datasets=imagenet", "train_datasets"),
-    (width_sweep, "train_max_width=-1", "train_max_width must be >= 1"),
+    (cubing, "data.split=bogus", "data.split must be one of"),
+    (width_sweep, "train.datasets=imagenet", "train.datasets"),
+    (width_sweep, "train.max_width=-1", "train.max_width must be >= 1"),
     (flip_rate, "mim_steps=0", "mim_steps must be an integer >= 1"),
     (flip_rate, "pgd_alpha=2", "pgd_alpha must be in"),
     (train_vit, "lambda_inits=0.8,0.80", "names one λ_init twice"),
-    (train_vit, "data_source=web", "data_source must be one of"),
-    (certify, "n_train=0", "n_train must be >= 1"),
+    (train_vit, "data.source=web", "data.source must be one of"),
+    (certify, "data.n_train=0", "data.n_train must be >= 1"),
 ])
 def test_bad_values_are_rejected_by_the_parser_naming_the_field(module, override, match):
   with pytest.raises(ValueError, match=match):
@@ -74,13 +74,13 @@ def test_bad_values_are_rejected_by_the_parser_naming_the_field(module, override
 
 @pytest.mark.parametrize("field,value,match", [
     ("learning_rate", float("nan"), "learning_rate must be finite and > 0"),
-    ("weight_decay", float("nan"), "weight_decay must be finite and >= 0"),
+    ("l2", float("nan"), "l2 must be finite and >= 0"),
     ("warmup_epochs", -3, "warmup_epochs must be >= 0"),
     ("batch_size", 0, "batch_size must be >= 1"),
 ])
 def test_train_config_rejects_out_of_range_values(field, value, match):
   with pytest.raises(ValueError, match=match):
-    TrainConfig(**{field: value}).validate()
+    ClassifierTrainConfig(**{field: value}).validate()
 
 
 def test_user_errors_turn_ctrl_c_into_a_resume_note(capsys):
@@ -124,3 +124,40 @@ def test_a_workdir_in_use_by_another_process_is_refused(tmp_path):
   assert first.done() == {(1,)}
   Workdir(tmp_path, ("k",), {"lr": 2.0}, overwrite_config=True)
   assert (tmp_path / ".lock").exists() and not list(tmp_path.glob("previous-*/.lock"))  # the lock stays put
+
+
+def test_dotted_overrides_reach_the_nested_groups_and_are_recorded_whole(tmp_path):
+  config = config_lib.apply_overrides(flip_rate.get_config(), ["data.n_train=512", "train.epochs=30",
+                                                               "train.l2=0.001"])
+  assert (config.data.n_train, config.train.epochs, config.train.l2) == (512, 30, 0.001)
+  assert config.data.n_test == flip_rate.get_config().data.n_test  # the rest of the group is kept
+  Workdir(tmp_path, ("k",), config)
+  recorded = json.loads((tmp_path / "config.json").read_text())
+  assert recorded["data"]["n_train"] == 512 and recorded["train"]["l2"] == 0.001
+  with pytest.raises(ValueError, match="data is a group of fields"):
+    config_lib.apply_overrides(flip_rate.get_config(), ["data=3"])
+  with pytest.raises(ValueError, match=r"unknown config field 'data.n_trian'.*'data.n_train'"):
+    config_lib.apply_overrides(flip_rate.get_config(), ["data.n_trian=3"])
+  with pytest.raises(ValueError, match="unknown config field 'tasks.x'"):
+    config_lib.apply_overrides(flip_rate.get_config(), ["tasks.x=3"])
+
+
+def test_help_lists_every_dotted_field(capsys):
+  with pytest.raises(SystemExit):
+    certify.main(["--help"])
+  out = capsys.readouterr().out
+  for field in ("data.n_train=None", "train.l2=0.0", "train.seed=0", "pgd.steps=20", "layer_pgd.restarts=2"):
+    assert f"  {field}\n" in out, field
+
+
+def test_a_workdir_of_the_flat_layout_is_refused_naming_overwrite_config(tmp_path):
+  flat = {"tasks": ["mnist"], "n_train": 256, "n_test": 100, "epochs": 500, "weight_decay": 0.0}
+  (tmp_path / "config.json").write_text(json.dumps(flat))
+  (tmp_path / "results.jsonl").write_text('{"k": 1}\n')
+  with pytest.raises(ValueError, match="--overwrite_config") as info:
+    Workdir(tmp_path, ("k",), flip_rate.get_config())
+  assert "\n" not in str(info.value) and "another layout" in str(info.value)
+  assert json.loads((tmp_path / "config.json").read_text()) == flat  # untouched, not reinterpreted
+  Workdir(tmp_path, ("k",), flip_rate.get_config(), overwrite_config=True)
+  assert json.loads((tmp_path / "config.json").read_text())["data"]["n_train"] == 256
+  assert [json.loads((b / "config.json").read_text()) for b in tmp_path.glob("previous-*")] == [flat]

@@ -1,6 +1,6 @@
 """What the project knows about each data set: names, classes, file layout, reference hashes.
 
-Facts here come from ``shared/data/SOURCES.md`` (file names, sizes, CIFAR npz hashes, licences) and
+Facts here come from ``docs/data.md`` (file names, sizes, CIFAR npz hashes, licences) and
 from the official data set pages (class names, download URLs).
 """
 from __future__ import annotations
@@ -91,7 +91,7 @@ IDX_FILES: dict[str, tuple[str, str]] = {
 
 # SHA-256 of the DECOMPRESSED IDX files (header + payload), so that the official gzip files and
 # re-gzipped copies of the same bytes (Debian's Fashion-MNIST) both verify. Computed once from the
-# files described in shared/data/SOURCES.md (whose gz MD5s equal the official ones) with
+# files described in docs/data.md#full-data-files (whose gz MD5s equal the official ones) with
 #   hashlib.sha256(gzip.open(path).read()).hexdigest()
 IDX_PAYLOAD_SHA256: dict[tuple[str, str], str] = {
     ("mnist", "train-images-idx3-ubyte.gz"):
@@ -119,8 +119,8 @@ CIFAR_BATCHES: dict[str, tuple[str, ...]] = {
     "test": ("test_batch",),
 }
 
-# CIFAR-10 npz layout of shared/data (SOURCES.md): split -> ((file, sha256, rows), ...), arrays
-# x_<split> uint8 [rows, 32, 32, 3] and y_<split> uint8 [rows]. Hashes copied from SOURCES.md.
+# CIFAR-10 npz layout (docs/data.md#cifar-10): split -> ((file, sha256, rows), ...), arrays
+# x_<split> uint8 [rows, 32, 32, 3] and y_<split> uint8 [rows]. Hashes: docs/data.md#checksums.
 # The test file holds only the first 1,000 of the 10,000 official test images.
 CIFAR_NPZ: dict[str, tuple[tuple[str, str, int], ...]] = {
     "train": (

@@ -3,7 +3,7 @@
 Usage (about 10 s; reads and verifies every full file first):
   python -m experiments.data.make_embedded --data_dir /path/to/data [--out_dir DIR] [--seed 0]
 
-``--data_dir`` is a directory laid out as in ``shared/data/SOURCES.md`` (``mnist/``, ``fashion_mnist/``,
+``--data_dir`` is a directory laid out as in ``docs/data.md#directory-layouts`` (``mnist/``, ``fashion_mnist/``,
 ``cifar10/``). For each data set and split it draws ``catalog.EMBEDDED_SIZES`` examples, the same
 number from every class (``loader.class_balanced_indices`` with ``numpy.random.default_rng(seed)``,
 fresh per file: for class c = 0..9 in turn, ``rng.choice(rows of class c, n // 10, replace=False)``;
@@ -92,7 +92,7 @@ def _compact_int_lists(text: str) -> str:
 def main(argv: list[str] | None = None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--data_dir", required=True, type=Path,
-                      help="directory with mnist/, fashion_mnist/, cifar10/ (SOURCES.md layout)")
+                      help="directory with mnist/, fashion_mnist/, cifar10/ (docs/data.md#directory-layouts)")
   parser.add_argument("--out_dir", type=Path, default=sources.EMBEDDED_DIR)
   parser.add_argument("--seed", type=int, default=0)
   args = parser.parse_args(argv)

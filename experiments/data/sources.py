@@ -1,8 +1,8 @@
 """The three places a split can come from, each read into verified uint8 arrays.
 
-  * ``read_dir``: the standard files in a local data directory (layout of ``shared/data/SOURCES.md``):
+  * ``read_dir``: the standard files in a local data directory (``docs/data.md#directory-layouts``):
     ``DIR/mnist/`` and ``DIR/fashion_mnist/`` with the four IDX ``.gz`` files, ``DIR/cifar10/`` with
-    either the official python batches (``cifar-10-batches-py/``) or the npz layout of SOURCES.md.
+    either the official python batches (``cifar-10-batches-py/``) or the npz layout of docs/data.md#cifar-10.
   * ``read_embedded``: the small class-balanced subsets shipped in ``experiments/data/embedded/``,
     verified against ``MANIFEST.json``.
   * ``read_tfds``: TensorFlow Datasets (imported lazily, it is slow to import).
@@ -127,7 +127,7 @@ def read_dir(spec: catalog.DatasetSpec, split: str, data_dir: Path | str) -> Raw
   files decompressed), checked against the SHA-256 of the decompressed payload.
   CIFAR-10: the official python batches in ``DIR/cifar10/cifar-10-batches-py/`` (or
   ``DIR/cifar-10-batches-py/``) if present, checked by structure; otherwise the npz layout of
-  SOURCES.md in ``DIR/cifar10/`` (``cifar10_train_part{0,1}.npz``, ``cifar10_test.npz``), checked by file
+  docs/data.md#cifar-10 in ``DIR/cifar10/`` (``cifar10_train_part{0,1}.npz``, ``cifar10_test.npz``), checked by file
   SHA-256. In the npz layout the test split holds only the first 1,000 official test images and the
   result has ``partial=True``.
 
@@ -156,7 +156,7 @@ def read_dir(spec: catalog.DatasetSpec, split: str, data_dir: Path | str) -> Raw
   if not npz_first.exists():
     raise DatasetFileNotFoundError(
         f"{root / spec.name / catalog.CIFAR_BATCH_DIR}: CIFAR-10 not found (expected the official "
-        f"python batches there, or the npz layout of SOURCES.md such as {npz_first}). "
+        f"python batches there, or the npz layout of docs/data.md#cifar-10 such as {npz_first}). "
         f"To get it: {spec.hint}")
   return _read_cifar_npz(root, spec, split)
 

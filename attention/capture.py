@@ -1,0 +1,405 @@
+"""Finding the attention layers of any Flax model, without touching its code, and rebuilding their heads.
+
+``capture_attention(apply_fn, params, x)`` runs the model once under Flax's method interception
+(``flax.linen.intercept_methods``) with jit disabled, so every call of a recognised attention module is
+seen with concrete arrays. Recognised: ``flax.linen.MultiHeadDotProductAttention`` (and its subclass
+``SelfAttention``), ``attention.differential.MultiHeadSelfAttention``,
+``attention.differential.DifferentialAttention`` and ``attention.certified_vit.MultiHeadAttention``
+(CertifiedViT's). For each call it records the input tokens X [batch, T, D], the output, and the
+weights read from the module's own variables (the params subtree at its path), from which the heads are
+rebuilt:
+
+  softmax heads:       layer(X) = Σ_h rowsoftmax(X̃ A_h X̃ᵀ) X̃ W_VO^h + b,
+                       A_h = W̃_Q^h W̃_K^hᵀ / √d,   W_VO^h = W̃_V^h W_O^h;
+  differential heads:  layer(X) = Σ_h (1 − λ_init)·RMSNorm((A₁^h − λA₂^h) X̃ W̃_V^h)·g W_O^h + b,
+                       A_j^h = W̃_Q^{h,j} W̃_K^{h,j}ᵀ / √d   (Ye et al., ICLR 2025, eq. 1–3).
+
+Biases. With query/key biases the logits are (XW_Q + 1b_Qᵀ)(XW_K + 1b_Kᵀ)ᵀ/√d = X̃ A X̃ᵀ with the
+augmented tokens X̃ = [X, 1] [T, D + 1] and W̃ = [W; bᵀ] (``augmented`` = True). The local bound of
+``attention.sensitivity`` holds for every perturbation Δ̃ of X̃ with ‖Δ̃‖_F ≤ ε; the perturbations of the
+real tokens are Δ̃ = [Δ, 0] with ‖Δ̃‖_F = ‖Δ‖_F, a subset of that ball, so the bound evaluated at X̃
+remains an upper bound on the layer's deviation (possibly looser, never smaller). A softmax head's value
+bias adds P·1 b_Vᵀ W_O = 1 b_Vᵀ W_O (rows of P sum to 1), a constant: it is moved into the output bias b
+(which cancels in differences), and W_VO^h gets a zero row for the constant token. A differential head's
+value bias passes through the RMSNorm, so it stays in W̃_V^h.
+
+Not covered by the bound (``bound_applicable`` False, with the reason; heads None when the layer cannot
+be rebuilt as above): an attention mask, ``normalize_qk``, cross-attention (inputs_q ≠ inputs_k/v),
+a decode cache, active dropout, a custom ``attention_fn`` or einsum, and differential heads (rebuilt, but
+the bound covers softmax dot-product heads only). A layer whose weights cannot be read, or that runs
+inside a JAX transformation that traces even with jit disabled (scan, remat), is listed as unreadable.
+
+Source of the bound's setting: Havens et al., "Fine-grained local sensitivity analysis of standard
+dot-product self-attention" (ICML 2024); see ``attention.sensitivity``.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+from typing import Any, Callable, NamedTuple, Optional, Union
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from attention.certified_vit import MultiHeadAttention as CertifiedAttention
+from attention.certified_vit import head_matrices as certified_head_matrices
+from attention.differential import (RMS_NORM_EPS, DifferentialAttention, MultiHeadSelfAttention,
+                                    reparameterized_lambda)
+
+HIGHEST = jax.lax.Precision.HIGHEST
+
+KIND_FLAX = "flax.linen.MultiHeadDotProductAttention"
+KIND_SELF = "MultiHeadSelfAttention"
+KIND_DIFFERENTIAL = "DifferentialAttention"
+KIND_CERTIFIED = "CertifiedViT.MultiHeadAttention"
+KINDS = (KIND_FLAX, KIND_SELF, KIND_DIFFERENTIAL, KIND_CERTIFIED)
+
+
+class SoftmaxHeads(NamedTuple):
+  """Softmax dot-product heads of one layer, on tokens of width D' (D + 1 when augmented).
+
+  Attributes:
+    a: A_h = W̃_Q^h W̃_K^hᵀ / √d, float32 [H, D', D'].
+    w_vo: W_VO^h = W_V^h W_O^h, float32 [H, D', F] (a zero last row when augmented).
+  """
+  a: jnp.ndarray
+  w_vo: jnp.ndarray
+
+
+class DifferentialHeads(NamedTuple):
+  """Differential heads of one layer (Ye et al., ICLR 2025), on tokens of width D'.
+
+  Attributes:
+    a1, a2: the two maps' A_h, float32 [H, D', D'].
+    w_v: value maps W̃_V^h, float32 [H, D', 2d] (bias row when augmented).
+    w_o: output maps W_O^h, float32 [H, 2d, F].
+    gain: RMSNorm gain, float32 [2d] (ones when not learnable).
+    lam: λ of the layer, float32 scalar.
+    lambda_init: λ_init ∈ [0, 1), float.
+  """
+  a1: jnp.ndarray
+  a2: jnp.ndarray
+  w_v: jnp.ndarray
+  w_o: jnp.ndarray
+  gain: jnp.ndarray
+  lam: jnp.ndarray
+  lambda_init: float
+
+
+Heads = Union[SoftmaxHeads, DifferentialHeads]
+
+
+class AttentionLayer(NamedTuple):
+  """One captured call of an attention layer.
+
+  Attributes:
+    path: the module path, "/"-joined ("block_0/attention"); "#k" is appended to the k-th repeat call.
+    kind: one of ``KINDS``.
+    tokens: input tokens X, float [batch, T, D] (leading batch axes flattened; None if unreadable).
+    output: the layer's output, float [batch, T, F] (None if unreadable).
+    heads: ``SoftmaxHeads`` or ``DifferentialHeads``, or None when the layer cannot be rebuilt.
+    output_bias: b, float [F] (None with heads None).
+    augmented: whether the heads act on [X, 1] (query/key biases absorbed; module docstring).
+    bound_applicable: whether ``attention.sensitivity``'s local bound applies (softmax self-attention).
+    reason: why not ("" when applicable).
+  """
+  path: str
+  kind: str
+  tokens: Optional[jnp.ndarray]
+  output: Optional[jnp.ndarray]
+  heads: Optional[Heads]
+  output_bias: Optional[jnp.ndarray]
+  augmented: bool
+  bound_applicable: bool
+  reason: str
+
+
+class Capture(NamedTuple):
+  """Result of ``capture_attention``: the logits and every attention call, in call order."""
+  logits: Any
+  layers: tuple[AttentionLayer, ...]
+
+
+class _NotApplicable(Exception):
+  """A layer the heads cannot describe (the message is the reason)."""
+
+
+def _mm(subscripts: str, *operands) -> jnp.ndarray:
+  return jnp.einsum(subscripts, *operands, precision=HIGHEST)
+
+
+def _kind(module) -> Optional[str]:
+  if isinstance(module, nn.MultiHeadDotProductAttention):
+    return KIND_FLAX
+  if isinstance(module, DifferentialAttention):
+    return KIND_DIFFERENTIAL
+  if isinstance(module, MultiHeadSelfAttention):
+    return KIND_SELF
+  if isinstance(module, CertifiedAttention):
+    return KIND_CERTIFIED
+  return None
+
+
+def _bind(module, args, kwargs) -> dict:
+  """The call's arguments by name (defaults filled in), from the module class's own signature."""
+  bound = inspect.signature(type(module).__call__).bind(module, *args, **kwargs)
+  bound.apply_defaults()
+  return dict(bound.arguments)
+
+
+def _flatten_tokens(x) -> jnp.ndarray:
+  """[..., T, D] -> [batch, T, D] (an unbatched [T, D] gets batch 1)."""
+  x = jnp.asarray(x)
+  if x.ndim < 2:
+    raise ValueError(f"attention input must have shape [..., T, D], got {tuple(x.shape)}")
+  return x.reshape((-1,) + x.shape[-2:])
+
+
+def _same_input(a, b) -> bool:
+  if b is None or b is a:
+    return True
+  a, b = np.asarray(a), np.asarray(b)
+  return a.shape == b.shape and bool(np.array_equal(a, b))
+
+
+def _with_bias_row(w_DxHxK, b_HxK):
+  """[D, H, k] kernel -> [D + 1, H, k] with the bias as the last row (for the augmented token 1)."""
+  return jnp.concatenate([w_DxHxK, b_HxK[None]], axis=0)
+
+
+def _softmax_heads(wq, bq, wk, bk, wv, bv, wo, bo, use_bias: bool):
+  """Heads from kernels wq, wk, wv [D, H, d], wo [H, d, F] and biases [H, d], bo [F] (or None)."""
+  d = wq.shape[-1]
+  if use_bias:
+    wq, wk = _with_bias_row(wq, bq), _with_bias_row(wk, bk)
+  a = _mm("dhk,ehk->hde", wq, wk) / math.sqrt(d)
+  w_vo = _mm("dhk,hkf->hdf", wv, wo)
+  bias = jnp.zeros(wo.shape[-1], w_vo.dtype) if bo is None else jnp.asarray(bo)
+  if use_bias:
+    w_vo = jnp.concatenate([w_vo, jnp.zeros_like(w_vo[:, :1])], axis=1)
+    bias = bias + _mm("hk,hkf->f", bv, wo)
+  return SoftmaxHeads(a, w_vo), bias
+
+
+def _read_flax(module, call: dict):
+  """Heads of a ``flax.linen.MultiHeadDotProductAttention`` call (raises _NotApplicable)."""
+  if call.get("mask") is not None:
+    raise _NotApplicable("attention mask given: the bound assumes every query attends to every key")
+  inputs_q = call["inputs_q"]
+  inputs_k = call.get("inputs_k")
+  inputs_v = call.get("inputs_v")
+  if call.get("inputs_kv") is not None:
+    inputs_k = inputs_v = call["inputs_kv"]
+  if not (_same_input(inputs_q, inputs_k) and _same_input(inputs_q, inputs_v)):
+    raise _NotApplicable("cross-attention (inputs_q ≠ inputs_k/inputs_v): the bound assumes self-attention")
+  if module.normalize_qk:
+    raise _NotApplicable("normalize_qk: LayerNorm on queries and keys, so the logits are not X A Xᵀ")
+  if module.decode:
+    raise _NotApplicable("decode=True: keys and values come from the autoregressive cache")
+  if module.attention_fn is not nn.dot_product_attention:
+    raise _NotApplicable(f"custom attention_fn {getattr(module.attention_fn, '__name__', module.attention_fn)!r}")
+  custom = [name for name in ("qkv_dot_general", "out_dot_general", "qkv_dot_general_cls", "out_dot_general_cls",
+                              "qk_attn_weights_einsum_cls", "attn_weights_value_einsum_cls")
+            if getattr(module, name) is not None]
+  if custom:
+    raise _NotApplicable(f"custom products {custom}: the heads cannot be read as matrices")
+  deterministic = call.get("deterministic")
+  deterministic = module.deterministic if deterministic is None else deterministic
+  if module.dropout_rate > 0 and not deterministic:
+    raise _NotApplicable("dropout active on the attention weights (call with deterministic=True)")
+  p = module.variables["params"]
+  bias = lambda name: p[name]["bias"] if module.use_bias else None  # noqa: E731
+  return _softmax_heads(p["query"]["kernel"], bias("query"), p["key"]["kernel"], bias("key"),
+                        p["value"]["kernel"], bias("value"), p["out"]["kernel"], bias("out"),
+                        module.use_bias)
+
+
+def _split(kernel_DxM, parts):
+  return kernel_DxM.reshape((kernel_DxM.shape[0],) + tuple(parts))
+
+
+def _read_self_attention(module, call: dict):
+  """Heads of ``attention.differential.MultiHeadSelfAttention`` (column h·d + k is head h, width k)."""
+  p = module.variables["params"]
+  h, d = module.num_heads, module.head_dim
+  kernel = lambda name: _split(p[name]["kernel"], (h, d))  # noqa: E731
+  bias = lambda name: p[name]["bias"].reshape(h, d) if module.use_bias else None  # noqa: E731
+  wo = p["out_proj"]["kernel"].reshape(h, d, -1)
+  bo = p["out_proj"]["bias"] if module.use_bias else None
+  return _softmax_heads(kernel("q_proj"), bias("q_proj"), kernel("k_proj"), bias("k_proj"), kernel("v_proj"),
+                        bias("v_proj"), wo, bo, module.use_bias)
+
+
+def _read_differential(module, call: dict):
+  """Heads of ``attention.differential.DifferentialAttention``: query/key head 2h + j is map j of head h."""
+  p = module.variables["params"]
+  h, d, use_bias = module.num_heads, module.head_dim, module.use_bias
+
+  def qk(name):  # -> [2 maps, D', H, d]
+    w = _split(p[name]["kernel"], (h, 2, d))
+    if use_bias:
+      w = jnp.concatenate([w, p[name]["bias"].reshape(1, h, 2, d)], axis=0)
+    return jnp.moveaxis(w, 2, 0)
+
+  q, k = qk("q_proj"), qk("k_proj")
+  a1, a2 = (_mm("dhk,ehk->hde", q[j], k[j]) / math.sqrt(d) for j in (0, 1))
+  w_v = _split(p["v_proj"]["kernel"], (h, 2 * d))
+  if use_bias:
+    w_v = _with_bias_row(w_v, p["v_proj"]["bias"].reshape(h, 2 * d))
+  w_v = jnp.transpose(w_v, (1, 0, 2))
+  w_o = p["out_proj"]["kernel"].reshape(h, 2 * d, -1)
+  lam = reparameterized_lambda(*(p[name] for name in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2")),
+                               module.lambda_init)
+  gain = p["norm_gain"] if module.learnable_gain else jnp.ones(2 * d, w_v.dtype)
+  bias = p["out_proj"]["bias"] if use_bias else jnp.zeros(w_o.shape[-1], w_o.dtype)
+  return DifferentialHeads(a1, a2, w_v, w_o, gain, lam, float(module.lambda_init)), bias
+
+
+def _read_certified(module, call: dict):
+  """Heads of CertifiedViT's bias-free attention (``attention.certified_vit.head_matrices``)."""
+  p = module.variables["params"]
+  a, w_v = certified_head_matrices(module.config, p)
+  return SoftmaxHeads(a, w_v), p["b_o"]
+
+
+_READERS = {KIND_FLAX: _read_flax, KIND_SELF: _read_self_attention, KIND_DIFFERENTIAL: _read_differential,
+            KIND_CERTIFIED: _read_certified}
+_FIRST_ARG = {KIND_FLAX: "inputs_q", KIND_SELF: "x_BxNxD", KIND_DIFFERENTIAL: "x_BxNxD", KIND_CERTIFIED: "x_BxNxD"}
+
+
+def _one_line(error: BaseException) -> str:
+  lines = str(error).strip().splitlines()
+  return f"{type(error).__name__}: {lines[0] if lines else ''}"
+
+
+def _is_traced(tree) -> bool:
+  return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(tree))
+
+
+def _read_layer(module, kind: str, path: str, args, kwargs, out) -> AttentionLayer:
+  unreadable = lambda why: AttentionLayer(path, kind, None, None, None, None, False, False,  # noqa: E731
+                                          f"unreadable layer: {why}")
+  try:
+    call = _bind(module, args, kwargs)
+    x = call[_FIRST_ARG[kind]]
+    out = out[0] if isinstance(out, tuple) else out
+    if _is_traced((x, out, module.variables)):
+      return unreadable("it runs inside a JAX transformation that traces even with jit disabled "
+                        "(e.g. nn.scan, nn.remat)")
+    tokens, output = _flatten_tokens(x), _flatten_tokens(out)
+  except Exception as error:  # noqa: BLE001 (any user layer failing to read is reported, not raised)
+    return unreadable(_one_line(error))
+  augmented = kind != KIND_CERTIFIED and bool(module.use_bias)
+  try:
+    heads, bias = _READERS[kind](module, call)
+  except _NotApplicable as why:
+    return AttentionLayer(path, kind, tokens, output, None, None, False, False, f"bound not applicable: {why}")
+  except Exception as error:  # noqa: BLE001
+    return unreadable(_one_line(error))
+  if kind == KIND_DIFFERENTIAL:
+    return AttentionLayer(path, kind, tokens, output, heads, bias, augmented, False,
+                          "bound not applicable: differential heads (the bound covers softmax dot-product heads)")
+  return AttentionLayer(path, kind, tokens, output, heads, bias, augmented, True, "")
+
+
+def capture_attention(apply_fn: Callable, params, x) -> Capture:
+  """Runs ``apply_fn(params, x)`` once and captures every recognised attention layer (module docstring).
+
+  The call runs with jit disabled (``jax.disable_jit``), so a jitted apply_fn still exposes concrete
+  arrays; a layer that is still traced is listed as unreadable, not raised. Nothing of the model's code
+  or parameters is changed.
+
+  Args:
+    apply_fn: ``apply_fn(params, x) -> logits`` built on Flax Linen modules.
+    params: its parameters.
+    x: a batch of inputs in apply_fn's domain.
+
+  Returns:
+    ``Capture(logits, layers)``, the layers (``AttentionLayer``) in call order.
+  """
+  layers: list[AttentionLayer] = []
+  active: set[int] = set()
+  seen: dict[str, int] = {}
+
+  def interceptor(next_fun, args, kwargs, context):
+    module = context.module
+    kind = _kind(module)
+    # Only the outermost __call__ of a module: SelfAttention.__call__ calls its parent's __call__.
+    if kind is None or context.method_name != "__call__" or id(module) in active:
+      return next_fun(*args, **kwargs)
+    active.add(id(module))
+    try:
+      out = next_fun(*args, **kwargs)
+    finally:
+      active.discard(id(module))
+    try:
+      path = "/".join(str(part) for part in module.path)
+    except Exception:  # noqa: BLE001 (an unbound module has no path)
+      path = type(module).__name__
+    seen[path] = seen.get(path, 0) + 1
+    if seen[path] > 1:
+      path = f"{path}#{seen[path]}"
+    layers.append(_read_layer(module, kind, path, args, kwargs, out))
+    return out
+
+  with jax.disable_jit(), nn.intercept_methods(interceptor):
+    logits = apply_fn(params, x)
+  return Capture(logits, tuple(layers))
+
+
+def augment_tokens(tokens, augmented: bool) -> jnp.ndarray:
+  """[..., T, D] -> [..., T, D + 1] with a constant-1 last feature when augmented, else unchanged."""
+  tokens = jnp.asarray(tokens)
+  if not augmented:
+    return tokens
+  return jnp.concatenate([tokens, jnp.ones(tokens.shape[:-1] + (1,), tokens.dtype)], axis=-1)
+
+
+def _layer_tokens(layer: AttentionLayer, tokens):
+  if layer.heads is None:
+    raise ValueError(f"layer {layer.path!r} has no rebuilt heads: {layer.reason}")
+  tokens = layer.tokens if tokens is None else jnp.asarray(tokens)
+  if tokens.ndim != 3 or tokens.shape[-1] != layer.tokens.shape[-1]:
+    raise ValueError(f"tokens must have shape [batch, T, {layer.tokens.shape[-1]}] for layer {layer.path!r}, "
+                     f"got {tuple(tokens.shape)}")
+  return augment_tokens(tokens, layer.augmented)
+
+
+def head_probs(layer: AttentionLayer, tokens=None):
+  """Attention weights of the rebuilt heads at ``tokens`` (default: the captured ones), float32.
+
+  Returns:
+    Softmax heads: P [batch, H, T, T], rows summing to 1. Differential heads: (P₁, P₂), each of that shape.
+
+  Raises:
+    ValueError: the layer has no heads (not rebuildable), or tokens of the wrong shape.
+  """
+  x = _layer_tokens(layer, tokens)
+  maps = lambda a: jax.nn.softmax(_mm("btd,hde,bse->bhts", x, a, x), axis=-1)  # noqa: E731
+  if isinstance(layer.heads, DifferentialHeads):
+    return maps(layer.heads.a1), maps(layer.heads.a2)
+  return maps(layer.heads.a)
+
+
+def layer_output(layer: AttentionLayer, tokens=None) -> jnp.ndarray:
+  """The layer's output recomputed from its rebuilt heads (module docstring), float32 [batch, T, F].
+
+  Args:
+    layer: a captured layer with heads.
+    tokens: input tokens [batch, T, D] (default: the captured ones).
+
+  Raises:
+    ValueError: as ``head_probs``.
+  """
+  x = _layer_tokens(layer, tokens)
+  heads = layer.heads
+  if isinstance(heads, SoftmaxHeads):
+    return _mm("bhts,bsd,hdf->btf", head_probs(layer, tokens), x, heads.w_vo) + layer.output_bias[None, None]
+  p1, p2 = head_probs(layer, tokens)
+  v = _mm("bsd,hde->bhse", x, heads.w_v)
+  o = _mm("bhts,bhse->bhte", p1 - heads.lam * p2, v)
+  o = o * jax.lax.rsqrt(jnp.mean(jnp.square(o), axis=-1, keepdims=True) + RMS_NORM_EPS)
+  o = o * heads.gain[None, None, None] * (1.0 - heads.lambda_init)
+  return _mm("bhte,hef->btf", o, heads.w_o) + layer.output_bias[None, None]

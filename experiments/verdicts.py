@@ -1,0 +1,323 @@
+"""Intervals and verdicts for the claims report: every headline claim as a measured value with a 95 %
+interval and a verdict that states which way the interval points.
+
+Intervals (all percentile intervals at ``level``, default 0.95):
+  * ``bootstrap_mean``: the mean of per-seed (or per-image) values, resampling the units with replacement
+    (Efron & Tibshirani, "An Introduction to the Bootstrap", 1993, §13.3), 10,000 resamples from a fixed
+    seed, so the same records give the same interval;
+  * ``pooled_ratio``: the ratio of pooled counts of model A over model B, e.g. flip counts, resampling
+    seeds (paired: one seed trains both models on the same data);
+  * ``clopper_pearson``: the exact binomial interval of an accuracy over images (Clopper & Pearson,
+    Biometrika 26, 1934), by the beta quantiles;
+  * ``paired_difference``: the mean of a − b over paired units (images for Lipschitz comparisons).
+
+Verdicts:
+  * *direction*: "holds" if the interval of the difference (or of the log-ratio; equivalently the ratio
+    against 1) excludes the null value on the paper's side, "fails" if it excludes it on the other side,
+    "inconclusive" otherwise, or when seeds are the unit and there are fewer than ``MIN_SEEDS`` of them;
+  * *magnitude*, separately: "matches" if the interval overlaps the paper's range, else "differs".
+
+Numpy and scipy only.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+import scipy.stats
+
+N_RESAMPLES = 10_000
+MIN_SEEDS = 5
+UNITS = ("seeds", "images")
+DIRECTIONS = ("holds", "fails", "inconclusive")
+MAGNITUDES = ("matches", "differs")
+_CHUNK_ELEMENTS = 1 << 22  # indices drawn at once: 4M int64 = 32 MiB
+
+
+class Interval(NamedTuple):
+  """An estimate with its interval.
+
+  Fields:
+    estimate: the statistic on the observed sample.
+    low, high: the interval's ends (low ≤ high; may be ±inf for a ratio with a zero denominator).
+    level: the coverage, e.g. 0.95.
+    n: the number of units behind the interval (seeds, or images).
+    unit: ``'seeds'`` or ``'images'``.
+    method: ``'bootstrap'``, ``'pooled_ratio_bootstrap'``, ``'clopper_pearson'`` or
+      ``'paired_bootstrap'``.
+  """
+  estimate: float
+  low: float
+  high: float
+  level: float
+  n: int
+  unit: str
+  method: str
+
+
+class Verdict(NamedTuple):
+  """A claim's verdict.
+
+  Fields:
+    direction: ``'holds'``, ``'fails'`` or ``'inconclusive'``.
+    magnitude: ``'matches'`` or ``'differs'``; None when the paper states no range.
+    reason: one sentence saying why (the null value, the side, or the missing seeds).
+  """
+  direction: str
+  magnitude: str | None
+  reason: str
+
+
+def _check_level(level) -> float:
+  if isinstance(level, bool) or not isinstance(level, (int, float, np.floating)) or not 0 < level < 1:
+    raise ValueError(f"level must be a number in (0, 1), got {level!r}")
+  return float(level)
+
+
+def _check_resamples(n_resamples) -> int:
+  if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
+    raise ValueError(f"n_resamples must be an integer ≥ 1, got {n_resamples!r}")
+  return int(n_resamples)
+
+
+def _check_unit(unit) -> str:
+  if unit not in UNITS:
+    raise ValueError(f"unit must be one of {UNITS}, got {unit!r}")
+  return unit
+
+
+def _vector(values, name: str, *, nonnegative: bool = False) -> np.ndarray:
+  v = np.asarray(values, np.float64)
+  if v.ndim != 1 or v.size == 0:
+    raise ValueError(f"{name} must be a non-empty 1-D sequence, got shape {v.shape}")
+  if not np.isfinite(v).all():
+    raise ValueError(f"{name} must hold finite numbers only")
+  if nonnegative and (v < 0).any():
+    raise ValueError(f"{name} must be ≥ 0 (counts), got a minimum of {v.min()}")
+  return v
+
+
+def _resampled_sums(columns: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
+  """Sums of each column of ``columns`` [n, k] over n rows drawn with replacement, ``n_resamples`` times.
+
+  Returns [n_resamples, k] float64. Drawn in chunks so memory stays bounded for n in the tens of thousands.
+  """
+  n = columns.shape[0]
+  rng = np.random.default_rng(seed)
+  chunk = max(1, _CHUNK_ELEMENTS // n)
+  out = np.empty((n_resamples, columns.shape[1]), np.float64)
+  for start in range(0, n_resamples, chunk):
+    stop = min(n_resamples, start + chunk)
+    idx = rng.integers(0, n, size=(stop - start, n))
+    out[start:stop] = columns[idx].sum(axis=1)
+  return out
+
+
+def _percentiles(stats: np.ndarray, level: float) -> tuple[float, float]:
+  alpha = 1.0 - level
+  probs = [alpha / 2, 1 - alpha / 2]
+  with np.errstate(invalid="ignore"):
+    q = np.quantile(stats, probs)
+  if np.isnan(q).any():  # interpolating between two infinite ratios: take the nearest order statistic
+    q = np.quantile(stats, probs, method="nearest")
+  return float(q[0]), float(q[1])
+
+
+def bootstrap_mean(values, *, unit: str = "seeds", seed: int = 0, n_resamples: int = N_RESAMPLES,
+                   level: float = 0.95) -> Interval:
+  """Percentile bootstrap interval of the mean of per-unit values (one value per seed, or per image).
+
+  Args:
+    values: shape [n], finite.
+    unit: ``'seeds'`` or ``'images'`` (what one value is; the verdict needs ≥ ``MIN_SEEDS`` seeds).
+    seed: the numpy seed of the resampling (fixed, so the interval is reproducible).
+    n_resamples: bootstrap resamples B (10,000 by default).
+    level: coverage in (0, 1).
+
+  Returns:
+    ``Interval`` with estimate = the sample mean. With n = 1 the interval is the single value.
+
+  Raises:
+    ValueError: empty, non-1-D or non-finite values; bad unit, n_resamples or level.
+
+  Source: Efron & Tibshirani (1993), §13.3 (percentile interval).
+  """
+  v = _vector(values, "values")
+  level, unit, n_resamples = _check_level(level), _check_unit(unit), _check_resamples(n_resamples)
+  means = _resampled_sums(v[:, None], n_resamples, seed)[:, 0] / v.size
+  low, high = _percentiles(means, level)
+  return Interval(float(v.mean()), low, high, level, int(v.size), unit, "bootstrap")
+
+
+def paired_difference(a, b, *, unit: str = "images", seed: int = 0, n_resamples: int = N_RESAMPLES,
+                      level: float = 0.95) -> Interval:
+  """Bootstrap interval of mean(a − b) over paired units: a_i and b_i are measured on the same image
+  (e.g. the Lipschitz estimates of two attention variants) or the same seed.
+
+  Args:
+    a, b: shape [n] each, finite, paired by index.
+    unit, seed, n_resamples, level: as in ``bootstrap_mean``.
+
+  Returns:
+    ``Interval`` of the mean difference (method ``'paired_bootstrap'``).
+
+  Raises:
+    ValueError: a and b of different lengths, or as in ``bootstrap_mean``.
+  """
+  a, b = _vector(a, "a"), _vector(b, "b")
+  if a.shape != b.shape:
+    raise ValueError(f"a and b must be paired (equal length), got {a.size} and {b.size}")
+  return bootstrap_mean(a - b, unit=unit, seed=seed, n_resamples=n_resamples, level=level)._replace(
+      method="paired_bootstrap")
+
+
+def pooled_ratio(counts_a, counts_b, *, totals_a=None, totals_b=None, seed: int = 0,
+                 n_resamples: int = N_RESAMPLES, level: float = 0.95) -> Interval:
+  """Ratio of pooled rates of model A over model B, bootstrapped over seeds.
+
+  The estimate is (Σ_s a_s / Σ_s N^A_s) / (Σ_s b_s / Σ_s N^B_s), e.g. the MLP-Attn / 2L-ReLU flip-rate
+  ratio from per-seed flip counts. Each resample draws seeds with replacement and uses the same seeds for
+  both models (seed s trains both on the same data). Pooling counts, rather than averaging per-seed
+  ratios, keeps a seed with zero flips of model B from giving an infinite ratio.
+
+  Args:
+    counts_a, counts_b: per-seed counts, shape [s] each, ≥ 0.
+    totals_a, totals_b: per-seed denominators (e.g. images in the top 10 %), shape [s], > 0; None means
+      equal denominators, so the ratio is Σa / Σb.
+    seed, n_resamples, level: as in ``bootstrap_mean``.
+
+  Returns:
+    ``Interval`` with unit ``'seeds'``; a resample with Σb = 0 gives ratio inf (or nan when Σa = 0 too,
+    which the percentile then ignores); an observed Σb = 0 gives estimate inf.
+
+  Raises:
+    ValueError: unequal lengths, negative counts, non-positive totals; bad n_resamples or level.
+
+  Source: the percentile bootstrap (Efron & Tibshirani 1993, §13.3) with seeds as the resampled unit.
+  """
+  a, b = _vector(counts_a, "counts_a", nonnegative=True), _vector(counts_b, "counts_b", nonnegative=True)
+  ta = np.ones_like(a) if totals_a is None else _vector(totals_a, "totals_a")
+  tb = np.ones_like(b) if totals_b is None else _vector(totals_b, "totals_b")
+  if not a.shape == b.shape == ta.shape == tb.shape:
+    raise ValueError(f"counts_a, counts_b, totals_a, totals_b must have one entry per seed each, got "
+                     f"lengths {a.size}, {b.size}, {ta.size}, {tb.size}")
+  if (ta <= 0).any() or (tb <= 0).any():
+    raise ValueError("totals_a and totals_b must be > 0")
+  level, n_resamples = _check_level(level), _check_resamples(n_resamples)
+
+  def ratio(sa, sb, sta, stb):
+    with np.errstate(divide="ignore", invalid="ignore"):
+      return (sa / sta) / (sb / stb)
+
+  sums = _resampled_sums(np.stack([a, b, ta, tb], axis=1), n_resamples, seed)
+  ratios = ratio(*sums.T)
+  ratios = ratios[~np.isnan(ratios)]
+  if ratios.size == 0:
+    low = high = float("nan")
+  else:
+    low, high = _percentiles(ratios, level)
+  estimate = float(ratio(a.sum(), b.sum(), ta.sum(), tb.sum()))
+  return Interval(estimate, low, high, level, int(a.size), "seeds", "pooled_ratio_bootstrap")
+
+
+def clopper_pearson(successes, n, *, level: float = 0.95) -> Interval:
+  """Exact (Clopper–Pearson) interval of a binomial proportion k/n, e.g. an accuracy over n images.
+
+  low = Beta⁻¹(α/2; k, n − k + 1) (0 when k = 0), high = Beta⁻¹(1 − α/2; k + 1, n − k) (1 when k = n),
+  α = 1 − level; so for k = 0, high = 1 − (α/2)^(1/n).
+
+  Args:
+    successes: k, an integer in [0, n].
+    n: the number of trials (images), an integer ≥ 1.
+    level: coverage in (0, 1).
+
+  Returns:
+    ``Interval`` with estimate k/n, unit ``'images'``.
+
+  Raises:
+    ValueError: n < 1, k outside [0, n], non-integers, or a bad level.
+
+  Source: Clopper & Pearson, "The use of confidence or fiducial limits illustrated in the case of the
+    binomial", Biometrika 26 (1934).
+  """
+  for name, value in (("successes", successes), ("n", n)):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+      raise ValueError(f"{name} must be an integer, got {value!r}")
+  k, n = int(successes), int(n)
+  if n < 1 or not 0 <= k <= n:
+    raise ValueError(f"need n ≥ 1 and 0 ≤ successes ≤ n, got successes={k}, n={n}")
+  level = _check_level(level)
+  alpha = 1.0 - level
+  low = 0.0 if k == 0 else float(scipy.stats.beta.ppf(alpha / 2, k, n - k + 1))
+  high = 1.0 if k == n else float(scipy.stats.beta.ppf(1 - alpha / 2, k + 1, n - k))
+  return Interval(k / n, low, high, level, n, "images", "clopper_pearson")
+
+
+def direction_verdict(interval: Interval, paper_sign: int, *, null: float = 0.0,
+                      min_seeds: int = MIN_SEEDS) -> tuple[str, str]:
+  """Whether an interval supports the paper's direction.
+
+  Args:
+    interval: of a difference (null 0) or of a ratio (null 1: the log-ratio's interval excludes 0 exactly
+      when the ratio's excludes 1, percentile intervals being equivariant under log).
+    paper_sign: +1 if the paper claims the quantity exceeds ``null``, −1 if it claims it falls below.
+    null: the no-effect value, 0 for a difference, 1 for a ratio.
+    min_seeds: with seeds as the unit, fewer seeds than this is always inconclusive.
+
+  Returns:
+    (direction, reason): direction is ``'holds'``, ``'fails'`` or ``'inconclusive'``.
+
+  Raises:
+    ValueError: paper_sign not ±1, or a non-finite null.
+  """
+  if paper_sign not in (1, -1) or isinstance(paper_sign, bool):
+    raise ValueError(f"paper_sign must be +1 or -1, got {paper_sign!r}")
+  if not math.isfinite(null):
+    raise ValueError(f"null must be finite, got {null!r}")
+  if interval.unit == "seeds" and interval.n < min_seeds:
+    return "inconclusive", f"only {interval.n} seeds (< {min_seeds}): too few for a verdict"
+  low, high = interval.low, interval.high
+  if math.isnan(low) or math.isnan(high):
+    return "inconclusive", "the interval is undefined (NaN)"
+  side = "above" if paper_sign > 0 else "below"
+  if (low > null) if paper_sign > 0 else (high < null):
+    return "holds", f"the interval [{low:.4g}, {high:.4g}] lies {side} {null:g}, as the paper claims"
+  if (high < null) if paper_sign > 0 else (low > null):
+    return "fails", (f"the interval [{low:.4g}, {high:.4g}] lies on the other side of {null:g} from the "
+                     f"paper's claim ({side})")
+  return "inconclusive", f"the interval [{low:.4g}, {high:.4g}] contains {null:g}"
+
+
+def magnitude_verdict(interval: Interval, paper_range) -> str:
+  """``'matches'`` if [low, high] overlaps the paper's closed range [lo, hi] (e.g. (6, 9) for "6–9×";
+  a single value v as (v, v)), else ``'differs'``.
+
+  Raises:
+    ValueError: paper_range not two numbers with lo ≤ hi.
+  """
+  try:
+    lo, hi = (float(v) for v in paper_range)
+  except (TypeError, ValueError):
+    raise ValueError(f"paper_range must be two numbers (lo, hi), got {paper_range!r}") from None
+  if not lo <= hi:
+    raise ValueError(f"paper_range must have lo ≤ hi, got {paper_range!r}")
+  return "matches" if interval.low <= hi and interval.high >= lo else "differs"
+
+
+def verdict(interval: Interval, paper_sign: int, *, paper_range=None, null: float = 0.0,
+            min_seeds: int = MIN_SEEDS) -> Verdict:
+  """Direction and magnitude verdicts of one claim (see ``direction_verdict``, ``magnitude_verdict``).
+
+  Args:
+    interval: the measured interval (of a difference, null 0; or of a ratio, null 1).
+    paper_sign: +1 / −1, the paper's direction relative to ``null``.
+    paper_range: the paper's (lo, hi) on the interval's scale, or None (magnitude None).
+    null, min_seeds: as in ``direction_verdict``.
+
+  Raises:
+    ValueError: as in ``direction_verdict`` and ``magnitude_verdict``.
+  """
+  direction, reason = direction_verdict(interval, paper_sign, null=null, min_seeds=min_seeds)
+  magnitude = None if paper_range is None else magnitude_verdict(interval, paper_range)
+  return Verdict(direction, magnitude, reason)

@@ -1,0 +1,105 @@
+"""Influence malleability: attacking each training row against its own loss, with the other rows fixed.
+
+For the influence paper's two models (arXiv 2603.13085 §5) the network f_θ is a 2-layer ReLU network on
+feature rows: the ℓ2-normalised pixels (2L-ReLU) or the rows of the linearized attention X Xᵀ X (MLP-Attn),
+whose keys and values come from the whole training matrix. Row i is attacked with only row i of the
+training matrix replaced by its candidate x'_i (``ntk.row_replaced_features``), so each row's loss depends
+on its own perturbation only and a batched attack stays per-sample. The random-sign control moves every
+pixel by ±ε at random (clipped to [0, 1]), the same budget without a gradient. The influence of the
+perturbed rows is then recomputed with the parameters fixed (NTK leave-one-out at the trained θ,
+``influence.ntk_loo``) and compared with the clean one (``influence.flip_rate``);
+docs/theory.md#attacking-training-rows and docs/theory.md#flip-rate.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import attacks
+import ntk
+from influence.ntk_loo import LOOInfluence, ntk_loo_influence
+
+ATTACKS = ("fgsm", "pgd", "mim", "random_sign")
+
+
+def row_features(model_name: str, x_clean_NxD, gram_DxD, x_rows_BxD):
+  """Features of each candidate row with only its own training row replaced, shape [b, d].
+
+  ``ntk.row_replaced_features`` with the rows last, so that ``jax.tree_util.Partial(row_features, model_name,
+  x_clean, gram)`` is a per-row feature map (for ``ntk.training.adversarial_train_adam``).
+
+  Args:
+    model_name: 'relu' or 'mlp_attn' (``ntk.MODEL_NAMES``).
+    x_clean_NxD: the clean training rows [n, d], in [0, 1].
+    gram_DxD: X_cleanᵀ X_clean, [d, d].
+    x_rows_BxD: candidate rows [b, d].
+  """
+  return ntk.row_replaced_features(model_name, x_rows_BxD, x_clean_NxD, gram_DxD)
+
+
+def row_logits(apply_fn, model_name: str, params, x_clean_NxD, gram_DxD, x_rows_BxD):
+  """Logits [b, C] of each candidate row with only its own training row replaced (``row_features``).
+
+  Bind all but the rows with ``jax.tree_util.Partial`` to get the per-row ``logits_fn`` the attacks take;
+  at x_rows = x_clean it gives the network's logits on its training features.
+  """
+  return apply_fn(params, row_features(model_name, x_clean_NxD, gram_DxD, x_rows_BxD))
+
+
+def perturb_rows(attack: str, logits_fn, x_NxD, y_N, *, eps: float, key, pgd_steps: int = 40,
+                 pgd_alpha: float | None = None, mim_steps: int = 10) -> jnp.ndarray:
+  """Attacks every row of x against its own loss under ``logits_fn``, L∞ budget ε on the [0, 1] pixel scale.
+
+  Args:
+    attack: 'fgsm' (one signed step of ε; Goodfellow et al., arXiv 1412.6572), 'pgd' (PGD-L∞ with random
+      start; Madry et al., arXiv 1706.06083), 'mim' (momentum iterative, α = ε/steps; Dong et al., arXiv
+      1710.06081) or 'random_sign' (x + ε·sign(N(0, 1)) clipped to [0, 1]: the gradient-free control).
+    logits_fn: per-row logits, rows [n, d] -> [n, C] (e.g. a ``row_logits`` Partial); row i of the output
+      may depend only on row i of the input.
+    x_NxD: training rows [n, d], float in [0, 1].
+    y_N: integer labels [n].
+    eps: ε in [0, 1]; ε = 0 returns x (every attack).
+    key: PRNG key (PGD's random start, the control's signs; unused by FGSM and MIM).
+    pgd_steps: PGD steps ≥ 1; pgd_alpha: PGD step size in (0, 1], None for ε/30 (Madry et al.'s α = 0.01
+      for 40 steps at ε = 0.3).
+    mim_steps: MIM steps ≥ 1.
+
+  Returns:
+    x_adv [n, d] in [0, 1] with ‖x_adv_i − x_i‖∞ ≤ ε.
+
+  Raises:
+    ValueError: unknown attack, ε outside [0, 1], steps < 1, pgd_alpha outside (0, 1], and as the attacks.
+  """
+  if attack not in ATTACKS:
+    raise ValueError(f"attack must be one of {ATTACKS}, got {attack!r}")
+  if isinstance(eps, (str, bool)) or not 0 <= eps <= 1:
+    raise ValueError(f"eps must be in [0, 1] (L∞ on the [0, 1] pixel scale), got {eps!r}")
+  for name, value in (("pgd_steps", pgd_steps), ("mim_steps", mim_steps)):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+      raise ValueError(f"{name} must be an integer ≥ 1, got {value!r}")
+  if pgd_alpha is not None and not 0 < pgd_alpha <= 1:
+    raise ValueError(f"pgd_alpha must be in (0, 1] or None (α = ε/30), got {pgd_alpha!r}")
+  if attack == "random_sign":
+    signs = jnp.sign(jax.random.normal(key, jnp.shape(x_NxD)))
+    return jnp.clip(x_NxD + eps * signs, 0.0, 1.0)
+  if attack == "fgsm":
+    return attacks.fgsm(logits_fn, x_NxD, y_N, eps=eps).x_adv
+  if attack == "pgd":
+    alpha = pgd_alpha if pgd_alpha is not None else eps / 30
+    return attacks.pgd_linf(logits_fn, x_NxD, y_N, eps=eps, alpha=alpha, steps=pgd_steps, key=key).x_adv
+  return attacks.mim(logits_fn, x_NxD, y_N, eps=eps, steps=mim_steps).x_adv
+
+
+def feature_influence(model: ntk.Model, params, f_train_NxD, f_test_TxD, y_train_NxC, y_test_TxC) -> LOOInfluence:
+  """NTK leave-one-out influence of every training row on the test loss, from feature rows, at fixed
+  parameters: the empirical NTK of the 2-layer network (``ntk.two_layer_relu_ntk``) on train [n, d] and
+  test-train [t, n], in float64, then ``ntk_loo_influence`` (default ridge λ = 1e-3·tr(K)/n; I_j > 0 =
+  helpful). Targets are one-hot, [n, C] and [t, C].
+
+  Raises:
+    ValueError: as ``ntk_loo_influence`` (shapes, non-finite kernels).
+  """
+  k_tr = np.asarray(ntk.two_layer_relu_ntk(model, params, f_train_NxD), np.float64)
+  k_te = np.asarray(ntk.two_layer_relu_ntk(model, params, f_test_TxD, f_train_NxD), np.float64)
+  return ntk_loo_influence(k_tr, k_te, y_train_NxC, y_test_TxC)

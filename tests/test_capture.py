@@ -1,0 +1,171 @@
+"""Attention capture (attention.capture): layers found by method interception in a model the package does not
+know and in our ViT / DiffViT / CertifiedViT; the rebuilt heads reproduce each layer's output, at the
+captured tokens and at fresh ones; layers the bound does not cover are listed with their reason."""
+import dataclasses
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from attention.capture import (KIND_CERTIFIED, KIND_DIFFERENTIAL, KIND_FLAX, KIND_SELF, DifferentialHeads,
+                               SoftmaxHeads, capture_attention, head_probs, layer_output)
+from attention.certified_vit import CertifiedViT, CertifiedViTConfig
+from attention.vit import ViTConfig, VisionTransformer, attention_maps
+
+TOL = dict(rtol=1e-5, atol=1e-5)
+
+
+class ForeignTransformer(nn.Module):
+  """A small transformer written only with flax.linen layers: 4 patch tokens of an 8×8 image."""
+  num_classes: int = 3
+  dim: int = 8
+  variant: str = "plain"   # "plain", "mask", "normalize_qk", "cross", "remat"
+
+  @nn.compact
+  def __call__(self, x):
+    b = x.shape[0]
+    t = nn.Dense(self.dim)(x.reshape(b, 4, 16)) + self.param("pos", nn.initializers.normal(0.5), (1, 4, self.dim))
+    t = t + nn.MultiHeadDotProductAttention(num_heads=2, name="attn_0")(nn.LayerNorm()(t))
+    if self.variant == "plain":
+      t = t + nn.SelfAttention(num_heads=2, name="attn_1")(nn.LayerNorm()(t))
+    elif self.variant == "mask":
+      t = t + nn.MultiHeadDotProductAttention(num_heads=2, name="attn_1")(t, mask=nn.make_causal_mask(t[..., 0]))
+    elif self.variant == "normalize_qk":
+      t = t + nn.MultiHeadDotProductAttention(num_heads=2, normalize_qk=True, name="attn_1")(t)
+    elif self.variant == "cross":
+      memory = nn.Dense(self.dim)(x.reshape(b, 4, 16))
+      t = t + nn.MultiHeadDotProductAttention(num_heads=2, name="attn_1")(t, memory)
+    elif self.variant == "remat":
+      t = t + nn.remat(nn.MultiHeadDotProductAttention)(num_heads=2, name="attn_1")(t)
+    t = t + nn.Dense(self.dim)(nn.gelu(nn.Dense(2 * self.dim)(nn.LayerNorm()(t))))
+    return nn.Dense(self.num_classes)(t.mean(axis=1))
+
+
+def init_jiggled(model, x, seed, scale=0.3):
+  """Random parameters of ``model`` with nonzero biases, drawn with numpy on the shapes of ``model.init``
+  (nothing compiled: initialising eagerly or under jit costs seconds). Kernels ~ N(0, 1/fan_in),
+  norm scales and gains ~ 1 + scale·N(0, 1), every other leaf ~ scale·N(0, 1)."""
+  rng = np.random.default_rng(seed)
+
+  def draw(path, leaf):
+    name = str(getattr(path[-1], "key", path[-1]))
+    shape = leaf.shape
+    if name in ("scale", "norm_gain"):
+      value = 1.0 + scale * rng.normal(size=shape)
+    elif len(shape) >= 2:
+      value = rng.normal(size=shape) / np.sqrt(np.prod(shape[:-1]))
+    else:
+      value = scale * rng.normal(size=shape)
+    return jnp.asarray(value, jnp.float32)
+
+  shapes = jax.eval_shape(model.init, jax.random.key(0), x)["params"]
+  return jax.tree_util.tree_map_with_path(draw, shapes)
+
+
+def _images(n, size=8, channels=1, seed=1):
+  return jax.random.uniform(jax.random.key(seed), (n, size, size, channels))
+
+
+def foreign_model(variant="plain", seed=0):
+  model = ForeignTransformer(variant=variant)
+  x = _images(3)
+  params = init_jiggled(model, x, seed)
+  return model, params, x
+
+
+def test_foreign_model_layers_are_found_and_rebuilt():
+  model, params, x = foreign_model()
+  apply_fn = jax.jit(lambda p, v: model.apply({"params": p}, v))   # a jitted apply_fn is captured too
+  cap = capture_attention(apply_fn, params, x)
+  np.testing.assert_allclose(np.asarray(cap.logits), np.asarray(apply_fn(params, x)), **TOL)
+  # SelfAttention.__call__ calls its parent's __call__: recorded once, not twice.
+  assert [(l.path, l.kind) for l in cap.layers] == [("attn_0", KIND_FLAX), ("attn_1", KIND_FLAX)]
+  for layer in cap.layers:
+    assert layer.bound_applicable and layer.reason == "" and layer.augmented
+    assert isinstance(layer.heads, SoftmaxHeads)
+    assert layer.tokens.shape == (3, 4, 8) and layer.heads.a.shape == (2, 9, 9)
+    np.testing.assert_allclose(np.asarray(layer_output(layer)), np.asarray(layer.output), **TOL)
+    probs = np.asarray(head_probs(layer))
+    np.testing.assert_allclose(probs.sum(-1), 1.0, rtol=1e-6)
+    # The heads are the layer as a function: fresh tokens through the real Flax layer agree too.
+    fresh = 2.0 * jax.random.normal(jax.random.key(5), (2, 4, 8))
+    real = nn.MultiHeadDotProductAttention(num_heads=2).apply({"params": params[layer.path]}, fresh)
+    np.testing.assert_allclose(np.asarray(layer_output(layer, fresh)), np.asarray(real), **TOL)
+
+
+def test_biases_are_needed_by_the_rebuild():
+  """Dropping the augmented row and the folded value bias breaks the reconstruction: the biases count."""
+  model, params, x = foreign_model()
+  layer = capture_attention(lambda p, v: model.apply({"params": p}, v), params, x).layers[0]
+  stripped = layer._replace(heads=SoftmaxHeads(layer.heads.a[:, :-1, :-1], layer.heads.w_vo[:, :-1]),
+                            augmented=False, output_bias=params["attn_0"]["out"]["bias"])
+  assert float(jnp.max(jnp.abs(layer_output(stripped) - layer.output))) > 1e-2
+
+
+@pytest.mark.parametrize("variant, reason", [
+    ("mask", "attention mask"),
+    ("normalize_qk", "normalize_qk"),
+    ("cross", "cross-attention"),
+    ("remat", "unreadable layer"),
+])
+def test_uncovered_layers_are_listed_with_their_reason(variant, reason):
+  model, params, x = foreign_model(variant)
+  cap = capture_attention(lambda p, v: model.apply({"params": p}, v), params, x)
+  first, second = cap.layers
+  assert first.bound_applicable and first.path == "attn_0"
+  assert not second.bound_applicable and second.heads is None and reason in second.reason
+  np.testing.assert_allclose(np.asarray(cap.logits), np.asarray(model.apply({"params": params}, x)), **TOL)
+  with pytest.raises(ValueError, match="no rebuilt heads"):
+    layer_output(second)
+
+
+VIT_TINY = ViTConfig(num_classes=3, image_size=8, patch_size=4, dim=8, depth=2, num_heads=2, lambda_init=0.8)
+
+
+@pytest.mark.parametrize("attention, use_bias", [("standard", False), ("standard", True), ("differential", True)])
+def test_vit_and_diffvit_heads_reproduce_every_layer(attention, use_bias):
+  cfg = dataclasses.replace(VIT_TINY, attention=attention, use_bias=use_bias, lambda_init=None)
+  model = VisionTransformer(cfg)
+  x = _images(3)
+  params = init_jiggled(model, x, 3, scale=0.2)
+  cap = capture_attention(lambda p, v: model.apply({"params": p}, v), params, x)
+  assert [l.path for l in cap.layers] == ["block_0/attention", "block_1/attention"]
+  sown = attention_maps(cfg, params, x)
+  for layer, maps in zip(cap.layers, sown):
+    assert layer.augmented == use_bias and layer.tokens.shape == (3, 5, 8)
+    np.testing.assert_allclose(np.asarray(layer_output(layer)), np.asarray(layer.output), **TOL)
+    if attention == "standard":
+      assert layer.kind == KIND_SELF and layer.bound_applicable
+      np.testing.assert_allclose(np.asarray(head_probs(layer)), np.asarray(maps.a1), **TOL)
+    else:
+      assert layer.kind == KIND_DIFFERENTIAL and isinstance(layer.heads, DifferentialHeads)
+      assert not layer.bound_applicable and "differential" in layer.reason
+      p1, p2 = head_probs(layer)
+      np.testing.assert_allclose(np.asarray(p1), np.asarray(maps.a1), **TOL)
+      np.testing.assert_allclose(np.asarray(p2), np.asarray(maps.a2), **TOL)
+      np.testing.assert_allclose(float(layer.heads.lam), float(maps.lam), rtol=1e-6)
+      assert layer.heads.lambda_init == maps.lambda_init
+
+
+@pytest.mark.parametrize("bounds", [dict(attention_bound=1.0, value_bound=1.0),
+                                    dict(attention_bound=None, value_bound=None)])
+def test_certified_vit_heads_reproduce_every_layer(bounds):
+  cfg = CertifiedViTConfig(num_classes=3, image_size=8, channels=1, patch_size=4, dim=8, depth=2, num_heads=2,
+                           sll_hidden=12, **bounds)
+  model = CertifiedViT(cfg)
+  x = _images(3)
+  params = init_jiggled(model, x, 4, scale=0.2)
+  cap = capture_attention(lambda p, v: model.apply({"params": p}, v), params, x)
+  assert [(l.path, l.kind) for l in cap.layers] == [(f"block_{i}/attention", KIND_CERTIFIED) for i in range(2)]
+  for layer in cap.layers:
+    assert layer.bound_applicable and not layer.augmented and layer.tokens.shape == (3, 4, 8)
+    np.testing.assert_allclose(np.asarray(layer_output(layer)), np.asarray(layer.output), **TOL)
+
+
+def test_capture_leaves_a_model_without_attention_alone():
+  model = nn.Dense(3)
+  params = {"kernel": jnp.ones((4, 3)), "bias": jnp.zeros(3)}
+  cap = capture_attention(lambda p, v: model.apply({"params": p}, v), params, jnp.ones((2, 4)))
+  assert cap.layers == () and cap.logits.shape == (2, 3)

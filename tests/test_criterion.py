@@ -1,0 +1,105 @@
+"""Training to a stated criterion (ntk.criterion): learning rate chosen on a held-out split, train loss to a
+target or an epoch cap, and the chunked run equal to one continuous Adam run."""
+import jax
+import numpy as np
+import pytest
+
+from ntk.criterion import train_to_criterion, validation_split
+from ntk.models import two_layer_relu
+from ntk.training import train_adam
+
+D, WIDTH = 8, 32
+
+
+def _blobs(n, seed, separation=3.0):
+  """Two well-separated Gaussian classes (linearly separable with overwhelming probability)."""
+  rng = np.random.default_rng(seed)
+  labels = np.arange(n) % 2
+  centres = np.zeros((2, D))
+  centres[0, 0], centres[1, 0] = separation, -separation
+  x = (centres[labels] + rng.normal(size=(n, D))).astype(np.float32) / np.sqrt(D)
+  return x, np.eye(2, dtype=np.float32)[labels]
+
+
+def _model():
+  model = two_layer_relu(WIDTH, D, out_dim=2, readout="trained")
+  return model, model.init_fn(jax.random.PRNGKey(0), (-1, D))[1]
+
+
+def test_reached_on_a_tiny_separable_problem():
+  x, y = _blobs(64, 0)
+  model, params = _model()
+  result = train_to_criterion(model.apply_fn, params, x, y, key=jax.random.PRNGKey(1), learning_rates=(3e-2,),
+                              target_loss=0.05, max_epochs=400, check_every=20, batch_size=32)
+  assert result.reached and result.train_loss <= 0.05 and result.train_accuracy == 1.0
+  assert 0 < result.epochs < 400 and result.epochs % 20 == 0
+  assert result.candidates == () and result.learning_rate == 3e-2
+  # The recorded loss is the model's cross-entropy, recomputed here independently.
+  logits = np.asarray(model.apply_fn(result.params, x), np.float64)
+  ce = np.mean(np.log(np.exp(logits).sum(1)) - (logits * y).sum(1))
+  np.testing.assert_allclose(result.train_loss, ce, rtol=1e-4)
+
+
+def test_not_reached_is_recorded_when_the_epoch_cap_stops_it():
+  x, y = _blobs(64, 0, separation=0.3)  # overlapping classes: cross-entropy 1e-3 is out of reach
+  model, params = _model()
+  result = train_to_criterion(model.apply_fn, params, x, y, key=jax.random.PRNGKey(1), learning_rates=(1e-3,),
+                              target_loss=1e-3, max_epochs=30, check_every=8, batch_size=32)
+  assert not result.reached and result.epochs == 30 and result.train_loss > 1e-3
+  assert result.max_epochs == 30 and result.target_loss == 1e-3
+
+
+def test_the_chunked_run_is_one_continuous_adam_run():
+  """Without reaching the target, 4 chunks of 5 epochs equal train_adam for 20 epochs: the Adam moments
+  and step count carry over between chunks (resetting them would change every step after the first chunk)."""
+  x, y = _blobs(48, 2)
+  model, params = _model()
+  key = jax.random.PRNGKey(3)
+  result = train_to_criterion(model.apply_fn, params, x, y, key=key, learning_rates=(1e-2,), target_loss=0.0,
+                              max_epochs=20, check_every=5, l2=1e-3, batch_size=16)
+  reference = train_adam(model.apply_fn, params, x, y, key=key, learning_rate=1e-2, l2=1e-3, epochs=20,
+                         batch_size=16)
+  for a, b in zip(jax.tree_util.tree_leaves(result.params), jax.tree_util.tree_leaves(reference)):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+  assert not result.reached and result.epochs == 20
+
+
+def test_the_chosen_rate_is_the_one_with_the_best_validation_accuracy():
+  """A rate too small to move the network leaves validation at chance; a workable one separates."""
+  x, y = _blobs(80, 4)
+  model, params = _model()
+  grid = (1e-7, 3e-2, 1e-6)
+  result = train_to_criterion(model.apply_fn, params, x, y, key=jax.random.PRNGKey(5), learning_rates=grid,
+                              target_loss=0.05, max_epochs=60, check_every=20, batch_size=32)
+  assert [c.learning_rate for c in result.candidates] == list(grid)
+  accuracies = [c.val_accuracy for c in result.candidates]
+  assert result.learning_rate == 3e-2 == grid[int(np.argmax(accuracies))]
+  assert accuracies[1] == 1.0 and max(accuracies[0], accuracies[2]) < 0.9, result.candidates
+  assert result.reached
+
+
+def test_validation_split_is_a_deterministic_disjoint_fifth():
+  fit, val = validation_split(50, jax.random.PRNGKey(0))
+  assert len(val) == 10 and len(fit) == 40
+  np.testing.assert_array_equal(np.sort(np.concatenate([fit, val])), np.arange(50))
+  fit2, val2 = validation_split(50, jax.random.PRNGKey(0))
+  np.testing.assert_array_equal(val, val2)
+  assert not np.array_equal(val, validation_split(50, jax.random.PRNGKey(1))[1])
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(learning_rates=()), "learning_rates"),
+    (dict(learning_rates=(1e-3, -1.0)), "learning_rates"),
+    (dict(target_loss=-0.1), "target_loss"),
+    (dict(max_epochs=-1), "max_epochs"),
+    (dict(check_every=0), "check_every"),
+    (dict(loss="hinge"), "loss"),
+    (dict(l2=-1.0), "l2"),
+    (dict(validation_fraction=1.0), "validation_fraction"),
+])
+def test_bad_input_raises_value_error_naming_the_argument(kwargs, match):
+  x, y = _blobs(10, 0)
+  model, params = _model()
+  with pytest.raises(ValueError, match=match):
+    train_to_criterion(model.apply_fn, params, x, y, key=jax.random.PRNGKey(0),
+                       **{"learning_rates": (1e-3, 1e-2), "max_epochs": 1, **kwargs})

@@ -1,0 +1,114 @@
+"""The repository explains itself: no citations of documents outside it, and every link into
+``docs/theory.md`` / ``docs/data.md`` names a heading that exists (GitHub's anchor rules)."""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ("theory.md", "data.md")
+
+# Citations of notes that live outside the repository. ``REFERENCE`` as a bare word is prose (e.g.
+# "REFERENCE §1", "REFERENCE's example"); as a Python name being assigned or indexed it is code.
+OUTSIDE = re.compile(r"REFERENCE\.md|\bREFERENCE\b(?!\s*[=\[])|STYLE\.md|SOURCES\.md")
+ANCHOR_LINK = re.compile(r"docs/(theory|data)\.md#([A-Za-z0-9_\-]+)")
+LOCAL_LINK = re.compile(r"\]\(((?:theory|data)\.md)?#([A-Za-z0-9_\-]+)\)")
+
+
+def github_slug(heading: str) -> str:
+  """GitHub's heading anchor: lowercase, punctuation dropped, spaces to hyphens."""
+  return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(markdown: str) -> set[str]:
+  """Anchors of every ATX heading outside fenced code blocks; repeats get -1, -2, ... as on GitHub."""
+  seen: dict[str, int] = {}
+  out, fenced = set(), False
+  for line in markdown.splitlines():
+    if line.lstrip().startswith("```"):
+      fenced = not fenced
+      continue
+    match = re.match(r"#{1,6}\s+(.*?)\s*#*\s*$", line)
+    if fenced or not match:
+      continue
+    slug = github_slug(match.group(1))
+    count = seen.get(slug, 0)
+    seen[slug] = count + 1
+    out.add(slug if count == 0 else f"{slug}-{count}")
+  return out
+
+
+def _text_files() -> list[tuple[str, str]]:
+  """(path, text) of every tracked or new, not-ignored text file, except this test."""
+  try:
+    listing = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                             cwd=ROOT, capture_output=True, check=True).stdout
+  except (OSError, subprocess.CalledProcessError):
+    pytest.skip("not a git checkout: cannot list the tracked files")
+  files = []
+  for name in sorted(set(listing.decode().split("\0")) - {"", "tests/test_docs.py"}):
+    path = ROOT / name
+    if not path.is_file():
+      continue  # Deleted in the working tree.
+    data = path.read_bytes()
+    if b"\0" in data[:8192]:
+      continue  # Binary (npz, png, ...).
+    try:
+      files.append((name, data.decode("utf-8")))
+    except UnicodeDecodeError:
+      continue
+  return files
+
+
+@pytest.fixture(scope="module")
+def text_files():
+  return _text_files()
+
+
+def test_slug_rules():
+  assert github_slug("Lemma 1") == "lemma-1"
+  assert github_slug("Gradient descent vs the NTK predictor") == "gradient-descent-vs-the-ntk-predictor"
+  assert github_slug("CW-L2") == "cw-l2"
+  assert github_slug("Why `x` (and y)?") == "why-x-and-y"
+  assert anchors("# A\n## A\n```\n# B\n```\n### C d\n") == {"a", "a-1", "c-d"}
+
+
+def test_outside_citation_pattern():
+  assert OUTSIDE.search("decomposition as in REFERENCE.md §5")
+  assert OUTSIDE.search("(arXiv 2603.13085; REFERENCE §1)")
+  assert OUTSIDE.search("the layout of shared/data/SOURCES.md")
+  assert OUTSIDE.search("Strict settings (STYLE.md §8)")
+  assert not OUTSIDE.search('REFERENCE = np.load(path)')
+  assert not OUTSIDE.search('x @ REFERENCE["w1"]')
+  assert not OUTSIDE.search("see docs/theory.md#lemma-1")
+
+
+def test_no_citations_of_outside_documents(text_files):
+  hits = [f"{name}:{i}: {line.strip()}" for name, text in text_files
+          for i, line in enumerate(text.splitlines(), 1) if OUTSIDE.search(line)]
+  assert not hits, ("cite the paper, docs/theory.md#anchor or docs/data.md instead of notes outside the "
+                    "repository:\n" + "\n".join(hits))
+
+
+def test_docs_exist_with_headings():
+  for doc in DOCS:
+    assert len(anchors((ROOT / "docs" / doc).read_text())) >= 5, doc
+
+
+def test_every_docs_anchor_exists(text_files):
+  known = {doc: anchors((ROOT / "docs" / doc).read_text()) for doc in DOCS}
+  missing = []
+  for name, text in text_files:
+    for i, line in enumerate(text.splitlines(), 1):
+      for doc, anchor in ANCHOR_LINK.findall(line):
+        if anchor not in known[f"{doc}.md"]:
+          missing.append(f"{name}:{i}: docs/{doc}.md#{anchor}")
+      if name in (f"docs/{d}" for d in DOCS):  # Links inside the docs: (#x) and (theory.md#x).
+        for target, anchor in LOCAL_LINK.findall(line):
+          doc = target or Path(name).name
+          if anchor not in known[doc]:
+            missing.append(f"{name}:{i}: {doc}#{anchor}")
+  assert not missing, "anchors that are not headings of the docs:\n" + "\n".join(missing)

@@ -1,0 +1,48 @@
+"""ModelSpec (attention.model_spec): a valid spec gives its logits (with preprocess composed before apply_fn);
+each kind of bad spec or bad data gets a one-line ValueError naming what is wrong."""
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from attention.model_spec import ModelSpec, spec_logits, validate_model_spec
+
+W = jnp.arange(12.0).reshape(4, 3) / 10
+
+
+def _apply(params, x):
+  return x.reshape(x.shape[0], -1) @ params["w"]
+
+
+def _spec(**change):
+  base = ModelSpec(name="lin", apply_fn=_apply, params={"w": W}, num_classes=3)
+  return base._replace(**change)
+
+
+X = jnp.linspace(0.0, 1.0, 8).reshape(2, 2, 2)
+
+
+def test_valid_spec_returns_its_logits_and_composes_preprocess():
+  np.testing.assert_allclose(np.asarray(validate_model_spec(_spec(), X)), np.asarray(X.reshape(2, 4) @ W), rtol=1e-6)
+  spec = _spec(preprocess=lambda x: 2.0 * x - 1.0, init_params={"w": jnp.zeros((4, 3))})
+  expected = (2.0 * X - 1.0).reshape(2, 4) @ W
+  np.testing.assert_allclose(np.asarray(validate_model_spec(spec, X)), np.asarray(expected), rtol=1e-6)
+  assert float(jnp.abs(spec_logits(spec, spec.init_params)(X)).max()) == 0.0
+
+
+@pytest.mark.parametrize("spec, x, match", [
+    ((lambda p, x: x, {"w": W}), X, "must return an attention.model_spec.ModelSpec"),
+    (_spec(name=""), X, "name"),
+    (_spec(apply_fn=3), X, "apply_fn must be callable"),
+    (_spec(num_classes=1), X, "num_classes"),
+    (_spec(input_range=(1.0, 0.0)), X, "input_range"),
+    (_spec(init_params={"w": jnp.zeros((3, 3))}), X, "init_params"),
+    (_spec(), X + 2.0, "outside input_range"),
+    (_spec(), X.reshape(2, 2, 2, 1)[:, :, :1], "does not fit the model"),
+    (_spec(apply_fn=lambda p, x: _apply(p, x) * jnp.nan), X, "NaN"),
+    (_spec(apply_fn=lambda p, x: _apply(p, x)[:, :2]), X, r"logits \[batch, num_classes\]"),
+    (_spec(num_classes=4), X, r"\[2, 4\]"),
+])
+def test_bad_spec_or_data_gets_one_line_error(spec, x, match):
+  with pytest.raises(ValueError, match=match) as info:
+    validate_model_spec(spec, x)
+  assert "\n" not in str(info.value)

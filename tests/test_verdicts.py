@@ -1,0 +1,152 @@
+"""Intervals and verdict rules of the claims report (experiments.verdicts) on constructed records."""
+import numpy as np
+import pytest
+import scipy.stats
+
+from experiments import verdicts
+from experiments.verdicts import (
+    Interval,
+    bootstrap_mean,
+    clopper_pearson,
+    paired_difference,
+    pooled_ratio,
+    verdict,
+)
+
+
+@pytest.mark.parametrize("n", [1, 7, 50, 1000])
+def test_clopper_pearson_closed_forms_at_zero_and_all_successes(n):
+  alpha = 0.05
+  none = clopper_pearson(0, n)
+  assert none.low == 0.0 and none.estimate == 0.0
+  np.testing.assert_allclose(none.high, 1 - (alpha / 2) ** (1 / n), rtol=1e-10)
+  every = clopper_pearson(n, n)
+  assert every.high == 1.0 and every.estimate == 1.0
+  np.testing.assert_allclose(every.low, (alpha / 2) ** (1 / n), rtol=1e-10)
+
+
+@pytest.mark.parametrize("k,n,level", [(3, 10, 0.95), (26, 52, 0.95), (180, 200, 0.9)])
+def test_clopper_pearson_ends_are_where_the_binomial_tails_equal_alpha_over_2(k, n, level):
+  """The defining property: P(X ≥ k | p = low) = α/2 and P(X ≤ k | p = high) = α/2."""
+  ci = clopper_pearson(k, n, level=level)
+  alpha = 1 - level
+  np.testing.assert_allclose(scipy.stats.binom.sf(k - 1, n, ci.low), alpha / 2, rtol=1e-8)
+  np.testing.assert_allclose(scipy.stats.binom.cdf(k, n, ci.high), alpha / 2, rtol=1e-8)
+  assert ci.low < k / n < ci.high and ci.unit == "images" and ci.n == n
+
+
+def test_bootstrap_interval_covers_the_mean_matches_the_normal_width_and_shrinks_with_n():
+  rng = np.random.default_rng(0)
+  widths = {}
+  for n in (25, 400):
+    x = rng.normal(3.0, 2.0, size=n)
+    ci = bootstrap_mean(x)
+    assert ci.low < x.mean() < ci.high and ci.estimate == pytest.approx(x.mean())
+    # Percentile bootstrap ≈ mean ± z σ̂/√n (σ̂ the plug-in std) for a normal sample.
+    expected = 2 * scipy.stats.norm.ppf(0.975) * x.std() / np.sqrt(n)
+    widths[n] = ci.high - ci.low
+    assert widths[n] == pytest.approx(expected, rel=0.1)
+  np.testing.assert_allclose(widths[400] / widths[25], 0.25, rtol=0.3)  # 1/√16
+
+
+def test_bootstrap_is_reproducible_by_seed_and_degenerate_for_a_constant():
+  x = np.random.default_rng(0).normal(size=10)
+  assert bootstrap_mean(x, seed=3) == bootstrap_mean(x, seed=3)
+  assert bootstrap_mean(x, seed=3) != bootstrap_mean(x, seed=4)
+  const = bootstrap_mean([0.25] * 6)
+  assert const.low == const.high == const.estimate == 0.25
+
+
+def test_paired_difference_removes_the_shared_per_image_variation():
+  rng = np.random.default_rng(1)
+  base = rng.normal(0, 10, size=200)  # large per-image spread shared by both
+  a, b = base + 0.5 + rng.normal(0, 0.1, 200), base
+  paired = paired_difference(a, b)
+  assert paired.method == "paired_bootstrap" and paired.unit == "images"
+  assert 0.4 < paired.low < 0.5 < paired.high < 0.6
+  assert verdict(paired, +1).direction == "holds"
+  with pytest.raises(ValueError, match="paired"):
+    paired_difference(a, b[:-1])
+
+
+def test_pooled_ratio_of_exactly_proportional_counts_is_that_ratio_in_every_resample():
+  b = np.array([3, 1, 4, 1, 5, 9])
+  ci = pooled_ratio(2 * b, b)
+  assert ci.estimate == ci.low == ci.high == 2.0 and ci.unit == "seeds" and ci.n == 6
+  # Denominators scale the rates: same counts out of twice the images is half the rate.
+  half = pooled_ratio(b, b, totals_a=2 * np.ones(6), totals_b=np.ones(6))
+  assert half.estimate == half.low == half.high == 0.5
+
+
+def test_pooled_ratio_pools_counts_instead_of_averaging_per_seed_ratios():
+  a, b = np.array([10, 10, 10, 10, 10]), np.array([0, 5, 5, 5, 5])
+  ci = pooled_ratio(a, b)
+  assert ci.estimate == pytest.approx(50 / 20)  # the mean of per-seed ratios would be inf
+  assert np.isfinite(ci.low) and ci.low <= ci.estimate <= ci.high
+  assert pooled_ratio([1, 2], [0, 0]).estimate == np.inf
+
+
+def _seeds(values):
+  return bootstrap_mean(values, unit="seeds")
+
+
+def test_verdict_holds_fails_and_inconclusive_for_a_difference():
+  up = _seeds([0.9, 1.1, 1.0, 1.2, 0.8, 1.05])
+  down = _seeds([-0.9, -1.1, -1.0, -1.2, -0.8, -1.05])
+  around = _seeds([-1.0, 1.0, -0.5, 0.6, 0.1, -0.2])
+  assert verdict(up, +1).direction == "holds"
+  assert verdict(down, -1).direction == "holds"
+  assert verdict(down, +1).direction == "fails"
+  assert verdict(up, -1).direction == "fails"
+  assert verdict(around, +1).direction == "inconclusive"
+  assert verdict(around, -1).direction == "inconclusive"
+
+
+def test_fewer_than_five_seeds_is_inconclusive_however_clear_but_not_for_images():
+  values = [10.0, 10.1, 9.9, 10.05, 9.95]
+  assert verdict(_seeds(values), +1).direction == "holds"
+  few = verdict(_seeds(values[:4]), +1)
+  assert few.direction == "inconclusive" and "4 seeds" in few.reason
+  assert verdict(bootstrap_mean(values[:4], unit="images"), +1).direction == "holds"
+
+
+def test_ratio_verdict_uses_the_null_one_and_magnitude_checks_overlap_with_the_papers_range():
+  b = np.array([2, 3, 2, 4, 3, 2, 3, 2, 3, 4])
+  ratio = pooled_ratio(4 * b + np.array([1, 0, 2, 0, 1, 0, 0, 1, 2, 0]), b)  # about 4.2×
+  v = verdict(ratio, +1, null=1.0, paper_range=(6, 9))
+  assert v.direction == "holds" and v.magnitude == "differs"
+  assert verdict(ratio, +1, null=1.0, paper_range=(3, 6)).magnitude == "matches"
+  assert verdict(ratio, -1, null=1.0).direction == "fails"
+  assert verdict(ratio, +1, null=1.0).magnitude is None
+
+
+def test_magnitude_overlap_is_closed_at_the_ends():
+  ci = Interval(5.0, 4.0, 6.0, 0.95, 10, "seeds", "bootstrap")
+  assert verdicts.magnitude_verdict(ci, (6, 9)) == "matches"
+  assert verdicts.magnitude_verdict(ci, (6.01, 9)) == "differs"
+  assert verdicts.magnitude_verdict(ci, (4.5, 4.5)) == "matches"
+
+
+def test_nan_interval_is_inconclusive():
+  ci = Interval(float("nan"), float("nan"), float("nan"), 0.95, 10, "seeds", "pooled_ratio_bootstrap")
+  assert verdict(ci, +1, null=1.0).direction == "inconclusive"
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: bootstrap_mean([]), "values"),
+    (lambda: bootstrap_mean([1.0, np.nan]), "finite"),
+    (lambda: bootstrap_mean([1.0], level=1.0), "level"),
+    (lambda: bootstrap_mean([1.0], n_resamples=0), "n_resamples"),
+    (lambda: bootstrap_mean([1.0], unit="runs"), "unit"),
+    (lambda: pooled_ratio([1, -1], [1, 1]), "counts_a"),
+    (lambda: pooled_ratio([1, 1], [1, 1, 1]), "one entry per seed"),
+    (lambda: pooled_ratio([1, 1], [1, 1], totals_a=[1, 0]), "totals"),
+    (lambda: clopper_pearson(5, 4), "successes"),
+    (lambda: clopper_pearson(0, 0), "n ≥ 1"),
+    (lambda: clopper_pearson(1.5, 4), "integer"),
+    (lambda: verdict(_seeds([1.0] * 5), 0), "paper_sign"),
+    (lambda: verdict(_seeds([1.0] * 5), 1, paper_range=(9, 6)), "lo ≤ hi"),
+])
+def test_bad_input_raises_value_error_naming_the_argument(call, match):
+  with pytest.raises(ValueError, match=match):
+    call()
