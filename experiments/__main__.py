@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from experiments import config as config_lib
+from experiments import distributed
 from experiments import cubing, cubing_report, flip_rate, flip_rate_report, width_sweep, width_sweep_report
 from experiments.workdir import read_records
 
@@ -26,11 +27,17 @@ def main(argv=None) -> None:
   parser.add_argument("--overwrite_config", action="store_true",
                       help="a sub-workdir holds results of another config (e.g. quick vs --full): move them "
                            "into its previous-<time>/ and start afresh")
+  distributed.add_arguments(parser)
   args = parser.parse_args(argv)
   root = Path(args.workdir)
   start = time.perf_counter()
   with config_lib.user_errors():
-    texts = _run_all(root, args.full, args.overwrite_config)
+    distributed.initialize(args.coordinator_address, args.num_processes, args.process_id,
+                           global_mesh=args.global_mesh)
+    with distributed.point_context():
+      texts = _run_all(root, args.full, args.overwrite_config)
+  if texts is None:
+    return
   elapsed = time.perf_counter() - start
   computed = sum(float(r.get("wall_time_s", 0.0)) for sub in ("cubing", "width_sweep", "flip_rate")
                  for r in read_records(root / sub))
@@ -39,19 +46,30 @@ def main(argv=None) -> None:
              f"invocation took {elapsed:.0f} s, resumed points are not recomputed).\n"
              f"Figures: cubing/kappa_vs_n.png, width_sweep/*.png, flip_rate/*.png.\n\n"
              + "\n".join(t.replace("# ", "## ", 1) for t in texts))
+  from experiments import claims
+  subs = [root / s for s in ("cubing", "width_sweep", "flip_rate")]
+  with config_lib.user_errors():
+    summary += ("\n## Claims these runs support\n\nVerdict rules and the other claims: `python -m experiments.claims "
+                f"--workdir {root / 'claims'} --from {' '.join(map(str, subs))}`\n\n"
+                + claims.supported_rows_markdown(subs))
   (root / "summary.md").write_text(summary)
   print(f"done in {elapsed:.0f} s: {root / 'summary.md'}")
 
 
-def _run_all(root: Path, full: bool, overwrite_config: bool) -> tuple[str, str, str]:
+def _run_all(root: Path, full: bool, overwrite_config: bool) -> tuple[str, str, str] | None:
+  """Runs the three experiments (this process's share of each) and, on process 0 once every process has
+  finished, their reports; returns their summaries (None on the other processes)."""
   print(f"[1/3] condition-number cubing -> {root / 'cubing'}")
   cubing.run(cubing.get_config(full=full), root / "cubing", overwrite_config=overwrite_config)
-  cub_text = cubing_report.write_report(root / "cubing")
   print(f"[2/3] width sweep -> {root / 'width_sweep'}")
   width_sweep.run(width_sweep.get_config(full=full), root / "width_sweep", overwrite_config=overwrite_config)
-  ws_text = width_sweep_report.write_report(root / "width_sweep")
   print(f"[3/3] influence flip rates -> {root / 'flip_rate'}")
   flip_rate.run(flip_rate.get_config(full=full), root / "flip_rate", overwrite_config=overwrite_config)
+  distributed.barrier("experiments: all points done")
+  if distributed.process_index() > 0:
+    return None
+  cub_text = cubing_report.write_report(root / "cubing")
+  ws_text = width_sweep_report.write_report(root / "width_sweep")
   fr_text = flip_rate_report.write_report(root / "flip_rate")
   return ws_text, cub_text, fr_text
 

@@ -1,9 +1,10 @@
 """Configs as data: a frozen dataclass per experiment, with nested groups, overridable from the command line.
 
-``python -m experiments.width_sweep --workdir runs/x widths=16,64,256 data.n_train=512 train.epochs=30``
+``python -m experiments.width_sweep --workdir runs/x widths=16,64,256 data.n_train=512 train.max_epochs=30``
 Each override is ``field=value``, a field of a group dotted (``data.n_train``); tuples are comma-separated;
 booleans are true/false. The groups shared by the experiments live here: ``DataConfig`` (which images),
-``TrainConfig`` (minibatch Adam) and ``ClassifierTrainConfig`` (plus warm-up, seed and checkpoints, for
+``TrainConfig`` (minibatch Adam to a train-loss criterion), ``AdamConfig`` (minibatch Adam for fixed
+epochs) and ``ClassifierTrainConfig`` (plus warm-up, seed and checkpoints, for
 ``experiments.classifier_training``), ``AttackBudget`` (steps and restarts of an iterative attack).
 ``experiment_main`` is every experiment's ``main()``: parse → validate → run → report.
 """
@@ -33,6 +34,10 @@ class DataConfig:
     ATTN_DATA_DIR) or 'tfds'. dir: that directory (None: the default).
   seed: the seed of the subset draw (≥ 0).
   holdout: if given, the last ``holdout`` training images form the test split (full CIFAR-10 npz).
+  preprocessing: 'raw' (pixels in [0, 1]) or 'centered' (the training split's per-channel scalar mean
+    subtracted inside the model's feature map, ``centered_inputs``). Centring changes what MLP-Attn sees
+    (X Xᵀ X of centred rows), so it is a different model, not a change of units; images, and every attack
+    on them, stay in the [0, 1] box. Used by the 2-layer-network experiments (flip rate, landscape).
   """
   n_train: Optional[int] = None
   n_test: Optional[int] = None
@@ -40,6 +45,7 @@ class DataConfig:
   dir: Optional[str] = None
   seed: int = 0
   holdout: Optional[int] = None
+  preprocessing: str = "raw"
 
   def validate(self, group: str = "data") -> None:
     """Raises ValueError naming the dotted field and its allowed values."""
@@ -56,6 +62,11 @@ class DataConfig:
       raise ValueError(f"{name('seed')} must be an integer >= 0 (a random seed), got {self.seed}")
     if self.holdout is not None and self.holdout < 1:
       raise ValueError(f"{name('holdout')} must be >= 1 or None, got {self.holdout}")
+    if self.preprocessing not in PREPROCESSINGS:
+      raise ValueError(f"{name('preprocessing')} must be one of {PREPROCESSINGS}, got {self.preprocessing!r}")
+
+
+PREPROCESSINGS = ("raw", "centered")
 
 
 def load_splits(data: DataConfig, name: str, *, flatten: bool = False):
@@ -82,9 +93,9 @@ def load_splits(data: DataConfig, name: str, *, flatten: bool = False):
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainConfig:
-  """Minibatch Adam training: epochs, batch_size, learning_rate, and l2, the coefficient of the L2
-  penalty (l2/2)·‖θ‖² added to the loss (not optax's decoupled weight decay)."""
+class AdamConfig:
+  """Minibatch Adam training for a fixed number of epochs: epochs, batch_size, learning_rate, and l2, the
+  coefficient of the L2 penalty (l2/2)·‖θ‖² added to the loss (not optax's decoupled weight decay)."""
   epochs: int = 10
   batch_size: int = 128
   learning_rate: float = 1e-3
@@ -103,8 +114,52 @@ class TrainConfig:
 
 
 @dataclasses.dataclass(frozen=True)
-class ClassifierTrainConfig(TrainConfig):
-  """``TrainConfig`` plus warmup_epochs of linear warm-up then cosine decay of the learning rate, seed
+class TrainConfig:
+  """Minibatch Adam trained to a stated criterion (``ntk.criterion.train_to_criterion``; the networks of
+  ``experiments.flip_rate``, ``experiments.landscape`` and the converged width-sweep points).
+
+  learning_rates: the Adam learning-rate grid, each finite and > 0; with more than one entry the rate is
+    chosen by accuracy on a validation split of ``validation_fraction`` of the training split (never the
+    test split). A one-entry grid is that rate, unchosen.
+  loss_target: the train-loss target ≥ 0 (the mean data loss, no L2 term: cross-entropy for 10 classes,
+    0.05 by default; 0 is never reached, so training runs max_epochs).
+  max_epochs: the epoch cap ≥ 1; check_every: epochs between loss checks, ≥ 1.
+  batch_size: minibatch size ≥ 1; l2: the coefficient of the L2 penalty (l2/2)·‖θ‖² on the trained
+    parameters (a fixed readout is not penalised).
+  validation_fraction: the share of training rows held out to choose the rate, in (0, 1).
+  lr_selection: 'per_point' (the grid is searched for every seed) or 'per_model_dataset' (searched once
+    per model and data set, at the first seed, and reused for the others).
+  """
+  learning_rates: tuple[float, ...] = (1e-3, 3e-3, 1e-2, 3e-2)
+  loss_target: float = 0.05
+  max_epochs: int = 2000
+  check_every: int = 50
+  batch_size: int = 128
+  l2: float = 0.0
+  validation_fraction: float = 0.2
+  lr_selection: str = "per_point"
+
+  def validate(self, group: str = "") -> None:
+    """Raises ValueError naming the first (dotted) field out of range (NaN and inf are out of every range)."""
+    checks = (("learning_rates", bool(self.learning_rates) and all(
+        math.isfinite(r) and r > 0 for r in self.learning_rates), "a non-empty grid of finite rates > 0"),
+              ("loss_target", math.isfinite(self.loss_target) and self.loss_target >= 0, "finite and >= 0"),
+              ("max_epochs", self.max_epochs >= 1, ">= 1"), ("check_every", self.check_every >= 1, ">= 1"),
+              ("batch_size", self.batch_size >= 1, ">= 1"),
+              ("l2", math.isfinite(self.l2) and self.l2 >= 0, "finite and >= 0"),
+              ("validation_fraction", 0 < self.validation_fraction < 1, "in (0, 1)"),
+              ("lr_selection", self.lr_selection in LR_SELECTIONS, f"one of {LR_SELECTIONS}"))
+    for field, ok, allowed in checks:
+      if not ok:
+        raise ValueError(f"{_field_name(group, field)} must be {allowed}, got {getattr(self, field)!r}")
+
+
+LR_SELECTIONS = ("per_point", "per_model_dataset")
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassifierTrainConfig(AdamConfig):
+  """``AdamConfig`` plus warmup_epochs of linear warm-up then cosine decay of the learning rate, seed
   (initialisation, shuffling, dropout) and max_to_keep checkpoints (``experiments.classifier_training``)."""
   warmup_epochs: int = 1
   seed: int = 0
@@ -196,7 +251,7 @@ def _replace(config, changes: dict[tuple[str, ...], Any]):
 def apply_overrides(config, overrides: Sequence[str]):
   """Returns a copy of the dataclass ``config`` with ``field=value`` overrides applied.
 
-  A field of a nested group is named by its dotted path (``data.n_train=512``, ``train.epochs=30``).
+  A field of a nested group is named by its dotted path (``data.n_train=512``, ``train.max_epochs=30``).
 
   Raises:
     ValueError: unknown field (the message lists the valid ones), a group named without a field, a value

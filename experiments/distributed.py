@@ -34,7 +34,7 @@ _STATE = {"initialized": False, "global_mesh": False}
 # an integer N ≥ 1 asks for N devices, 'auto' for one per core (divided among the processes on this host).
 CPU_DEVICES_ENV = "ATTN_CPU_DEVICES"
 # The CLIs (modules of ``experiments`` run with -m) that use per-core devices by default: those where a
-# benchmark showed a gain. See README "Performance" for the measurements behind this (empty: none did).
+# benchmark showed a gain (README "Running the full grid on a cluster"; empty: none did here).
 PER_CORE_DEFAULT: frozenset[str] = frozenset()
 # Runners whose points cannot be split across processes yet: they save model checkpoints with orbax,
 # whose saves are collective over all processes of a jax.distributed job (a save by one process waits for

@@ -5,19 +5,26 @@ Usage:
 
 For each task (10-class MNIST / Fashion-MNIST / CIFAR-10, binary MNIST 3-vs-8 and CIFAR cars-vs-planes),
 model (2L-ReLU, MLP-Attn), width and seed:
-  1. train the 2-layer ReLU network (fixed ±1 readout) on its features with Adam (the paper's recipe:
-     CE for 10 classes, MSE for binary; see ``ntk.training.train_adam``);
+  1. train the 2-layer ReLU network (fixed ±1 readout) on its features with Adam to a stated criterion
+     (CE for 10 classes, MSE for binary; the learning rate chosen from a grid on a validation split of the
+     training split, then trained to a train-loss target or an epoch cap: ``ntk.criterion``); records carry
+     the chosen rate, the final train loss and accuracy and ``converged``;
   2. NTK leave-one-out influence of every training image on the test loss, with the empirical NTK at the
      trained parameters (``influence.ntk_loo_influence``; I_j > 0 = helpful; λ = 1e-3·tr(K)/n);
   3. attack every training row against its own loss with the other rows held fixed (FGSM, PGD-L∞, MIM, and a
      random-sign control) at each ε, re-featurise all rows together (the attention transform sees the whole
      perturbed set; test rows are featurised against it), recompute kernel and influence with the
      parameters fixed, and record the flip rate of the top-10 % influential samples, Spearman ρ, and the
-     measured mean ‖δ‖∞/ε. ε = 0 is run as a control (it must give exactly 0 flips).
+     measured mean ‖δ‖∞/ε. ε = 0 is run as a control (it must give exactly 0 flips). ε is the L∞ budget
+     on the [0, 1] pixel scale; records also carry it on the data set's standardised scale, ε/σ_c, with the
+     per-channel mean and std of the training split (``experiments.data.scales``).
+``data.preprocessing = centered`` subtracts the training split's per-channel mean inside the feature map (a
+different MLP-Attn: X Xᵀ X of centred rows); the attacks still perturb pixels inside the [0, 1] box.
 Optionally (``adversarial_training=true``) the network is first trained adversarially (PGD on its rows).
 
-Quick config: embedded MNIST, n = 256 train / 100 test, width 1024, 3 seeds, ε ∈ {0, 0.1, 0.2, 0.3, 0.5}
-(~3 minutes on 2 CPU cores). ``--full``: every task, widths 256/1024/4096, 5 seeds, full data files.
+Quick config: embedded MNIST, n = 512 train / 100 test, width 1024, 10 seeds, ε ∈ {0, 0.05, 0.1, 0.2, 0.3}.
+``--full``: every task, widths 256/1024/4096, 20 seeds, n = 1000, ε from 0 to 0.3 in steps of 0.025, full
+data files.
 Writes config.json, results.jsonl, flip_rate_vs_eps.png, flip_rate_vs_width.png and summary.md.
 Source: arXiv 2603.13085 §5; docs/theory.md#flip-rate (paper's numbers in ``PAPER_FLIP_RATES``).
 """
@@ -37,29 +44,35 @@ from influence import flip_rate, malleability
 from ntk.training import adversarial_train_adam
 from experiments import config as config_lib
 from experiments import distributed, network_training
+from experiments.data import scales
 from experiments.workdir import Workdir
 
 KEY_FIELDS = ("task", "model", "width", "seed", "adversarial_training", "attack", "eps")
 ATTACKS = malleability.ATTACKS
+QUICK_EPS = (0.0, 0.05, 0.1, 0.2, 0.3)
+FULL_EPS = tuple(round(0.025 * i, 3) for i in range(13))  # 0, 0.025, …, 0.3
+# Quick: the rate is chosen once per (task, model, width) and the cap is 500 epochs (measured: 2L-ReLU
+# reaches CE 0.05 in ≤ 250 epochs at every rate of the grid; MLP-Attn stays near CE 0.5 at 1,000 epochs).
+QUICK_TRAIN = config_lib.TrainConfig(max_epochs=500, lr_selection="per_model_dataset")
 
 
 @dataclasses.dataclass(frozen=True)
 class FlipRateConfig:
   """tasks: data set names or BINARY_TASKS keys; models; widths; seeds (init and attack randomness);
   eps: L∞ budgets on the [0, 1] pixel scale (0 = control); attacks: among ATTACKS; data: ``DataConfig``
-  (n_train, n_test, source, dir, seed); train: ``TrainConfig`` (epochs, batch_size, learning_rate, l2) of
-  the Adam training (the paper's L2 = 1e-3 drives these NTK-parameterised nets to chance, so train.l2 = 0);
+  (n_train, n_test, source, dir, seed, preprocessing); train: ``TrainConfig`` (learning-rate grid, loss
+  target, epoch cap, batch_size, l2) of the Adam training to a criterion (train.l2 = 0 by default);
   pgd_steps and pgd_alpha (None: α = ε/30, which is Madry et al.'s α = 0.01 for 40 steps at ε = 0.3),
   mim_steps (α = ε/steps, Dong et al.); top_fraction τ; adversarial_training with at_eps, at_rounds,
   at_epochs_per_round."""
   tasks: tuple[str, ...] = ("mnist",)
   models: tuple[str, ...] = ("relu", "mlp_attn")
   widths: tuple[int, ...] = (1024,)
-  seeds: tuple[int, ...] = (0, 1, 2)
-  eps: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 0.5)
+  seeds: tuple[int, ...] = tuple(range(10))
+  eps: tuple[float, ...] = QUICK_EPS
   attacks: tuple[str, ...] = ATTACKS
-  data: config_lib.DataConfig = config_lib.DataConfig(n_train=256, n_test=100)
-  train: config_lib.TrainConfig = config_lib.TrainConfig(epochs=500, batch_size=128, learning_rate=1e-3, l2=0.0)
+  data: config_lib.DataConfig = config_lib.DataConfig(n_train=512, n_test=100)
+  train: config_lib.TrainConfig = QUICK_TRAIN
   pgd_steps: int = 40
   pgd_alpha: Optional[float] = None
   mim_steps: int = 10
@@ -89,8 +102,6 @@ class FlipRateConfig:
                        f"{self.data.n_test}")
     if not 0 < self.top_fraction <= 1:
       raise ValueError(f"top_fraction must be in (0, 1], got {self.top_fraction}")
-    if self.train.epochs < 1:
-      raise ValueError(f"train.epochs must be an integer >= 1, got {self.train.epochs}")
     for name in ("pgd_steps", "mim_steps", "at_rounds", "at_epochs_per_round"):
       if getattr(self, name) < 1:
         raise ValueError(f"{name} must be an integer >= 1, got {getattr(self, name)}")
@@ -102,25 +113,65 @@ def get_config(full: bool = False) -> FlipRateConfig:
   if not full:
     return FlipRateConfig()
   return FlipRateConfig(tasks=("mnist", "fashion_mnist", "cifar10", "mnist_3v8", "cifar_cars_planes"),
-                        widths=(256, 1024, 4096), seeds=(0, 1, 2, 3, 4),
+                        widths=(256, 1024, 4096), seeds=tuple(range(20)), eps=FULL_EPS,
+                        train=config_lib.TrainConfig(),
                         data=config_lib.DataConfig(n_train=1000, n_test=500, source="dir"))
 
 
-def train_model(config, model, model_name, x, y_onehot, n_classes, key):
-  """Trains the 2-layer network on the features of x as configured (Adam, optionally PGD adversarial
-  training, ``ntk.training.adversarial_train_adam``); returns params. CE for > 2 classes, MSE for binary
-  tasks (the paper's choice)."""
+def pixel_row_features(model_name, mean_row_D, x_clean_NxD, gram_DxD, x_rows_BxD):
+  """``malleability.row_features`` of pixel rows whose feature map centres them first: rows − mean_row,
+  against the centred clean rows x_clean [n, d] and their Gram matrix [d, d] (``data.preprocessing =
+  centered``). Bind all but the rows with ``jax.tree_util.Partial``."""
+  return malleability.row_features(model_name, x_clean_NxD, gram_DxD, x_rows_BxD - mean_row_D[None, :])
+
+
+def pixel_row_logits(apply_fn, model_name, params, mean_row_D, x_clean_NxD, gram_DxD, x_rows_BxD):
+  """Logits [b, C] of ``pixel_row_features`` (the per-row ``logits_fn`` the attacks take, on pixels)."""
+  return apply_fn(params, pixel_row_features(model_name, mean_row_D, x_clean_NxD, gram_DxD, x_rows_BxD))
+
+
+def row_maps(model_name, x_NxD, mean_row_D):
+  """(features_fn, logits_fn-maker) on pixel rows [b, d]: the raw maps of ``influence.malleability``, or
+  the centring ones when ``mean_row_D`` is not None. The clean Gram matrix is that of the (centred) rows."""
+  x = jnp.asarray(x_NxD)
+  if mean_row_D is None:
+    gram = x.T @ x
+    return (jax.tree_util.Partial(malleability.row_features, model_name, x, gram),
+            lambda apply_fn, params: jax.tree_util.Partial(malleability.row_logits, apply_fn, model_name,
+                                                           params, x, gram))
+  mean = jnp.asarray(mean_row_D)
+  xc = x - mean[None, :]
+  gram = xc.T @ xc
+  return (jax.tree_util.Partial(pixel_row_features, model_name, mean, xc, gram),
+          lambda apply_fn, params: jax.tree_util.Partial(pixel_row_logits, apply_fn, model_name, params, mean,
+                                                         xc, gram))
+
+
+def adversarial_rounds(config, model, model_name, x, y_onehot, n_classes, key, clean, *, mean_row=None):
+  """PGD adversarial training (``ntk.training.adversarial_train_adam``: at_epochs_per_round clean epochs,
+  then at_rounds attack-and-train rounds) from the parameters of the clean criterion training ``clean``
+  (a ``CriterionResult``), at its chosen rate; returns params. x: pixel rows [n, d]; mean_row [d]: centre
+  inside the feature map (None: raw)."""
+  _, train_key, at_key = network_training.split_key(key)
+  feats, _ = ntk.model_features(model_name, x if mean_row is None else x - mean_row)
+  features_fn, _ = row_maps(model_name, x, mean_row)
+  return adversarial_train_adam(
+      model.apply_fn, clean.params, jnp.asarray(x), y_onehot, key=train_key, attack_key=at_key,
+      features_fn=features_fn, clean_features_NxF=feats, eps=config.at_eps, rounds=config.at_rounds,
+      epochs_per_round=config.at_epochs_per_round, pgd_steps=config.pgd_steps, pgd_alpha=config.pgd_alpha,
+      loss=network_training.loss_for(n_classes), learning_rate=clean.learning_rate, l2=config.train.l2,
+      batch_size=config.train.batch_size)
+
+
+def train_model(config, model, model_name, x, y_onehot, n_classes, key, *, mean_row=None):
+  """Trains the 2-layer network on the features of the pixel rows x [n, d] as ``run`` does for one seed
+  (the config's own grid searched for this key, whatever ``train.lr_selection``); returns params. Adam to
+  ``config.train``'s criterion, then with ``adversarial_training`` the PGD rounds (``adversarial_rounds``)."""
+  result = network_training.train_network(config.train, model, model_name, x if mean_row is None else x - mean_row,
+                                          y_onehot, n_classes, key)
   if not config.adversarial_training:
-    return network_training.train_network(config.train, model, model_name, x, y_onehot, n_classes, key)
-  init_key, train_key, at_key = network_training.split_key(key)
-  feats, params = network_training.init_network(model, model_name, x, init_key)
-  kw = network_training.adam_kwargs(config.train, n_classes, train_key)
-  x = jnp.asarray(x)
-  features_fn = jax.tree_util.Partial(malleability.row_features, model_name, x, x.T @ x)
-  return adversarial_train_adam(model.apply_fn, params, x, y_onehot, attack_key=at_key, features_fn=features_fn,
-                                clean_features_NxF=feats, eps=config.at_eps, rounds=config.at_rounds,
-                                epochs_per_round=config.at_epochs_per_round, pgd_steps=config.pgd_steps,
-                                pgd_alpha=config.pgd_alpha, **kw)
+    return result.params
+  return adversarial_rounds(config, model, model_name, x, y_onehot, n_classes, key, result, mean_row=mean_row)
 
 
 def _points(config):
@@ -140,27 +191,39 @@ def run(config: FlipRateConfig, workdir, *, overwrite_config: bool = False) -> l
   groups = [g for g in distributed.shard(list(_points(config)))  # this process's share of the trainings
             if any((*g, at, a, e) not in done for a in config.attacks for e in config.eps)]
   data = {}
+  rates = network_training.RateCache(config.train, config.seeds[0])
   bar = tqdm(total=len(groups) * len(config.attacks) * len(config.eps), desc="flip rate", unit="point")
   for task, model_name, width, seed in groups:
     if task not in data:
       data[task] = config_lib.load_splits(config.data, task, flatten=True)
     train, test = data[task]
+    stats = network_training.channel_stats(train)
+    mean_row = None if config.data.preprocessing == "raw" else network_training.mean_row(stats, train.x.shape[1])
     n_classes = len(train.info.class_ids)
     y_tr = np.eye(n_classes)[train.y]
     y_te = np.eye(n_classes)[test.y]
     start = time.perf_counter()
     model = ntk.two_layer_relu(width, train.x.shape[1], out_dim=n_classes)
     key = jax.random.PRNGKey(seed)
-    params = train_model(config, model, model_name, train.x, y_tr.astype(np.float32), n_classes,
-                         jax.random.fold_in(key, 0))
-    f_tr, f_te = ntk.model_features(model_name, train.x, test.x)
+    x_in = train.x if mean_row is None else train.x - mean_row
+    result = rates.train_point((task, model_name, width), seed, lambda s, grid: network_training.train_network(
+        config.train, model, model_name, x_in, y_tr.astype(np.float32), n_classes,
+        jax.random.fold_in(jax.random.PRNGKey(s), 0), learning_rates=grid))
+    params = result.params if not at else adversarial_rounds(
+        config, model, model_name, train.x, y_tr.astype(np.float32), n_classes, jax.random.fold_in(key, 0),
+        result, mean_row=mean_row)
+    centre = (lambda v: v) if mean_row is None else (lambda v: v - mean_row)
+    f_tr, f_te = ntk.model_features(model_name, centre(train.x), centre(test.x))
     before = malleability.feature_influence(model, params, f_tr, f_te, y_tr, y_te)
     train_acc = float(np.mean(np.argmax(np.asarray(model.apply_fn(params, f_tr)), 1) == train.y))
     test_acc = float(np.mean(np.argmax(np.asarray(model.apply_fn(params, f_te)), 1) == test.y))
     setup_s = time.perf_counter() - start
     x = jnp.asarray(train.x)
-    gram = x.T @ x
-    logits_fn = jax.tree_util.Partial(malleability.row_logits, model.apply_fn, model_name, params, x, gram)
+    logits_fn = row_maps(model_name, train.x, mean_row)[1](model.apply_fn, params)
+    criterion = network_training.criterion_fields(result, rates.selection())
+    del criterion["train_accuracy"]  # measured below on the final (possibly adversarially trained) params
+    units = dict(channel_mean=stats.as_record()["mean"], channel_std=stats.as_record()["std"],
+                 preprocessing=config.data.preprocessing)
     for a_i, attack in enumerate(config.attacks):
       for eps in config.eps:
         if (task, model_name, width, seed, at, attack, eps) in done:
@@ -172,12 +235,14 @@ def run(config: FlipRateConfig, workdir, *, overwrite_config: bool = False) -> l
             attack, logits_fn, x, jnp.asarray(train.y), eps=eps, key=attack_key, pgd_steps=config.pgd_steps,
             pgd_alpha=config.pgd_alpha, mim_steps=config.mim_steps))
         linf = np.abs(x_adv - train.x).max(axis=1)
-        after = malleability.feature_influence(model, params, *ntk.model_features(model_name, x_adv, test.x),
-                                               y_tr, y_te)
+        after = malleability.feature_influence(
+            model, params, *ntk.model_features(model_name, centre(x_adv), centre(test.x)), y_tr, y_te)
         fr = flip_rate(before.scores, after.scores, config.top_fraction)
         adv_acc = float(np.mean(np.argmax(np.asarray(logits_fn(jnp.asarray(x_adv))), 1) == train.y))
-        wd.append(dict(task=task, model=model_name, width=width, seed=seed, adversarial_training=at,
-                       attack=attack, eps=eps, flip_rate=fr.rate, n_flipped=fr.n_flipped, n_top=fr.n_top,
+        wd.append(dict(**criterion, **units, task=task, model=model_name, width=width, seed=seed,
+                       adversarial_training=at, attack=attack, eps=eps,
+                       eps_standardized=[float(v) for v in scales.eps_to_standardized(eps, stats.std)],
+                       flip_rate=fr.rate, n_flipped=fr.n_flipped, n_top=fr.n_top,
                        spearman=fr.spearman, mean_linf_over_eps=float(np.mean(linf) / eps) if eps else 0.0,
                        train_accuracy=train_acc, test_accuracy=test_acc, attacked_row_accuracy=adv_acc,
                        ridge=before.ridge, n_train=len(train.y), n_test=len(test.y), n_classes=n_classes,

@@ -2,7 +2,10 @@
 
 ``python -m experiments.flip_rate_report --workdir runs/flip_rate`` redraws them. derived.json holds the
 mean flip rate and the half-width of its 95 % t-interval over seeds and widths, per (adversarial training,
-task, model, attack, ε); the summary renders the records and that file only.
+task, model, attack, ε), and at each ε the attack-minus-random-sign gap with its 95 % seed-bootstrap interval
+(``experiments.verdicts.bootstrap_mean``); the summary renders the records and that file only. Points whose
+training did not reach the loss target (``converged`` false) are left out of every interval and comparison,
+and the summary says how many.
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import scipy.stats
 from experiments.plotting import MODEL_COLORS, MODEL_LABELS, save, subplots
 from experiments.config import experiment_records, report_cli
 from experiments.workdir import write_derived
+from experiments import verdicts
 
 REQUIRED_FIELDS = ("task", "model", "width", "seed", "adversarial_training", "attack", "eps", "flip_rate")
 
@@ -77,17 +81,47 @@ def plot_vs(records, x: str, path, *, at_eps=None) -> None:
   save(fig, path)
 
 
+def converged(records) -> list[dict]:
+  """The records whose training reached its loss target (records without the field count as converged)."""
+  return [r for r in records if r.get("converged", True)]
+
+
+def gaps(records) -> list[dict]:
+  """At each (adversarial_training, task, model, width, attack ≠ random_sign, ε): the mean over seeds of
+  the attack's flip rate minus the random-sign control's at the same seed, in % (gap_pct), with its 95 %
+  seed-bootstrap interval (low_pct, high_pct; ``experiments.verdicts.bootstrap_mean``, fixed key) and
+  n_seeds. Pass converged records only."""
+  by = {(r["adversarial_training"], r["task"], r["model"], r["width"], r["seed"], r["attack"], float(r["eps"])):
+        float(r["flip_rate"]) for r in records}
+  diffs = defaultdict(list)
+  for (at, task, model, width, seed, attack, eps), rate in sorted(by.items(), key=lambda kv: str(kv[0])):
+    control = by.get((at, task, model, width, seed, "random_sign", eps))
+    if attack != "random_sign" and control is not None:
+      diffs[at, task, model, width, attack, eps].append(100 * (rate - control))
+  out = []
+  for (at, task, model, width, attack, eps), values in sorted(diffs.items(), key=lambda kv: str(kv[0])):
+    iv = verdicts.bootstrap_mean(values, unit="seeds")
+    out.append(dict(adversarial_training=at, task=task, model=model, width=width, attack=attack, eps=eps,
+                    gap_pct=iv.estimate, low_pct=iv.low, high_pct=iv.high, n_seeds=iv.n))
+  return out
+
+
 def derive(records) -> dict:
   """{"intervals": one dict per (adversarial_training, task, model, attack, eps) with the mean flip rate in
   % (mean_pct), the half-width of its 95 % t-interval over seeds and widths (ci95_half_pct; 0 for one run)
-  and the number of runs (n_runs)}."""
+  and the number of runs (n_runs); "gaps": ``gaps``; "unconverged": the (task, model, width, seed) trainings
+  left out because their loss target was not reached}. Only converged records enter."""
+  left_out = sorted({(r["task"], r["model"], r["width"], r["seed"]) for r in records
+                     if not r.get("converged", True)})
+  records = converged(records)
   groups = _group(records, ("adversarial_training", "task", "model", "attack", "eps"))
   intervals = []
   for (at, task, model, attack, eps), values in sorted(groups.items(), key=lambda kv: str(kv[0])):
     mean, half = mean_ci(100 * np.asarray(values))
     intervals.append(dict(adversarial_training=at, task=task, model=model, attack=attack, eps=float(eps),
                           mean_pct=mean, ci95_half_pct=half, n_runs=len(values)))
-  return {"intervals": intervals}
+  return {"intervals": intervals, "gaps": gaps(records),
+          "unconverged": [dict(task=t, model=m, width=w, seed=s) for t, m, w, s in left_out]}
 
 
 def _fmt_ci(derived, **match) -> str:
@@ -114,16 +148,26 @@ def summary_markdown(records, derived, eps: float | None = None) -> str:
            "use. Paper: arXiv 2603.13085, as in "
            "docs/theory.md#influence-malleability-figures (its n, widths and training differ; compare "
            "the gap between the models, not the values).", ""]
+  all_records = records
   at_flags = sorted({r["adversarial_training"] for r in records})
   for at in at_flags:
-    rs = [r for r in records if r["adversarial_training"] == at]
+    every = [r for r in records if r["adversarial_training"] == at]
+    rs = converged(every)  # rates of converged trainings only; a model without any says so in its row
     lines += [f"## {'After PGD adversarial training' if at else 'Standard training'}, ε = {eps:g}", "",
               "| task | model | FGSM | PGD | MIM | random sign | paper FGSM / PGD / MIM | ρ (PGD) | ‖δ‖∞/ε (PGD) "
               "| ε = 0 flips | train / test acc. |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for task in sorted({r["task"] for r in rs}):
+    for task in sorted({r["task"] for r in every}):
       for model in ("relu", "mlp_attn"):
         sel = [r for r in rs if r["task"] == task and r["model"] == model]
         if not sel:
+          unconv = [r for r in every if r["task"] == task and r["model"] == model]
+          if unconv:
+            paper = PAPER_FLIP_RATES.get((task, model))
+            lines.append(f"| {task} | {MODEL_LABELS[model]} | no training reached the loss target (final train "
+                         f"loss {min(r['train_loss'] for r in unconv):.3g} – {max(r['train_loss'] for r in unconv):.3g}"
+                         f"): left out | – | – | – | {' / '.join(str(p) for p in paper) if paper else '–'} | – | – | "
+                         f"– | {np.mean([r['train_accuracy'] for r in unconv]):.2f} / "
+                         f"{np.mean([r['test_accuracy'] for r in unconv]):.2f} |")
           continue
         cells = [_fmt_ci(derived, adversarial_training=at, task=task, model=model, attack=attack, eps=eps)
                  for attack in ("fgsm", "pgd", "mim", "random_sign")]
@@ -142,7 +186,37 @@ def summary_markdown(records, derived, eps: float | None = None) -> str:
         lines.append(f"| {task} | {MODEL_LABELS[model]} | " + " | ".join(cells) + f" | {paper_text} | "
                      f"{rho_text} | {use_text} | {zero_text} | {acc} |")
     lines.append("")
-  lines += ["Intervals: derived.json. Plots: flip_rate_vs_eps.png (main figure), flip_rate_vs_width.png.", ""]
+  if derived.get("unconverged"):
+    lines += [f"**Left out: {len(derived['unconverged'])} training(s) that did not reach the loss target** "
+              "(their flip rates are in results.jsonl but in no interval or comparison): "
+              + ", ".join(f"{u['task']}/{MODEL_LABELS[u['model']]}/m={u['width']}/seed {u['seed']}"
+                          for u in derived["unconverged"][:12])
+              + (" …" if len(derived["unconverged"]) > 12 else ""), ""]
+  crit = [r for r in all_records if "train_loss" in r]
+  if crit:
+    lines += ["Training criterion (per model): " + "; ".join(
+        f"{MODEL_LABELS[m]}: train loss {np.mean([r['train_loss'] for r in crit if r['model'] == m]):.3g}, "
+        f"{sum(1 for r in {(q['task'], q['width'], q['seed']): q for q in crit if q['model'] == m}.values() if r['converged'])}"
+        f"/{len({(q['task'], q['width'], q['seed']) for q in crit if q['model'] == m})} converged (target "
+        f"{crit[0]['loss_target']:g}), rate {sorted({r['learning_rate'] for r in crit if r['model'] == m})}"
+        for m in ("relu", "mlp_attn") if any(r["model"] == m for r in crit)), ""]
+  if derived.get("gaps"):
+    lines += ["## Attack minus random-sign control (converged points), % with 95 % seed-bootstrap interval", "",
+              "| AT | task | model | m | attack | " + " | ".join(
+                  f"ε={e:g}" for e in sorted({g["eps"] for g in derived["gaps"]})) + " |",
+              "|---|---|---|---|---|" + "---|" * len({g["eps"] for g in derived["gaps"]})]
+    all_eps = sorted({g["eps"] for g in derived["gaps"]})
+    rows = defaultdict(dict)
+    for g in derived["gaps"]:
+      rows[g["adversarial_training"], g["task"], g["model"], g["width"], g["attack"]][g["eps"]] = g
+    for (at, task, model, width, attack), cells in sorted(rows.items(), key=lambda kv: str(kv[0])):
+      lines.append(f"| {at} | {task} | {MODEL_LABELS[model]} | {width} | {attack} | " + " | ".join(
+          f"{cells[e]['gap_pct']:.1f} [{cells[e]['low_pct']:.1f}, {cells[e]['high_pct']:.1f}] (n={cells[e]['n_seeds']})"
+          if e in cells else "–" for e in all_eps) + " |")
+    lines.append("")
+  lines += ["ε on the standardised scale: ε/σ_c with the training split's per-channel std (records: "
+            "eps_standardized, channel_std).", "",
+            "Intervals: derived.json. Plots: flip_rate_vs_eps.png (main figure), flip_rate_vs_width.png.", ""]
   return "\n".join(lines)
 
 
@@ -157,7 +231,8 @@ def write_report(workdir) -> str:
   records = experiment_records(workdir, "flip_rate", REQUIRED_FIELDS)
   derived = derive(records)
   write_derived(workdir, derived)
-  std = [r for r in records if not r["adversarial_training"]] or records
+  plotted = converged(records) or records  # every point unconverged: plot them (the summary says so)
+  std = [r for r in plotted if not r["adversarial_training"]] or plotted
   plot_vs(std, "eps", workdir / "flip_rate_vs_eps.png")
   plot_vs(std, "width", workdir / "flip_rate_vs_width.png", at_eps=0.3 if any(
       np.isclose(r["eps"], 0.3) for r in std) else max(r["eps"] for r in std))

@@ -47,17 +47,50 @@ def write_report(workdir) -> str:
            "Top Hessian eigenvalues of the training loss w.r.t. the trained first-layer weights (Lanczos, "
            "float32), mean ± std over seeds; the paper (arXiv 2603.13085) claims 2L-ReLU minima are sharper "
            "than MLP-Attn's. Also the loss rise at a unit filter-normalised step (mean of the two directions).",
-           "", "| task | model | width | λ₁ | λ₂ | λ₃ | train loss | loss at ±1 step − loss |",
-           "|---|---|---|---|---|---|---|---|"]
+           "Adaptive: top eigenvalue of diag|θ| H diag|θ| (Kwon et al. 2021, arXiv 2102.11600), invariant to "
+           "layer rescaling; 'trained readout': the same network with its readout trained (Hessian w.r.t. W "
+           "and V), where only the adaptive value is comparable across parameterisations. Both models are "
+           "trained to the same loss target or, when one misses it, the other is stopped at the first epoch at or "
+           "below the slower one's final loss (matched_loss); other unconverged trainings are left out.",
+           "", "| task | model | width | λ₁ | λ₂ | λ₃ | adaptive λ₁ | train loss | loss at ±1 step − loss "
+           "| trained readout: λ₁ / adaptive λ₁ / train loss | converged (fixed / trained) |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
   groups = {}
+  left_out = []
+  matched = {(r["task"], r["width"], r["seed"], prefix) for r in records for prefix in ("", "trained_")
+             if r.get(prefix + "matched_loss") is not None}
   for r in records:
+    # Comparable: the loss target reached, or the slowest model at its final loss with the other stopped there.
+    if not all(r.get(p + "converged", True) or (r["task"], r["width"], r["seed"], p) in matched
+               for p in ("", "trained_")):
+      left_out.append(r)
+      continue
     groups.setdefault((r["task"], r["model"], r["width"]), []).append(r)
-  for (task, model, width), rs in sorted(groups.items()):
+  for r in left_out:
+    if (r["task"], r["model"], r["width"]) not in groups:
+      lines.append(f"| {r['task']} | {MODEL_LABELS[r['model']]} | {r['width']} | not converged: left out | – | – | – "
+                   f"| {r['train_loss']:.3g} | – | – | 0/– |")
+      groups[r["task"], r["model"], r["width"]] = None
+  for (task, model, width), rs in sorted((k, v) for k, v in groups.items() if v is not None):
     eig = np.array([r["top_eigenvalues"] for r in rs])
     rise = [0.5 * (r["landscape_1d"][0] + r["landscape_1d"][-1]) - r["train_loss"] for r in rs]
     cells = [f"{eig[:, i].mean():.3g} ± {eig[:, i].std():.2g}" if i < eig.shape[1] else "–" for i in range(3)]
+    adaptive = f"{np.mean([r['adaptive_sharpness'][0] for r in rs]):.3g}" if "adaptive_sharpness" in rs[0] else "–"
+    trained = (f"{np.mean([r['trained_top_eigenvalues'][0] for r in rs]):.3g} / "
+               f"{np.mean([r['trained_adaptive_sharpness'][0] for r in rs]):.3g} / "
+               f"{np.mean([r['trained_train_loss'] for r in rs]):.3g}") if "trained_top_eigenvalues" in rs[0] else "–"
+    every = [r for r in records if (r["task"], r["model"], r["width"]) == (task, model, width)]
+    conv = (f"{sum(r.get('converged', True) for r in every)}/{len(every)} / "
+            f"{sum(r.get('trained_converged', True) for r in every)}/{len(every)}")
     lines.append(f"| {task} | {MODEL_LABELS[model]} | {width} | " + " | ".join(cells)
-                 + f" | {np.mean([r['train_loss'] for r in rs]):.3g} | {np.mean(rise):.3g} |")
+                 + f" | {adaptive} | {np.mean([r['train_loss'] for r in rs]):.3g} | {np.mean(rise):.3g} | "
+                 f"{trained} | {conv} |")
+  if left_out:
+    lines += ["", f"**Left out: {len(left_out)} point(s) whose training (fixed or trained readout) did not reach "
+              "the loss target**: " + ", ".join(
+                  f"{r['task']}/{MODEL_LABELS[r['model']]}/m={r['width']}/seed {r['seed']} (loss "
+                  f"{r['train_loss']:.3g}" + (f", trained {r['trained_train_loss']:.3g}" if
+                                               "trained_train_loss" in r else "") + ")" for r in left_out)]
   lines += ["", "Plots: landscape_1d.png, landscape_2d.png.", ""]
   text = "\n".join(lines)
   (workdir / "summary.md").write_text(text)

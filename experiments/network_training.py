@@ -2,17 +2,23 @@
 ``experiments.landscape``): one place, so both train exactly as their own recorded ``train`` fields say.
 
 The network is ``ntk.two_layer_relu`` on the model's features (``ntk.model_features``: the raw rows for
-2L-ReLU, the linearized-attention rows X Xᵀ X for MLP-Attn), trained with minibatch Adam
-(``ntk.training.train_adam``): softmax cross-entropy for more than 2 classes, ½·MSE for binary tasks
-(arXiv 2603.13085 §5).
+2L-ReLU, the linearized-attention rows X Xᵀ X for MLP-Attn; of centred rows when
+``data.preprocessing = 'centered'``), trained with minibatch Adam to a stated criterion
+(``ntk.criterion.train_to_criterion``: learning rate chosen on a validation split of the training split,
+then a train-loss target or an epoch cap): softmax cross-entropy for more than 2 classes, ½·MSE for binary
+tasks (arXiv 2603.13085 §5).
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import jax
+import numpy as np
 
 import ntk
-from ntk.training import train_adam
+from ntk.criterion import CriterionResult, train_to_criterion
 from experiments.config import TrainConfig
+from experiments.data import scales
 
 
 def loss_for(n_classes: int) -> str:
@@ -25,32 +31,84 @@ def split_key(key):
   return jax.random.split(key, 3)
 
 
-def adam_kwargs(train: TrainConfig, n_classes: int, key) -> dict:
-  """Keyword arguments of ``train_adam`` for ``train`` (all but epochs), with minibatch order ``key``."""
-  return dict(key=key, loss=loss_for(n_classes), learning_rate=train.learning_rate, l2=train.l2,
-              batch_size=train.batch_size)
+def channel_stats(split) -> scales.ChannelStats:
+  """Per-channel scalar mean and std of a flattened training ``Split`` (``experiments.data.scales``)."""
+  from experiments.data import get_spec
+  return scales.channel_stats(split.x, channels=get_spec(split.info.name).image_shape[-1])
+
+
+def mean_row(stats: scales.ChannelStats, d: int) -> np.ndarray:
+  """The per-channel means laid out as one flattened HWC row [d], float32: what 'centered' preprocessing
+  subtracts from every pixel row inside the feature map (attacks perturb the pixels, in [0, 1])."""
+  return np.tile(np.asarray(stats.mean, np.float32), d // stats.channels)
 
 
 def init_network(model, model_name: str, x_NxD, key):
-  """(features [n, d'], initial params) of ``model`` on the features of x [n, d] (float32 in [0, 1])."""
+  """(features [n, d'], initial params) of ``model`` on the features of x [n, d] (the feature map's rows)."""
   feats, _ = ntk.model_features(model_name, x_NxD)
   _, params = model.init_fn(key, feats.shape)
   return feats, params
 
 
-def train_network(train: TrainConfig, model, model_name: str, x_NxD, y_NxC, n_classes: int, key):
-  """Initialises and trains ``model`` on the features of x with Adam as ``train`` says; returns params.
+def train_network(train: TrainConfig, model, model_name: str, x_NxD, y_NxC, n_classes: int, key, *,
+                  learning_rates=None) -> CriterionResult:
+  """Initialises ``model`` on the features of x and trains it to ``train``'s criterion.
 
   Args:
-    train: ``experiments.config.TrainConfig`` (epochs, batch_size, learning_rate, l2).
+    train: ``experiments.config.TrainConfig`` (learning-rate grid, loss target, epoch cap, batch, l2).
     model: an ``ntk.two_layer_relu`` triple; model_name: 'relu' or 'mlp_attn' (``ntk.MODEL_NAMES``).
-    x_NxD: training rows [n, d], float32 in [0, 1]; y_NxC: one-hot targets [n, C], float32.
-    n_classes: C; key: PRNG key, split by ``split_key``.
+    x_NxD: the feature map's input rows [n, d] (``feature_inputs``), float32; y_NxC: one-hot targets [n, C].
+    n_classes: C; key: PRNG key, split by ``split_key`` (the training key also draws the validation split).
+    learning_rates: overrides ``train.learning_rates`` (e.g. one rate chosen once per model and data set).
+
+  Returns:
+    ``ntk.criterion.CriterionResult`` (params, chosen rate, final train loss and accuracy, reached, ...).
 
   Raises:
-    ValueError: as ``ntk.training.train_adam`` (learning rate, l2, epochs, batch size out of range).
+    ValueError: as ``ntk.criterion.train_to_criterion``.
   """
   init_key, train_key, _ = split_key(key)
   feats, params = init_network(model, model_name, x_NxD, init_key)
-  return train_adam(model.apply_fn, params, feats, y_NxC, epochs=train.epochs,
-                    **adam_kwargs(train, n_classes, train_key))
+  return train_to_criterion(model.apply_fn, params, np.asarray(feats), y_NxC, key=train_key,
+                            learning_rates=train.learning_rates if learning_rates is None else learning_rates,
+                            target_loss=train.loss_target, max_epochs=train.max_epochs,
+                            check_every=train.check_every, validation_fraction=train.validation_fraction,
+                            loss=loss_for(n_classes), l2=train.l2, batch_size=train.batch_size)
+
+
+class RateCache:
+  """Trains each point under ``train.lr_selection``.
+
+  'per_point': every point searches the grid. 'per_model_dataset': the grid is searched once per group
+  (task, model, width, ...), on the group's first seed (a process that meets another seed first computes
+  the same search), and the chosen rate is reused as a one-entry grid for the other seeds.
+  """
+
+  def __init__(self, train: TrainConfig, first_seed: int):
+    self.train, self.first_seed, self.rates = train, first_seed, {}
+
+  def train_point(self, group, seed: int, train_fn) -> CriterionResult:
+    """``train_fn(seed, learning_rates)`` → ``CriterionResult`` (learning_rates None: the config's grid)."""
+    if self.selection() != "per_model_dataset":
+      return train_fn(seed, None)
+    if group not in self.rates:
+      searched = train_fn(self.first_seed, None)
+      self.rates[group] = (searched.learning_rate,)
+      if seed == self.first_seed:
+        return searched
+    return train_fn(seed, self.rates[group])
+
+  def selection(self) -> str:
+    """The record's lr_selection: 'fixed' (one-entry grid), 'per_point' or 'per_model_dataset'."""
+    return "fixed" if len(self.train.learning_rates) == 1 else self.train.lr_selection
+
+
+def criterion_fields(result: CriterionResult, selection: str) -> dict:
+  """The training-criterion fields of a record: learning_rate (chosen), lr_selection, train_loss (final
+  mean data loss, no L2), train_accuracy, converged (loss target reached), epochs_trained, loss_target,
+  max_epochs, and lr_candidates (one dict per grid entry searched for this point; empty otherwise)."""
+  return dict(learning_rate=float(result.learning_rate), lr_selection=selection,
+              train_loss=float(result.train_loss), train_accuracy=float(result.train_accuracy),
+              converged=bool(result.reached), epochs_trained=int(result.epochs),
+              loss_target=float(result.target_loss), max_epochs=int(result.max_epochs),
+              lr_candidates=[c._asdict() for c in result.candidates])

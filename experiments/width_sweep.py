@@ -5,9 +5,11 @@ Usage:
 
 Quick config (default): MNIST, Fashion-MNIST and CIFAR-10 from the embedded subsets, n = 256 train /
 100 test, widths 16 … 4096, 3 seeds for the kernels at initialisation; gradient-descent training and
-function distance on MNIST only, widths ≤ 1024, 3 seeds. About 2 minutes on 2 CPU cores.
+function distance on MNIST only, widths ≤ 1024, 3 seeds; the function distance at convergence (kind =
+'converged': Adam to a ½·MSE target against the kernel regression of the empirical NTK at initialisation,
+``ConvergedConfig``) on MNIST at widths 16, 64, 256, 1024, 2 seeds.
 ``--full``: 1,000 train / 500 test images from the full files (``data.source=dir``, ``ATTN_DATA_DIR``),
-training on all data sets up to width 4096, 5 seeds — sized for an accelerator or a long CPU run.
+training and converged points on all data sets up to width 4096 — sized for an accelerator or a long CPU run.
 
 Writes config.json, results.jsonl (one record per (dataset, model, readout, width, seed, kind)), orbax
 arrays of the test predictions, and plots + summary.md (``experiments.width_sweep_report``).
@@ -18,6 +20,7 @@ Source: arXiv 2603.13085 (docs/theory.md#kernel-distance).
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 import jax
 import numpy as np
@@ -25,7 +28,10 @@ from tqdm.auto import tqdm
 
 import ntk
 from ntk.sweep import default_learning_rate, infinite_width_kernels, kernel_distance, train_and_compare
+from ntk.criterion import train_to_criterion
+from ntk.distance import function_distance, kernel_regression
 from experiments import config as config_lib
+from experiments.network_training import criterion_fields
 from experiments import distributed
 from experiments.workdir import Workdir
 
@@ -62,6 +68,42 @@ class SweepTrainConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class ConvergedConfig:
+  """The function distance at convergence (kind = 'converged' points), beside the fixed-time comparison.
+
+  The network is trained to ``train``'s criterion (Adam, ½·MSE on one-hot targets: the kernel predictor is
+  the limit of MSE training) and compared on the test inputs with the kernel regression of its empirical NTK
+  at initialisation K₀ and its own f₀, f₀ + K₀(x, X)(K₀ + λI)⁻¹(Y − f₀(X)), λ = ridge_scale·tr(K₀)/n
+  (``ntk.distance.kernel_regression``, ``function_distance``).
+
+  enabled: run it. datasets, widths, seeds: where. ridge_scale: λ / (tr(K₀)/n), ≥ 0.
+  train: ``TrainConfig``; with lr_selection = 'per_model_dataset' the grid is searched once per (data set,
+  model), at the largest width and the first seed, and that rate is used at every width and seed.
+  """
+  enabled: bool = True
+  datasets: tuple[str, ...] = ("mnist",)
+  widths: tuple[int, ...] = (16, 64, 256, 1024)
+  seeds: tuple[int, ...] = (0, 1)
+  ridge_scale: float = 1e-6
+  train: config_lib.TrainConfig = config_lib.TrainConfig(loss_target=1e-3, max_epochs=500,
+                                                         lr_selection="per_model_dataset")
+
+  def validate(self, group: str = "converged") -> None:
+    """Raises ValueError naming the dotted field and its allowed range."""
+    from experiments.data import get_spec
+    for name in self.datasets:
+      try:
+        get_spec(name)
+      except ValueError as e:
+        raise ValueError(f"{group}.datasets: {e}") from None
+    if any(w < 1 for w in self.widths):
+      raise ValueError(f"{group}.widths must be >= 1, got {self.widths}")
+    if not (math.isfinite(self.ridge_scale) and self.ridge_scale >= 0):
+      raise ValueError(f"{group}.ridge_scale must be finite and >= 0, got {self.ridge_scale}")
+    self.train.validate(f"{group}.train")
+
+
+@dataclasses.dataclass(frozen=True)
 class WidthSweepConfig:
   """Fields (all overridable as field=value; a group's fields as group.field).
 
@@ -71,7 +113,8 @@ class WidthSweepConfig:
     'dir' (full files; data.dir or ATTN_DATA_DIR) or 'tfds').
   readout: 'fixed' (the paper's ±1 readout) or 'trained' (stax; adds the NNGP term).
   kernel_path: 'fast' (closed form) or 'neural_tangents' (reference, much slower).
-  train: ``SweepTrainConfig``, gradient descent and the function distance.
+  train: ``SweepTrainConfig``, gradient descent and the function distance at a fixed time.
+  converged: ``ConvergedConfig``, the function distance of a network trained to a loss criterion.
   save_arrays: save test predictions of each trained point with orbax.
   """
   datasets: tuple[str, ...] = ("mnist", "fashion_mnist", "cifar10")
@@ -82,6 +125,7 @@ class WidthSweepConfig:
   readout: str = "fixed"
   kernel_path: str = "fast"
   train: SweepTrainConfig = SweepTrainConfig()
+  converged: ConvergedConfig = ConvergedConfig()
   save_arrays: bool = True
 
   def validate(self) -> None:
@@ -108,7 +152,11 @@ def get_config(full: bool = False) -> WidthSweepConfig:
   return WidthSweepConfig(data=config_lib.DataConfig(n_train=1000, n_test=500, source="dir"),
                           seeds=(0, 1, 2, 3, 4),
                           train=SweepTrainConfig(datasets=("mnist", "fashion_mnist", "cifar10"), max_width=4096,
-                                                 seeds=(0, 1, 2), steps=1000))
+                                                 seeds=(0, 1, 2), steps=1000),
+                          converged=ConvergedConfig(datasets=("mnist", "fashion_mnist", "cifar10"),
+                                                    widths=(16, 64, 256, 1024, 4096), seeds=(0, 1, 2),
+                                                    train=config_lib.TrainConfig(
+                                                        loss_target=1e-3, lr_selection="per_model_dataset")))
 
 
 def _points(config: WidthSweepConfig):
@@ -120,6 +168,64 @@ def _points(config: WidthSweepConfig):
         if config.train.enabled and dataset in config.train.datasets and width <= config.train.max_width:
           for seed in config.train.seeds:
             yield dataset, model_name, width, seed, "train"
+      if config.converged.enabled and dataset in config.converged.datasets:
+        for width in config.converged.widths:
+          for seed in config.converged.seeds:
+            yield dataset, model_name, width, seed, "converged"
+
+
+def _converged_network(config, width, d, n_classes, seed, f_train, y_onehot, learning_rates):
+  model = ntk.two_layer_relu(width, d, out_dim=n_classes, readout=config.readout)
+  _, params = model.init_fn(jax.random.fold_in(jax.random.PRNGKey(seed), width), f_train.shape)
+  t = config.converged.train
+  result = train_to_criterion(model.apply_fn, params, f_train, y_onehot, key=jax.random.PRNGKey(seed),
+                              learning_rates=learning_rates, target_loss=t.loss_target, max_epochs=t.max_epochs,
+                              check_every=t.check_every, validation_fraction=t.validation_fraction, loss="mse",
+                              l2=t.l2, batch_size=t.batch_size)
+  return model, params, result
+
+
+def _ntk_float64(model, params, x1_NxD, x2_KxD) -> np.ndarray:
+  """The empirical NTK at ``params`` in float64, [n, k] (the closed form of ``ntk.two_layer_relu_ntk``):
+  K₀(X, X) of MLP-Attn features is too ill-conditioned for a float32 kernel to stay positive definite
+  under the ridge 1e-6·tr(K₀)/n."""
+  w = np.asarray(ntk.first_layer_weights(model, params), np.float64)
+  a = np.asarray(ntk.readout_weights(model, params), np.float64)
+  x1, x2 = np.asarray(x1_NxD, np.float64), np.asarray(x2_KxD, np.float64)
+  pre1, pre2 = x1 @ w, x2 @ w
+  d = np.mean(a ** 2, axis=1)
+  k = (x1 @ x2.T) * (((pre1 > 0) * d[None, :]) @ (pre2 > 0).T) / w.shape[1]
+  if model.readout == "trained":
+    k = k + np.maximum(pre1, 0) @ np.maximum(pre2, 0).T / w.shape[1]
+  return k
+
+
+def converged_distance(config, model, f_train, f_test, y_train, y_test, n_classes, seed, rates, group) -> dict:
+  """The fields of a kind = 'converged' record: the network (initialised as the other points of this width
+  and seed) trained to ``config.converged.train``'s criterion on ½·MSE, against the kernel regression of its
+  empirical NTK at initialisation with its own f₀ (``ConvergedConfig``)."""
+  t = config.converged.train
+  y_onehot = np.eye(n_classes, dtype=np.float32)[y_train]
+  d, width = f_train.shape[1], model.width
+  grid, selection = t.learning_rates, ("fixed" if len(t.learning_rates) == 1 else t.lr_selection)
+  if selection == "per_model_dataset":
+    if group not in rates:  # searched at the largest width and the first seed, whichever process asks
+      rates[group] = (_converged_network(config, max(config.converged.widths), d, n_classes,
+                                         config.converged.seeds[0], f_train, y_onehot, grid)[2].learning_rate,)
+    grid = rates[group]
+  model, params, result = _converged_network(config, width, d, n_classes, seed, f_train, y_onehot, grid)
+  f0_train, f0_test = (np.asarray(model.apply_fn(params, f)) for f in (f_train, f_test))
+  k0, k0_test = (_ntk_float64(model, params, f, f_train) for f in (f_train, f_test))
+  pred = kernel_regression(k0, k0_test, y_onehot, fx_train_0=f0_train, fx_test_0=f0_test,
+                           ridge_scale=config.converged.ridge_scale)
+  f_net = np.asarray(model.apply_fn(result.params, f_test))
+  dist = function_distance(f_net, pred.test, f0_test)
+  out = {k: v for k, v in criterion_fields(result, selection).items()}
+  out.update(function_distance=dist.distance, function_distance_rms=dist.rms,
+             function_distance_relative=dist.relative, ridge=pred.ridge, ridge_scale=config.converged.ridge_scale,
+             loss="mse", test_accuracy=float(np.mean(np.argmax(f_net, 1) == y_test)),
+             kernel_test_accuracy=float(np.mean(np.argmax(pred.test, 1) == y_test)))
+  return out
 
 
 def run(config: WidthSweepConfig, workdir, *, overwrite_config: bool = False) -> list[dict]:
@@ -137,6 +243,7 @@ def run(config: WidthSweepConfig, workdir, *, overwrite_config: bool = False) ->
   todo = [p for p in distributed.shard(list(_points(config)), by=lambda p: p[4])
           if (p[0], p[1], config.readout, p[2], p[3], p[4]) not in done]
   cache: dict = {}
+  rates: dict = {}
   for dataset, model_name, width, seed, kind in tqdm(todo, desc="width sweep", unit="point"):
     if (dataset, model_name) not in cache:
       if dataset not in cache:
@@ -157,6 +264,9 @@ def run(config: WidthSweepConfig, workdir, *, overwrite_config: bool = False) ->
                   kind=kind, n_train=len(f_train), n_test=len(f_test), kernel_path=config.kernel_path)
     if kind == "init":
       record.update(kernel_distance(model, params, f_train, f_test, inf, path=config.kernel_path)._asdict())
+    elif kind == "converged":
+      record.update(converged_distance(config, model, f_train, f_test, train.y, test.y, n_classes, seed,
+                                       rates, (dataset, model_name)))
     else:
       y_onehot = np.eye(n_classes, dtype=np.float32)[train.y]
       lr = default_learning_rate(inf, n_classes, config.train.lr_scale)

@@ -159,6 +159,38 @@ def summary_markdown(records, derived) -> str:
           lines.append(f"| {dataset} | {MODEL_LABELS[model]} | {int(w)} | {dist[i]:.3g} ± {dstd[i]:.2g} | "
                        f"{rel[i]:.3g} | {paper.get(int(w), '')} | {mov[i]:.3g} | {acc_n[i]:.3f} | "
                        f"{acc_k[i]:.3f} |")
+  conv_all = [r for r in records if r["kind"] == "converged"]
+  if conv_all:
+    conv = [r for r in conv_all if r.get("converged")]
+    left = [r for r in conv_all if not r.get("converged")]
+    lines += ["", "## Function distance at convergence", "",
+              "The network trained by Adam to a ½·MSE train-loss target (rate chosen on a validation split) "
+              "against the kernel regression of its empirical NTK at initialisation with its own f₀, "
+              "f₀ + K₀(x, X)(K₀ + λI)⁻¹(Y − f₀(X)), λ = ridge_scale·tr(K₀)/n; ‖·‖_F over the [n_test, C] "
+              "test outputs, mean ± std over the converged seeds. Points that did not reach the target are "
+              "left out.", "",
+              "| data set | model | width | ‖f_m − f_K₀‖_F | relative | train loss | converged | test acc. "
+              "network / kernel |", "|---|---|---|---|---|---|---|---|"]
+    for dataset in _datasets(conv_all):
+      for model in _models(conv_all):
+        for w in sorted({r["width"] for r in conv_all if (r["dataset"], r["model"]) == (dataset, model)}):
+          every = [r for r in conv_all if (r["dataset"], r["model"], r["width"]) == (dataset, model, w)]
+          rs = [r for r in every if r.get("converged")]
+          loss = f"{np.mean([r['train_loss'] for r in every]):.3g}"
+          if rs:
+            d = np.array([r["function_distance"] for r in rs])
+            cells = (f"{d.mean():.3g} ± {d.std():.2g} | "
+                     f"{np.mean([r['function_distance_relative'] for r in rs]):.3g}")
+            acc = (f"{np.mean([r['test_accuracy'] for r in rs]):.3f} / "
+                   f"{np.mean([r['kernel_test_accuracy'] for r in rs]):.3f}")
+          else:
+            cells, acc = "not converged | –", "–"
+          lines.append(f"| {dataset} | {MODEL_LABELS[model]} | {w} | {cells} | {loss} | {len(rs)}/{len(every)} "
+                       f"| {acc} |")
+    if left:
+      lines += ["", f"**Left out: {len(left)} converged-distance point(s) whose training did not reach the loss "
+                f"target** (final ½·MSE {min(r['train_loss'] for r in left):.3g} – "
+                f"{max(r['train_loss'] for r in left):.3g}, target {left[0]['loss_target']:g})."]
   lines += ["", "Fits: derived.json. Plots: kernel_distance.png, spectral_ratio.png"
             + (", function_distance.png, kernel_movement.png" if train else ""), ""]
   return "\n".join(lines)

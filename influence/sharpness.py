@@ -49,19 +49,20 @@ def hessian_top_eigenvalues(objective: Callable, params, *, k: int = 1, num_iter
   num_iters = min(num_iters, flat.size)
   key = jax.random.PRNGKey(0) if key is None else key
   matvec = jax.jit(lambda v: ravel_pytree(hvp(objective, params, unravel(v)))[0])
-  v = jax.random.normal(key, flat.shape, flat.dtype)
-  v = v / jnp.linalg.norm(v)
+  v = np.asarray(jax.random.normal(key, flat.shape, flat.dtype))
+  v = v / np.linalg.norm(v)
+  # The re-orthogonalisation runs in numpy on the host: the basis grows by one row per step, and as jnp
+  # operations every new shape would compile anew (seconds per step); only the HVP is compiled, once.
   basis, alphas, betas = [v], [], []
   for i in range(num_iters):
-    w = matvec(basis[-1])
-    alpha = jnp.vdot(w, basis[-1])
-    if not bool(jnp.all(jnp.isfinite(w))):
+    w = np.asarray(matvec(basis[-1]))
+    if not np.all(np.isfinite(w)):
       raise ValueError("the Hessian-vector product is not finite: the objective is NaN/inf near params")
-    alphas.append(float(alpha))
-    q = jnp.stack(basis)
+    alphas.append(float(np.vdot(w, basis[-1])))
+    q = np.stack(basis)
     w = w - q.T @ (q @ w)
     w = w - q.T @ (q @ w)  # twice is enough (Kahan–Parlett)
-    beta = float(jnp.linalg.norm(w))
+    beta = float(np.linalg.norm(w))
     if i == num_iters - 1 or beta < 1e-10:
       break
     betas.append(beta)

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ntk.models import penalized_leaves
 from ntk.training import LOSSES
 
 DEFAULT_LEARNING_RATES = (1e-3, 3e-3, 1e-2, 3e-2)
@@ -111,7 +112,7 @@ def _adam_chunk(apply_fn, params, opt_state, x, y, epoch_keys, learning_rate, l2
   steps = max(1, n // batch_size)
 
   def objective(p, xb, yb):
-    reg = 0.5 * l2 * sum(jnp.sum(w ** 2) for w in jax.tree_util.tree_leaves(p))
+    reg = 0.5 * l2 * sum(jnp.sum(w ** 2) for w in penalized_leaves(p))
     return _data_loss(loss, apply_fn(p, xb), yb) + reg
 
   def epoch(carry, k):
@@ -178,8 +179,8 @@ def train_to_criterion(apply_fn: Callable, params, x_NxD, y_NxC, *, key,
     check_every: epochs between loss checks ≥ 1 (also the length of one compiled chunk).
     validation_fraction: the share of training rows held out for choosing η, in (0, 1).
     loss: ``'ce'`` (softmax cross-entropy) or ``'mse'`` (½·mean squared error), as in ``train_adam``.
-    l2: the L2 penalty coefficient ≥ 0, as in ``train_adam`` (it applies to every leaf of params, a fixed
-      readout included).
+    l2: the L2 penalty coefficient ≥ 0, as in ``train_adam`` (on the trained parameters only: a fixed
+      readout is not penalised, ``ntk.models.penalized_leaves``).
     batch_size: minibatch size ≥ 1 (capped at the rows available).
 
   Returns:

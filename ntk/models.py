@@ -145,3 +145,15 @@ def first_layer_weights(model: Model, params) -> jnp.ndarray:
 def readout_weights(model: Model, params) -> jnp.ndarray:
   """Returns the readout with shape [m, C] (a ∈ {±1} or the trained V)."""
   return params["a"] if model.readout == "fixed" else params[2][0]
+
+
+def penalized_leaves(params) -> list:
+  """The parameter leaves an L2 penalty applies to: every leaf except a fixed readout's ``'a'``.
+
+  The fixed ±1 readout (``readout='fixed'``, params ``{'W', 'a'}``) is not trained: ``apply_fn`` stops its
+  data gradient, but a penalty (l2/2)·‖a‖² would still shrink it (Adam turns the gradient l2·a into
+  steps of about the learning rate), driving f to 0. Trained-readout (stax) params are all penalised.
+  """
+  if isinstance(params, dict) and set(params) == {"W", "a"}:
+    return [params["W"]]
+  return jax.tree_util.tree_leaves(params)

@@ -21,6 +21,7 @@ import neural_tangents as nt
 import numpy as np
 
 import attacks
+from ntk.models import penalized_leaves
 
 
 def half_mse(f_NxC, y_NxC):
@@ -124,7 +125,7 @@ def _adam(apply_fn, params, x_NxD, y_NxC, key, *, loss: str, learning_rate, l2, 
   steps = max(1, n // batch_size)
 
   def objective(p, xb, yb):
-    reg = 0.5 * l2 * sum(jnp.sum(w ** 2) for w in jax.tree_util.tree_leaves(p))
+    reg = 0.5 * l2 * sum(jnp.sum(w ** 2) for w in penalized_leaves(p))
     return LOSSES[loss](apply_fn(p, xb), yb) + reg
 
   def epoch(carry, k):
@@ -154,7 +155,8 @@ def train_adam(apply_fn, params, x_NxD, y_NxC, *, key, loss: str = "ce", learnin
     key: PRNG key for the minibatch order.
     loss: ``'ce'`` (softmax cross-entropy) or ``'mse'`` (½·mean squared error).
     learning_rate, epochs, batch_size: as named; each epoch uses ⌊n/batch⌋ full batches.
-    l2: coefficient of the L2 penalty (l2/2)·‖θ‖² added to the loss (not optax's decoupled weight decay).
+    l2: coefficient of the L2 penalty (l2/2)·‖θ‖² added to the loss (not optax's decoupled weight decay),
+      on the trained parameters only (``ntk.models.penalized_leaves``: a fixed readout is not penalised).
 
   Raises:
     ValueError: unknown loss, learning_rate not finite and > 0, l2 not finite and ≥ 0, epochs < 0

@@ -5,7 +5,8 @@ import pytest
 from experiments import flip_rate, flip_rate_report, landscape, landscape_report
 from experiments.config import apply_overrides
 
-SMALL = ["models=relu,mlp_attn", "widths=64", "seeds=0", "eps=0,0.3", "data.n_train=40", "data.n_test=10", "train.epochs=20",
+SMALL = ["models=relu,mlp_attn", "widths=64", "seeds=0", "eps=0,0.3", "data.n_train=40", "data.n_test=10",
+         "train.learning_rates=0.001", "train.max_epochs=20", "train.check_every=10",
          "pgd_steps=5", "mim_steps=3"]
 
 
@@ -60,7 +61,7 @@ def test_adversarial_training_makes_the_training_rows_robust_to_pgd(tmp_path):
   """At the same tiny config (30 Adam epochs in all, both fit the clean rows), the network trained on PGD
   rows at ε = 0.3 keeps far more of its training rows under a fresh PGD attack at ε = 0.3 than the
   standard one (0.75 vs 0.3 at seed 0; ≥ 0.2 apart at seeds 0–2); the ε = 0 control still has no flips."""
-  common = SMALL + ["models=relu", "attacks=pgd", "eps=0,0.3", "train.epochs=30", "train.learning_rate=0.01",
+  common = SMALL + ["models=relu", "attacks=pgd", "eps=0,0.3", "train.max_epochs=30", "train.learning_rates=0.01",
                     "train.batch_size=10", "at_eps=0.3", "at_rounds=2", "at_epochs_per_round=10"]
   runs = {}
   for at in (False, True):
@@ -75,7 +76,8 @@ def test_adversarial_training_makes_the_training_rows_robust_to_pgd(tmp_path):
 
 def test_landscape_runner(tmp_path):
   config = apply_overrides(landscape.get_config(), [
-      "models=relu", "widths=32", "seeds=0", "data.n_train=30", "train.epochs=5", "top_k=2", "lanczos_iters=6",
+      "models=relu", "widths=32", "seeds=0", "data.n_train=30", "train.learning_rates=0.001",
+      "train.max_epochs=5", "readouts=fixed", "top_k=2", "lanczos_iters=6",
       "grid_1d=5", "grid_2d=3"])
   records = landscape.run(config, tmp_path)
   assert len(records) == 1 and len(records[0]["top_eigenvalues"]) == 2

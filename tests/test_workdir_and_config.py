@@ -52,7 +52,7 @@ def test_a_corrupt_config_file_is_named(tmp_path):
 @pytest.mark.parametrize("module,override,match", [
     (width_sweep, "train.lr_scale=nan", "train.lr_scale must be a finite number"),
     (width_sweep, "train.lr_scale=inf", "train.lr_scale must be a finite number"),
-    (flip_rate, "train.learning_rate=nan", "train.learning_rate must be a finite number"),
+    (flip_rate, "train.learning_rates=0.01,nan", "train.learning_rates must be a finite number"),
     (cubing, "eps=0.1,nan", "eps must be a finite number"),
     (cubing, "seeds=0,-1", "seeds must be an integer >= 0"),
     (width_sweep, "data.seed=-3", "data.seed must be an integer >= 0"),
@@ -127,9 +127,9 @@ def test_a_workdir_in_use_by_another_process_is_refused(tmp_path):
 
 
 def test_dotted_overrides_reach_the_nested_groups_and_are_recorded_whole(tmp_path):
-  config = config_lib.apply_overrides(flip_rate.get_config(), ["data.n_train=512", "train.epochs=30",
+  config = config_lib.apply_overrides(flip_rate.get_config(), ["data.n_train=512", "train.max_epochs=30",
                                                                "train.l2=0.001"])
-  assert (config.data.n_train, config.train.epochs, config.train.l2) == (512, 30, 0.001)
+  assert (config.data.n_train, config.train.max_epochs, config.train.l2) == (512, 30, 0.001)
   assert config.data.n_test == flip_rate.get_config().data.n_test  # the rest of the group is kept
   Workdir(tmp_path, ("k",), config)
   recorded = json.loads((tmp_path / "config.json").read_text())
@@ -159,5 +159,5 @@ def test_a_workdir_of_the_flat_layout_is_refused_naming_overwrite_config(tmp_pat
   assert "\n" not in str(info.value) and "another layout" in str(info.value)
   assert json.loads((tmp_path / "config.json").read_text()) == flat  # untouched, not reinterpreted
   Workdir(tmp_path, ("k",), flip_rate.get_config(), overwrite_config=True)
-  assert json.loads((tmp_path / "config.json").read_text())["data"]["n_train"] == 256
+  assert json.loads((tmp_path / "config.json").read_text())["data"]["n_train"] == flip_rate.get_config().data.n_train
   assert [json.loads((b / "config.json").read_text()) for b in tmp_path.glob("previous-*")] == [flat]

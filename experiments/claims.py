@@ -1,0 +1,423 @@
+"""Claims under test: every headline claim of the three papers as a measured value with a 95 % interval and a
+verdict, and the protocol choices that change the verdict.
+
+Usage:
+  python -m experiments.claims --workdir DIR [--from WORKDIR ...] [--no_run] [--overwrite_config]
+
+Reads the workdirs of the other experiments — every subdirectory of DIR and every ``--from`` directory,
+each identified by its config.json (or, lacking one, its records) — and runs only the quick CPU experiments
+that are missing into DIR/<experiment>: the condition-number cubing check (MNIST and CIFAR-10, n ≤ 256, 5
+subsets per n), the width sweep on MNIST, the flip-rate study and the sharpness study (each experiment
+resumes itself; Ctrl-C keeps the finished points and rerunning the command resumes). It never runs the
+differential-attention or certification grids: their rows say "not run" and give the command that fills
+them (run it with ``--workdir DIR/<name>`` and the next claims run finds it).
+
+A workdir whose protocol fields (``data.*``, ``train.*``, readout, adversarial training, ...) differ from
+the quick config is a *variant*: its rows are listed under the quick setting's row, and the choices whose
+variant changes the verdict are named there; variants not yet run are listed with their commands.
+
+Writes DIR/claims.jsonl (one record per row, rebuilt on every run), and DIR/summary.md and
+DIR/claims_forest.png (``experiments.claims_report``, which redraws them from claims.jsonl alone).
+Row builders and the verdict rules: ``experiments.claim_rows``; statistics: ``experiments.verdicts``.
+Source: arXiv 2603.13085, arXiv 2510.00517, Havens et al. ICML 2024 (docs/theory.md#reported-figures).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Optional, Sequence
+
+from experiments import claim_rows
+from experiments import config as config_lib
+from experiments.claim_rows import Source
+from experiments.workdir import _jsonable, _leaves, read_records
+
+ROWS_NAME = "claims.jsonl"
+RUN_HERE = ("cubing", "width_sweep", "flip_rate", "landscape")  # quick CPU experiments the job runs if missing
+NEVER_RUN = ("diff_attention", "certify")
+# config.json fields that identify each experiment (checked in this order: diff_attention before train_vit).
+SIGNATURES = (("flip_rate", ("attacks", "top_fraction")), ("landscape", ("lanczos_iters",)),
+              ("width_sweep", ("kernel_path",)), ("cubing", ("ns", "layers")),
+              ("diff_attention", ("eps_255", "lipschitz_samples")), ("certify", ("attention_bounds",)),
+              ("train_vit", ("depths",)))
+# Record fields that identify each experiment when config.json is absent.
+RECORD_SIGNATURES = (("flip_rate", ("flip_rate", "attack")), ("landscape", ("top_eigenvalues",)),
+                     ("width_sweep", ("kernel_path",)), ("cubing", ("log10_kappa_G",)),
+                     ("diff_attention", ("kind", "lambda_init", "attack")), ("certify", ("attention_bound",)),
+                     ("train_vit", ("kind", "lambda_init")))
+# Sweep grids and bookkeeping: a workdir that differs from the quick config only here is the quick setting.
+GRID_FIELDS = frozenset({
+    "seeds", "widths", "tasks", "datasets", "eps", "attacks", "models", "ns", "layers", "save_arrays", "top_k",
+    "grid_1d", "grid_2d", "span", "lanczos_iters", "data.source", "data.dir", "train.seeds", "train.datasets",
+    "train.max_width", "kernel_path"})
+# Protocol choices flipped one at a time from the quick setting: (choice, experiment, overrides). A choice
+# whose fields the experiment's config lacks is reported as not available in this version.
+PROTOCOL_CHOICES = (
+    ("preprocessing: centred inputs", "flip_rate", ("data.preprocessing=centered",)),
+    ("training criterion: Adam 1e-3 for at most 500 epochs", "flip_rate",
+     ("train.learning_rates=0.001", "train.max_epochs=500")),
+    ("n: 1,000 training images", "flip_rate", ("data.n_train=1000",)),
+    ("adversarial training (PGD, ε = 0.3)", "flip_rate", ("adversarial_training=true",)),
+    ("task: CIFAR-10", "flip_rate", ("tasks=cifar10",)),
+    ("preprocessing: centred inputs", "landscape", ("data.preprocessing=centered",)),
+    ("training criterion: Adam 1e-3 for at most 500 epochs", "landscape",
+     ("train.learning_rates=0.001", "train.max_epochs=500")),
+    ("n: 1,000 training images", "width_sweep", ("data.n_train=1000",)),
+    ("ridge: λ = 1e-4·tr(K₀)/n", "width_sweep", ("ridge_scale=0.0001",)),
+)
+CLAIM_EXPERIMENTS = {  # claim_id prefix -> experiment
+    "ntk_distance": "width_sweep", "cubing": "cubing", "implied_width": "cubing", "flip_ratio": "flip_rate",
+    "adv_training": "flip_rate", "sharpness": "landscape", "da_lipschitz": "diff_attention",
+    "lambda_peak": "diff_attention", "depth_crossover": "diff_attention", "certified": "certify"}
+
+
+def experiment_of(claim_id: str) -> str:
+  """The experiment whose records a claim row is built from (by the claim_id's prefix)."""
+  return next(e for prefix, e in CLAIM_EXPERIMENTS.items() if claim_id.startswith(prefix))
+
+
+def quick_config(experiment: str):
+  """The config the claims job runs for ``experiment`` (one of ``RUN_HERE``), or that experiment's quick
+  config: cubing on MNIST and CIFAR-10 (the papers' data sets) at n ∈ {50, 100, 256} with 5 subsets each
+  (the seed rule needs ≥ 5), the width sweep on MNIST only, the others as ``get_config()``."""
+  module = importlib.import_module(f"experiments.{experiment}")
+  config = module.get_config()
+  if experiment == "cubing":
+    return dataclasses.replace(config, datasets=("mnist", "cifar10"), ns=(50, 100, 256), seeds=(0, 1, 2, 3, 4))
+  if experiment == "width_sweep":
+    return dataclasses.replace(config, datasets=("mnist",))
+  return config
+
+
+def identify(path) -> Optional[str]:
+  """The experiment whose workdir ``path`` is (by its config.json's fields, else its records' fields), or
+  None for a directory that is no experiment's workdir.
+
+  Raises:
+    ValueError: config.json is not valid JSON.
+  """
+  path = Path(path)
+  cfg_path = path / "config.json"
+  if cfg_path.exists():
+    try:
+      cfg = json.loads(cfg_path.read_text())
+    except json.JSONDecodeError as e:
+      raise ValueError(f"{cfg_path} is not valid JSON ({e})") from None
+    for name, fields in SIGNATURES:
+      if isinstance(cfg, dict) and all(f in cfg for f in fields):
+        return name
+  records = read_records(path) if path.is_dir() else []
+  for name, fields in RECORD_SIGNATURES:
+    if records and all(f in records[0] for f in fields):
+      return name
+  return None
+
+
+def _format_value(value) -> str:
+  if isinstance(value, bool):
+    return str(value).lower()
+  if isinstance(value, (list, tuple)):
+    return ",".join(_format_value(v) for v in value)
+  return "none" if value is None else str(value)
+
+
+def _diffs(config: dict, reference, *, protocol_only: bool) -> list[str]:
+  """'field=value' for every leaf of ``config`` that differs from ``reference`` (a config dataclass);
+  ``protocol_only`` skips the sweep grids (``GRID_FIELDS``)."""
+  ref, mine = _leaves(_jsonable(reference)), _leaves(config)
+  out = []
+  for key in sorted(set(ref) | set(mine)):
+    if protocol_only and key in GRID_FIELDS:
+      continue
+    if key not in mine:
+      out.append(f"{key}=(absent: written by another version)")
+    elif key not in ref:
+      out.append(f"{key}={_format_value(mine[key])} (not a field of this version)")
+    elif mine[key] != ref[key]:
+      out.append(f"{key}={_format_value(mine[key])}")
+  return out
+
+
+def load_source(path, experiment: Optional[str] = None) -> Source:
+  """Reads one workdir as a ``Source``: its experiment, config, records, protocol variant (the non-grid
+  fields that differ from ``quick_config``) and the command that reproduces it.
+
+  Raises:
+    ValueError: the directory does not exist, or is no experiment's workdir.
+  """
+  path = Path(path)
+  if not path.is_dir():
+    raise ValueError(f"--from {path}: no such directory")
+  experiment = experiment or identify(path)
+  if experiment is None:
+    raise ValueError(f"--from {path}: not a workdir of any experiment (no config.json or results.jsonl of "
+                     "cubing, width_sweep, flip_rate, landscape, diff_attention, certify or train_vit)")
+  cfg_path = path / "config.json"
+  config = json.loads(cfg_path.read_text()) if cfg_path.exists() else {}
+  records = read_records(path)
+  if experiment in RUN_HERE and config:
+    reference = quick_config(experiment)
+    variant = tuple(_diffs(config, reference, protocol_only=True))
+    overrides = _diffs(config, importlib.import_module(f"experiments.{experiment}").get_config(),
+                       protocol_only=False)
+  else:
+    variant, overrides = (), []
+  command = f"python -m experiments.{experiment} --workdir {path}" + "".join(f" {o}" for o in overrides
+                                                                                if "(" not in o)
+  return Source(experiment, str(path), config, records, variant, command)
+
+
+def discover(root=None, from_dirs: Sequence = ()) -> list[Source]:
+  """The sources of the claims: every subdirectory of ``root`` that is an experiment's workdir (others are
+  skipped), then every ``from_dirs`` entry (each must be one); a directory named twice is read once.
+
+  Raises:
+    ValueError: a ``from_dirs`` entry is missing or is no experiment's workdir.
+  """
+  seen, out = set(), []
+  candidates = []
+  if root is not None and Path(root).is_dir():
+    candidates += [(p, False) for p in sorted(Path(root).iterdir()) if p.is_dir() and not p.name.startswith(".")]
+  candidates += [(Path(p), True) for p in from_dirs]
+  for path, required in candidates:
+    if not required and identify(path) is None:
+      continue
+    key = path.resolve()
+    if key in seen:
+      continue
+    seen.add(key)
+    source = load_source(path)
+    if source.records or required:
+      out.append(source)
+  return out
+
+
+def _is_quick(source: Source) -> bool:
+  return not source.variant
+
+
+def missing_experiments(sources: Sequence[Source]) -> list[str]:
+  """The experiments of ``RUN_HERE`` without a workdir at the quick setting among ``sources``."""
+  return [name for name in RUN_HERE if not any(s.experiment == name and _is_quick(s) for s in sources)]
+
+
+def run_missing(root, sources: Sequence[Source], *, overwrite_config: bool = False) -> list[Source]:
+  """Runs (or resumes) each missing quick experiment into ``root/<name>`` with ``quick_config`` and its
+  report; returns the sources with the new workdirs read in."""
+  root = Path(root)
+  todo = missing_experiments(sources)
+  for i, name in enumerate(todo):
+    module = importlib.import_module(f"experiments.{name}")
+    report = importlib.import_module(f"experiments.{name}_report")
+    print(f"[{i + 1}/{len(todo)}] {name} (quick config) -> {root / name}", flush=True)
+    start = time.perf_counter()
+    module.run(quick_config(name), root / name, overwrite_config=overwrite_config)
+    report.write_report(root / name)
+    print(f"  {name} done in {time.perf_counter() - start:.0f} s", flush=True)
+  fresh = {str((root / name).resolve()) for name in todo}
+  kept = [s for s in sources if str(Path(s.path).resolve()) not in fresh]
+  return kept + [load_source(root / name, name) for name in todo]
+
+
+def _not_run_rows(experiment: str, root: str) -> list[dict]:
+  cmd = f"python -m experiments.{experiment} --workdir {root}/{experiment}"
+  why = f"no {experiment} workdir; the claims job never runs it (see the command)"
+  nr = claim_rows.not_run
+  if experiment == "diff_attention":
+    why += " (quick grid: about 16 minutes on 2 CPU cores)"
+    return [nr("da_lipschitz", "differential attention is locally more sensitive than standard attention",
+               claim_rows.ARXIV_DA, "DiffViT higher everywhere (no number)", cmd, why),
+            nr("lambda_peak", "ASR peaks at λ_init = 0.8 (single layer, PGD, ε = 1/255)", claim_rows.ARXIV_DA,
+               "+0.434 (ASR 0.5 / 0.8 / 0.95: 0.407 / 0.850 / 0.416)", cmd, why),
+            nr("depth_crossover", "at ε = 1/255 DiffViT's ASR drops below ViT's by depth 8 (depth crossover)",
+               claim_rows.ARXIV_DA, "DiffViT − ViT < 0 by depth 8", cmd + " (depth 8 needs --full)", why)]
+  if experiment == "certify":
+    return [nr(f"certified_{eps:g}_{c.split()[0].lower()}", f"certified ℓ2 accuracy at ε = {eps:g} ({c})",
+               claim_rows.LOFAST, f"{100 * claim_rows.PAPER_CERTIFIED[eps]:.1f} % (CIFAR-10, LoFAST)", cmd, why)
+            for eps in (0.02, 0.05) for c in ("Krylov estimate", "rigorous")]
+  labels = {"width_sweep": [("ntk_distance_relu", "NTK distance falls with width for 2L-ReLU"),
+                            ("ntk_distance_mlp_attn", "NTK distance does not fall with width for MLP-Attn")],
+            "cubing": [("cubing", "κ(G̃) = κ(G)³"), ("implied_width", "the width κ(G)³ implies")],
+            "flip_rate": [("flip_ratio_mnist", "MLP-Attn's flip rate is 6–9× 2L-ReLU's (MNIST)")],
+            "landscape": [("sharpness", "2L-ReLU sits in sharper minima than MLP-Attn")]}
+  return [nr(cid, claim, claim_rows.ARXIV_NTK, "see docs/theory.md#reported-figures", cmd, why)
+          for cid, claim in labels[experiment]]
+
+
+def _resolve(experiment: str, overrides: Sequence[str]) -> Optional[tuple]:
+  """``overrides`` with each field named as the experiment's config names it (a field not found under its
+  dotted name is looked up by its last part, if exactly one field ends so); None if one is not a field."""
+  fields = config_lib.fields_of(quick_config(experiment))
+  out = []
+  for o in overrides:
+    name, value = o.split("=", 1)
+    if name not in fields:
+      matches = [f for f in fields if f.split(".")[-1] == name.split(".")[-1]]
+      if len(matches) != 1:
+        return None
+      name = matches[0]
+    out.append(f"{name}={value}")
+  return tuple(out)
+
+
+def protocol_choices(sources: Sequence[Source], root: str) -> list[dict]:
+  """Every protocol choice of ``PROTOCOL_CHOICES``: measured (a variant workdir carries its overrides),
+  not run (with the command that runs it into ``root``), or not available in this version."""
+  out = []
+  for choice, experiment, overrides in PROTOCOL_CHOICES:
+    overrides = _resolve(experiment, overrides) or overrides
+    quick = {k: _format_value(v) for k, v in config_lib.fields_of(quick_config(experiment)).items()}
+    overrides = tuple(o for o in overrides if quick.get(o.split("=", 1)[0]) != o.split("=", 1)[1]) or overrides
+    found = [s for s in sources if s.experiment == experiment and all(
+        o in s.variant or (o.startswith("tasks=") and any(r.get("task") == o[6:] for r in s.records))
+        for o in overrides)]
+    if found:
+      status, command = "measured", found[0].command
+    elif _resolve(experiment, overrides) is None:
+      status, command = "not available", ""
+    else:
+      slug = "_".join(o.split("=", 1)[0].split(".")[-1] for o in overrides)
+      base = _diffs(_jsonable(quick_config(experiment)),
+                    importlib.import_module(f"experiments.{experiment}").get_config(), protocol_only=False)
+      command = (f"python -m experiments.{experiment} --workdir {root}/{experiment}_{slug} "
+                 + " ".join([*base, *overrides]))
+      status = "not run"
+    out.append(dict(choice=choice, experiment=experiment, overrides=list(overrides), status=status,
+                    command=command))
+  return out
+
+
+def build_rows(sources: Sequence[Source], root: str = "DIR", *, include_not_run: bool = True) -> list[dict]:
+  """All claim rows from ``sources`` (``discover``): the quick setting's rows first, each followed by its
+  variants; a main row's ``protocol`` lists the variants whose verdict differs from it. Experiments
+  without a source give 'not run' rows with their command (unless ``include_not_run`` is false)."""
+  by_exp: dict = {}
+  for s in sorted(sources, key=lambda s: (not _is_quick(s), s.path)):
+    by_exp.setdefault(s.experiment, []).append(s)
+  rows: list[dict] = []
+  for experiment in ("width_sweep", "cubing", "flip_rate", "landscape", "diff_attention", "certify"):
+    srcs = by_exp.get(experiment, [])
+    if not srcs:
+      if include_not_run:
+        rows += _not_run_rows(experiment, root)
+      continue
+    for s in srcs:
+      if experiment == "width_sweep":
+        rows += claim_rows.ntk_distance_rows(s)
+      elif experiment == "cubing":
+        rows += claim_rows.cubing_rows(s)
+      elif experiment == "flip_rate":
+        if any(not r.get("adversarial_training") for r in s.records):
+          rows += claim_rows.flip_ratio_rows(s)
+        if any(r.get("adversarial_training") for r in s.records):
+          standard = next((t for t in srcs if any(not r.get("adversarial_training") for r in t.records)), None)
+          rows += claim_rows.adversarial_training_rows(s, standard)
+      elif experiment == "landscape":
+        rows += claim_rows.sharpness_rows(s)
+      elif experiment == "diff_attention":
+        rows += (claim_rows.lipschitz_rows(s) + claim_rows.lambda_peak_rows(s)
+                 + claim_rows.depth_crossover_rows(s))
+      else:
+        rows += claim_rows.certify_rows(s)
+    if experiment == "flip_rate":
+      if include_not_run and not any(r.get("adversarial_training") for s in srcs for r in s.records):
+        rows.append(claim_rows.not_run(
+            "adv_training", "adversarial training raises 2L-ReLU's flip rate to MLP-Attn's level (PGD)",
+            claim_rows.ARXIV_NTK, "43.4 / 3.3 = 13.2× (MNIST)",
+            f"python -m experiments.flip_rate --workdir {root}/flip_rate_adversarial_training "
+            "adversarial_training=true", "no adversarially trained flip-rate workdir (about 3.5 minutes)"))
+      if include_not_run and not any(r.get("task") == "cifar10" for s in srcs for r in s.records):
+        rows.append(claim_rows.not_run(
+            "flip_ratio_cifar10", "MLP-Attn's flip rate is 6–9× 2L-ReLU's (CIFAR-10)", claim_rows.ARXIV_NTK,
+            "8.0× / 6.2× / 6.4× (FGSM / PGD / MIM)",
+            f"python -m experiments.flip_rate --workdir {root}/flip_rate_tasks tasks=cifar10",
+            "no CIFAR-10 flip-rate workdir"))
+  return _order(rows)
+
+
+def _order(rows: list[dict]) -> list[dict]:
+  """Main rows in order, each followed by the variants of its claim_id, with the protocol changes noted."""
+  mains = [r for r in rows if not r["variant"]]
+  out = []
+  for m in mains:
+    variants = [r for r in rows if r["variant"] and r["claim_id"] == m["claim_id"]]
+    m["protocol"] = [dict(variant=v["variant"], direction=v["direction"], magnitude=v["magnitude"])
+                     for v in variants if v["status"] == "measured" and m["status"] == "measured"
+                     and (v["direction"], v["magnitude"]) != (m["direction"], m["magnitude"])]
+    out.append(m)
+    out += [dict(v, protocol=[]) for v in variants]
+  placed = {id(r) for r in rows if not r["variant"]} | {
+      id(r) for r in rows if r["variant"] and any(m["claim_id"] == r["claim_id"] for m in mains)}
+  out += [dict(r, protocol=[]) for r in rows if id(r) not in placed]  # variants of a claim with no main row
+  return out
+
+
+def write_rows(root, rows: Sequence[dict], choices: Sequence[dict] = ()) -> Path:
+  """Writes ``root/claims.jsonl`` (one record per row; a last record of kind 'protocol_choices' lists the
+  choices), replacing the previous file atomically: rows are rebuilt from the workdirs on every run."""
+  root = Path(root)
+  root.mkdir(parents=True, exist_ok=True)
+  path = root / ROWS_NAME
+  tmp = path.with_name(f".{ROWS_NAME}.{os.getpid()}")
+  lines = [json.dumps(_jsonable(dict(r, kind="claim")), sort_keys=True) for r in rows]
+  lines.append(json.dumps(_jsonable(dict(kind="protocol_choices", choices=list(choices))), sort_keys=True))
+  tmp.write_text("\n".join(lines) + "\n")
+  tmp.replace(path)
+  return path
+
+
+def run_claims(workdir, from_dirs: Sequence = (), *, run: bool = True, overwrite_config: bool = False) -> str:
+  """The whole job: discover, run the missing quick experiments (``run``), build and write the rows, and
+  the report; returns the summary text.
+
+  Raises:
+    ValueError: ``workdir`` is a file, a ``--from`` entry is no workdir, or an experiment refuses its
+      workdir (e.g. another config's results: rerun with ``overwrite_config``).
+  """
+  from experiments import claims_report
+  root = Path(workdir)
+  if root.exists() and not root.is_dir():
+    raise ValueError(f"--workdir {root} exists and is not a directory")
+  root.mkdir(parents=True, exist_ok=True)
+  sources = discover(root, from_dirs)
+  if run:
+    sources = run_missing(root, sources, overwrite_config=overwrite_config)
+  rows = build_rows(sources, str(root))
+  write_rows(root, rows, protocol_choices(sources, str(root)))
+  return claims_report.write_report(root)
+
+
+def supported_rows_markdown(workdirs: Sequence) -> str:
+  """The claims table of the rows that the given workdirs support (measured rows only; workdirs that do
+  not exist or hold no records are skipped), for the main job's summary."""
+  sources = [load_source(p) for p in workdirs if Path(p).is_dir() and identify(p) is not None]
+  from experiments import claims_report
+  rows = build_rows([s for s in sources if s.records], include_not_run=False)
+  return claims_report.rows_markdown(rows, only_measured=True)
+
+
+def main(argv=None) -> None:
+  parser = argparse.ArgumentParser(prog="python -m experiments.claims", description="Claims under test: the papers' headline claims as verdicts with 95 % intervals.",
+                                   formatter_class=argparse.RawDescriptionHelpFormatter,
+                                   epilog="\n".join(__doc__.splitlines()[4:]))
+  parser.add_argument("--workdir", required=True, help="output directory; its subdirectories are read too")
+  parser.add_argument("--from", dest="from_dirs", nargs="+", action="extend", default=[], metavar="WORKDIR",
+                      help="workdirs of other experiments to read (each must be one)")
+  parser.add_argument("--no_run", action="store_true", help="only read the workdirs; run nothing")
+  parser.add_argument("--overwrite_config", action="store_true",
+                      help="a sub-workdir the job runs holds another config's results: move them aside")
+  args = parser.parse_args(argv)
+  start = time.perf_counter()
+  with config_lib.user_errors():
+    run_claims(args.workdir, args.from_dirs, run=not args.no_run, overwrite_config=args.overwrite_config)
+  print(f"wrote {Path(args.workdir) / ROWS_NAME}, summary.md and claims_forest.png in "
+        f"{time.perf_counter() - start:.0f} s")
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,283 @@
+"""The claims report (experiments.claims, claim_rows, claims_report) on constructed records written into
+temporary workdirs: the verdict rules reach holds / fails / inconclusive / too few seeds, the flip-rate ratio is
+the ratio of pooled counts bootstrapped over seeds, absent experiments say "not run" with their command, and
+a protocol variant that changes the verdict is named on the quick setting's row. No experiment is run."""
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pytest
+
+from experiments import claims, claims_report
+from experiments.workdir import _jsonable
+
+
+def _write(path, records, config=None):
+  path.mkdir(parents=True, exist_ok=True)
+  (path / "results.jsonl").write_text("".join(json.dumps(_jsonable(r)) + "\n" for r in records))
+  if config is not None:
+    (path / "config.json").write_text(json.dumps(_jsonable(config)))
+  return path
+
+
+def _flip_records(relu, attn, *, eps=0.3, n_top=26, task="mnist", attacks=("fgsm", "pgd", "mim"), extra=None,
+                  converged=None):
+  """Flip-rate records: relu[i] / attn[i] flips of n_top (an int or per-seed list) at seed i."""
+  out = []
+  for seed, (a, b) in enumerate(zip(relu, attn)):
+    top = n_top[seed] if isinstance(n_top, (list, tuple)) else n_top
+    for model, flips in (("relu", a), ("mlp_attn", b)):
+      for attack in attacks:
+        r = dict(task=task, model=model, width=1024, seed=seed, adversarial_training=False, attack=attack,
+                 eps=eps, n_flipped=flips, n_top=top, flip_rate=flips / top, n_train=256,
+                 converged=True if converged is None else converged(seed, model))
+        r.update(extra or {})
+        out.append(r)
+  return out
+
+
+def _rows(tmp_path, name, records, config=None, claim_id=None):
+  source = claims.load_source(_write(tmp_path / name, records, config))
+  rows = claims.build_rows([source], str(tmp_path), include_not_run=False)
+  return [r for r in rows if claim_id is None or r["claim_id"] == claim_id]
+
+
+def _main(rows, claim_id):
+  found = [r for r in rows if r["claim_id"] == claim_id and not r["variant"]]
+  assert len(found) == 1, [r["claim_id"] for r in rows]
+  return found[0]
+
+
+def test_flip_ratio_holds_and_matches_when_every_seed_gives_7x(tmp_path):
+  rows = _rows(tmp_path, "fr", _flip_records([3] * 6, [21] * 6))
+  row = _main(rows, "flip_ratio_mnist_pgd")
+  assert (row["estimate"], row["low"], row["high"]) == (7.0, 7.0, 7.0)  # no resample can change a constant ratio
+  assert row["direction"] == "holds" and row["magnitude"] == "matches" and row["n"] == 6
+
+
+def test_flip_ratio_fails_when_relu_flips_more(tmp_path):
+  row = _main(_rows(tmp_path, "fr", _flip_records([10, 12, 9, 11, 10, 13], [2, 3, 1, 2, 4, 2])),
+              "flip_ratio_mnist_fgsm")
+  assert row["high"] < 1 and row["direction"] == "fails" and row["magnitude"] == "differs"
+
+
+def test_flip_ratio_is_inconclusive_when_seeds_disagree(tmp_path):
+  row = _main(_rows(tmp_path, "fr", _flip_records([10, 0, 10, 0, 10, 0], [0, 10, 0, 10, 0, 10])),
+              "flip_ratio_mnist_mim")
+  assert row["low"] < 1 < row["high"] and row["direction"] == "inconclusive"
+  assert "too few" not in row["reason"]
+
+
+def test_flip_ratio_with_three_seeds_is_too_few_whatever_the_effect(tmp_path):
+  row = _main(_rows(tmp_path, "fr", _flip_records([1, 1, 1], [20, 21, 22])), "flip_ratio_mnist_pgd")
+  assert row["low"] > 1  # the interval alone would say holds
+  assert row["direction"] == "inconclusive" and "too few" in row["reason"] and row["n"] == 3
+
+
+def test_flip_ratio_interval_is_the_pooled_count_ratio_bootstrapped_over_seeds(tmp_path):
+  """Recomputed by hand: resample seeds (numpy seed 0, 10,000 × n indices), pool counts and top-10 % sizes
+  over the drawn seeds, take the ratio of the pooled rates, and the 2.5 / 97.5 percentiles."""
+  relu, attn, tops = [1, 4, 0, 2, 6, 3, 2], [9, 13, 7, 15, 11, 20, 8], [26, 30, 26, 28, 26, 30, 27]
+  row = _main(_rows(tmp_path, "fr", _flip_records(relu, attn, n_top=tops)), "flip_ratio_mnist_pgd")
+  a, b, t = np.array(attn, float), np.array(relu, float), np.array(tops, float)
+  assert row["estimate"] == pytest.approx(a.sum() / b.sum())  # pooled (equal totals per seed and model)
+  assert row["estimate"] != pytest.approx(np.mean(a[b > 0] / b[b > 0]))  # not a mean of per-seed ratios
+  idx = np.random.default_rng(0).integers(0, len(a), size=(10_000, len(a)))
+  with np.errstate(divide="ignore"):
+    ratios = (a[idx].sum(1) / t[idx].sum(1)) / (b[idx].sum(1) / t[idx].sum(1))
+  low, high = np.quantile(ratios, [0.025, 0.975])
+  assert row["low"] == pytest.approx(low) and row["high"] == pytest.approx(high)
+  assert row["unit"] == "seeds" and row["method"] == "pooled_ratio_bootstrap"
+
+
+def test_unconverged_seeds_are_left_out_and_counted(tmp_path):
+  bad = lambda seed, model: not (seed == 0 and model == "mlp_attn")  # noqa: E731
+  rows = _rows(tmp_path, "fr", _flip_records([3] * 6, [100, 21, 21, 21, 21, 21], converged=bad))
+  row = _main(rows, "flip_ratio_mnist_pgd")
+  assert row["n"] == 5 and row["estimate"] == 7.0 and "1 seeds left out" in row["note"]
+
+
+def test_eps_on_the_standardised_scale_is_a_variant_that_can_flip_the_verdict(tmp_path):
+  """ε = 0.3 standardised is 0.3·σ = 0.092 on [0, 1] for σ = 0.3081: the nearest grid value is 0.1."""
+  extra = dict(channel_std=[0.3081], channel_mean=[0.1307])
+  records = (_flip_records([3] * 6, [21] * 6, eps=0.3, extra=extra)
+             + _flip_records([10] * 6, [10] * 6, eps=0.1, extra=extra)
+             + _flip_records([0] * 6, [0] * 6, eps=0.0, extra=extra))
+  rows = _rows(tmp_path, "fr", records, claim_id="flip_ratio_mnist_pgd")
+  main, variant = rows
+  assert main["direction"] == "holds" and "ε = 0.3 on [0, 1]" in main["setting"]
+  assert variant["variant"].startswith("ε unit") and "ε = 0.1 on [0, 1]" in variant["setting"]
+  assert variant["estimate"] == 1.0 and variant["direction"] == "inconclusive"
+  assert [c["variant"] for c in main["protocol"]] == [variant["variant"]]
+
+
+def test_a_workdir_with_another_protocol_is_a_variant_row(tmp_path):
+  quick = claims.quick_config("flip_rate")
+  big = dataclasses.replace(quick, data=dataclasses.replace(quick.data, n_train=1000))
+  _write(tmp_path / "flip_rate", _flip_records([3] * 6, [21] * 6), quick)
+  _write(tmp_path / "flip_rate_n", _flip_records([10] * 6, [1] * 6), big)
+  sources = claims.discover(tmp_path)
+  assert sorted(s.variant for s in sources) == [(), ("data.n_train=1000",)]
+  assert claims.missing_experiments(sources) == ["cubing", "width_sweep", "landscape"]
+  rows = [r for r in claims.build_rows(sources, str(tmp_path)) if r["claim_id"] == "flip_ratio_mnist_fgsm"]
+  assert [r["variant"] for r in rows] == ["", "data.n_train=1000"]
+  assert rows[0]["direction"] == "holds" and rows[1]["direction"] == "fails"
+  assert rows[0]["protocol"][0]["variant"] == "data.n_train=1000"
+  choice = [c for c in claims.protocol_choices(sources, str(tmp_path)) if c["overrides"] == ["data.n_train=1000"]
+            and c["experiment"] == "flip_rate"]
+  assert choice[0]["status"] == "measured"
+
+
+def test_absent_diff_attention_and_certify_say_not_run_with_their_command(tmp_path):
+  rows = claims.build_rows([], str(tmp_path))
+  by_exp = {}
+  for r in rows:
+    assert r["status"] == "not run" and r["direction"] == "not run" and r["command"].startswith("python -m ")
+    by_exp.setdefault(claims.experiment_of(r["claim_id"]), []).append(r)
+  assert {r["claim_id"] for r in by_exp["diff_attention"]} == {"da_lipschitz", "lambda_peak", "depth_crossover"}
+  assert all(f"experiments.diff_attention --workdir {tmp_path}/diff_attention" in r["command"]
+             for r in by_exp["diff_attention"])
+  assert len(by_exp["certify"]) == 4 and all("experiments.certify" in r["command"] for r in by_exp["certify"])
+
+
+def test_cli_no_run_writes_table_records_and_plot(tmp_path, capsys):
+  _write(tmp_path / "fr", _flip_records([3] * 6, [21] * 6))
+  claims.main(["--workdir", str(tmp_path / "claims"), "--from", str(tmp_path / "fr"), "--no_run"])
+  rows, choices = claims_report.read_rows(tmp_path / "claims")
+  assert {r["claim_id"] for r in rows} >= {"flip_ratio_mnist_pgd", "da_lipschitz", "certified_0.02_krylov"}
+  assert choices and all(c["status"] in ("measured", "not run", "not available") for c in choices)
+  text = (tmp_path / "claims" / "summary.md").read_text()
+  assert "## Verdict rules" in text and "not run: `python -m experiments.diff_attention" in text
+  assert (tmp_path / "claims" / "claims_forest.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("argv_tail,message", [(["--from", "MISSING"], "no such directory"),
+                                               (["--from", "EMPTY"], "not a workdir")])
+def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv_tail, message):
+  (tmp_path / "EMPTY").mkdir()
+  argv = ["--workdir", str(tmp_path / "c"), "--no_run"] + [str(tmp_path / a) if a.isupper() else a for a in argv_tail]
+  with pytest.raises(SystemExit) as e:
+    claims.main(argv)
+  err = capsys.readouterr().err.strip()
+  assert e.value.code == 2 and message in err and "\n" not in err
+
+
+def test_sharpness_ratio_is_the_geometric_mean_and_holds_when_relu_is_sharper(tmp_path):
+  rng = np.random.default_rng(0)
+  factors = np.exp(rng.normal(np.log(10), 0.1, size=6))
+  records = []
+  for seed, f in enumerate(factors):
+    for model, lam in (("relu", 0.05 * f), ("mlp_attn", 0.05)):
+      records.append(dict(task="mnist", model=model, width=1024, seed=seed, top_eigenvalues=[lam, lam / 2],
+                          adaptive_sharpness=[1.0, 0.5], train_loss=0.04, converged=True,
+                          landscape_1d=[0.0], alphas=[0.0]))
+  rows = _rows(tmp_path, "ls", records, claim_id="sharpness")
+  main, adaptive = rows
+  assert main["estimate"] == pytest.approx(math.exp(np.mean(np.log(factors))))
+  assert main["direction"] == "holds" and main["magnitude"] is None
+  assert "adaptive" in adaptive["variant"] and adaptive["estimate"] == pytest.approx(1.0)
+  assert adaptive["direction"] == "inconclusive"
+
+
+def test_ntk_distance_slopes_per_seed(tmp_path):
+  """Distances ∝ m^(−1/2) for 2L-ReLU and ∝ m^(+0.3) for MLP-Attn with small noise: both rows hold, and
+  the bootstrapped mean slope lies near the exponents; the init-kernel variant comes from kind 'init'."""
+  rng = np.random.default_rng(1)
+  records = []
+  for seed in range(5):
+    for width in (16, 64, 256, 1024):
+      for model, power in (("relu", -0.5), ("mlp_attn", 0.3)):
+        noise = math.exp(rng.normal(0, 0.02))
+        records.append(dict(dataset="mnist", model=model, readout="fixed", width=width, seed=seed, kind="train",
+                            kernel_path="fast", function_distance=3.0 * width ** power * noise))
+        records.append(dict(dataset="mnist", model=model, readout="fixed", width=width, seed=seed, kind="init",
+                            kernel_path="fast", rel_frobenius_train=width ** -0.5 * noise))
+  rows = _rows(tmp_path, "ws", records)
+  relu, attn = _main(rows, "ntk_distance_relu"), _main(rows, "ntk_distance_mlp_attn")
+  assert relu["direction"] == "holds" and relu["low"] < -0.5 < relu["high"] + 0.02
+  assert attn["direction"] == "holds" and abs(attn["estimate"] - 0.3) < 0.02
+  init = [r for r in rows if r["claim_id"] == "ntk_distance_mlp_attn" and r["variant"]]
+  assert init and "initialisation" in init[0]["variant"] and init[0]["direction"] == "fails"
+  assert [c["direction"] for c in attn["protocol"]] == ["fails"]
+
+
+def test_cubing_exponent_uses_only_subsets_float64_resolves(tmp_path):
+  records = []
+  for seed in range(3):
+    for n, log_k in ((50, 2.8), (100, 3.6), (500, 7.6)):  # 3 × 7.6 > 13: saturated, left out
+      direct = 3 * log_k if n < 500 else 12.9
+      records.append(dict(dataset="mnist", n=n, seed=seed, full_rank=True, log10_kappa_G=log_k + 0.01 * seed,
+                          log10_kappa_Gtilde_direct=direct + 0.03 * seed))
+  rows = _rows(tmp_path, "cub", records)
+  row = _main(rows, "cubing")
+  assert row["n"] == 6 and row["estimate"] == pytest.approx(3.0, abs=1e-9)
+  assert row["direction"] == "holds" and row["magnitude"] == "matches"
+  widths = [r for r in rows if r["claim_id"] == "implied_width"]
+  assert [r["variant"] for r in widths] == ["", "n=100", "n=500"]
+  assert all(r["direction"] == "inconclusive" and "too few" in r["reason"] for r in widths)  # 3 subsets per n
+
+
+def _da_records(depths=(1, 2, 4), asr=None, lam_asr=None):
+  """Differential-attention records: PGD attack records at ε = 1/255 and logits Lipschitz values."""
+  out = []
+  rng = np.random.default_rng(2)
+  vit_values = rng.uniform(1, 2, size=40)
+  for depth in depths:
+    for model, lam in (("vit", "-"), ("diffvit", "0.8")):
+      out.append(dict(kind="train", model=model, depth=depth, lambda_init=lam, attack="-", eps=0.0, layer=-1))
+      n_success = (asr or {}).get((model, depth), 100)
+      out.append(dict(kind="attack", model=model, depth=depth, lambda_init=lam, attack="pgd", eps=1 / 255,
+                      eps_255=1.0, layer=-1, n_success=n_success, n_counted=200, asr=n_success / 200))
+      values = vit_values + (0.5 if model == "diffvit" else 0.0)
+      out.append(dict(kind="lipschitz", model=model, depth=depth, lambda_init=lam, attack="-", eps=1 / 255,
+                      eps_255=1.0, layer=-1, values=list(values), mean=float(values.mean())))
+  for lam, k in (lam_asr or {}).items():
+    out.append(dict(kind="attack", model="diffvit", depth=1, lambda_init=lam, attack="pgd", eps=1 / 255,
+                    eps_255=1.0, layer=-1, n_success=k, n_counted=200, asr=k / 200))
+  return out
+
+
+def test_diff_attention_rows(tmp_path):
+  asr = {("vit", 4): 150, ("diffvit", 4): 60}
+  rows = _rows(tmp_path, "da", _da_records(asr=asr, lam_asr={"0.5": 80, "0.95": 82}))
+  lip = _main(rows, "da_lipschitz")
+  assert lip["estimate"] == pytest.approx(0.5) and lip["unit"] == "images" and lip["n"] == 40
+  assert lip["direction"] == "holds"
+  peak = _main(rows, "lambda_peak")  # ASR(0.8) = 100/200 vs 82/200: a Bonferroni CP difference
+  assert peak["estimate"] == pytest.approx((100 - 82) / 200) and peak["low"] < peak["estimate"] < peak["high"]
+  cross = _main(rows, "depth_crossover")
+  assert cross["high"] < 0  # DiffViT is far below ViT at depth 4 ...
+  assert cross["direction"] == "inconclusive" and "depth 4 < 8" in cross["reason"]  # ... but 8 is not measured
+
+
+def test_depth_crossover_fails_at_depth_8_when_diffvit_stays_above(tmp_path):
+  rows = _rows(tmp_path, "da", _da_records(depths=(1, 8), asr={("vit", 8): 40, ("diffvit", 8): 160}))
+  cross = _main(rows, "depth_crossover")
+  assert cross["low"] > 0 and cross["direction"] == "fails"
+
+
+def test_certified_rows_put_rigorous_and_krylov_side_by_side_with_clopper_pearson(tmp_path):
+  records = [dict(dataset="cifar10", attention_bound=a, kind="certify", eps=e, layer=-1, n_test=500,
+                  certified_accuracy=c, certified_rigorous=c * 0.8) for a, c in ((0.25, 0.30), (1.0, 0.2))
+             for e in (0.02, 0.05)]
+  rows = _rows(tmp_path, "cert", records)
+  krylov, rigorous = _main(rows, "certified_0.02_krylov"), _main(rows, "certified_0.02_rigorous")
+  assert "α = 0.25" in krylov["setting"] and "α = 0.25" in rigorous["setting"]
+  assert krylov["estimate"] == 0.3 and rigorous["estimate"] == pytest.approx(0.24)
+  assert krylov["method"] == "clopper_pearson" and krylov["n"] == 500
+  assert krylov["magnitude"] == "matches" and rigorous["magnitude"] == "differs"  # paper: 29.1 %
+  assert krylov["direction"] == "holds"
+
+
+def test_main_job_rows_render_only_what_its_runs_support(tmp_path):
+  _write(tmp_path / "flip_rate", _flip_records([3] * 6, [21] * 6))
+  text = claims.supported_rows_markdown([tmp_path / "flip_rate", tmp_path / "cubing"])
+  assert "flip rate is 6–9×" in text and "not run" not in text and "κ(G̃)" not in text
+
+
+def test_cli_workdir_that_is_a_file_is_refused(tmp_path, capsys):
+  (tmp_path / "f").write_text("")
+  with pytest.raises(SystemExit) as e:
+    claims.main(["--workdir", str(tmp_path / "f"), "--no_run"])
+  assert e.value.code == 2 and "not a directory" in capsys.readouterr().err
