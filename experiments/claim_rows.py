@@ -260,9 +260,10 @@ def standardized_eps_target(records, eps_std: float = PAPER_EPS) -> Optional[flo
   return None if not stds else float(eps_std * np.mean(stds))
 
 
-def paired_counts(records, a: dict, b: dict):
+def paired_counts(records, a: dict, b: dict, *, require_converged: bool = True):
   """Per-seed (counts_a, totals_a, counts_b, totals_b, n_left_out) of the records matching ``a`` and
-  ``b``, paired by seed; seeds where either side is missing or unconverged are left out (counted)."""
+  ``b``, paired by seed; seeds where either side is missing, or (with ``require_converged``) unconverged,
+  are left out (counted)."""
   def by_seed(match):
     out = {}
     for r in records:
@@ -271,7 +272,7 @@ def paired_counts(records, a: dict, b: dict):
     return out
   ra, rb = by_seed(a), by_seed(b)
   seeds = sorted(set(ra) & set(rb))
-  kept = [s for s in seeds if _converged(ra[s]) and _converged(rb[s])]
+  kept = [s for s in seeds if not require_converged or (_converged(ra[s]) and _converged(rb[s]))]
   ca = [ra[s]["n_flipped"] for s in kept]
   cb = [rb[s]["n_flipped"] for s in kept]
   return ca, [ra[s]["n_top"] for s in kept], cb, [rb[s]["n_top"] for s in kept], len(seeds) - len(kept)
@@ -322,19 +323,29 @@ def flip_ratio_rows(src: Source, tasks=("mnist", "cifar10")) -> list[dict]:
                                    f"{sorted({float(r['eps']) for r in arecs})}", variant=full_variant,
                                    produced_by=src.command))
           continue
+        label = label or f"ε = {eps:g} on [0, 1] (nearest grid value to {target:.3g})"
+        n_tr = trecs[0].get("n_train", "?")
         ca, ta, cb, tb, left = paired_counts(arecs, dict(model="mlp_attn", eps=eps), dict(model="relu", eps=eps))
         note = f"{left} seeds left out (training did not reach the criterion)" if left else ""
         if not ca:
           rows.append(not_measured(cid, claim, ARXIV_NTK, paper_text, "no seed with both models converged"
                                    + (f" ({note})" if note else ""), variant=full_variant, produced_by=src.command))
-          continue
-        interval = verdicts.pooled_ratio(ca, cb, totals_a=ta, totals_b=tb)
-        n_tr = trecs[0].get("n_train", "?")
-        label = label or f"ε = {eps:g} on [0, 1] (nearest grid value to {target:.3g})"
-        rows.append(_row(cid, claim, ARXIV_NTK, paper_text, interval=interval, paper_sign=+1, null=1.0,
-                         paper_range=RATIO_RANGE, scale="ratio", variant=full_variant, produced_by=src.command,
-                         note=note, setting=f"{task}, n_train = {n_tr}, width {width}, {label}, "
-                                            f"{sum(ta)} / {sum(tb)} top-10 % images pooled"))
+        else:
+          rows.append(_row(cid, claim, ARXIV_NTK, paper_text, interval=verdicts.pooled_ratio(
+                               ca, cb, totals_a=ta, totals_b=tb), paper_sign=+1, null=1.0,
+                           paper_range=RATIO_RANGE, scale="ratio", variant=full_variant, produced_by=src.command,
+                           note=note, setting=f"{task}, n_train = {n_tr}, width {width}, {label}, "
+                                              f"{sum(ta)} / {sum(tb)} top-10 % images pooled"))
+        if left:  # the training criterion as a protocol choice: the same comparison with unconverged seeds kept
+          ca, ta, cb, tb, _ = paired_counts(arecs, dict(model="mlp_attn", eps=eps), dict(model="relu", eps=eps),
+                                            require_converged=False)
+          crit_variant = "; ".join(v for v in (f"training criterion not required ({left} unconverged seeds "
+                                               "kept)", full_variant) if v)
+          rows.append(_row(cid, claim, ARXIV_NTK, paper_text, interval=verdicts.pooled_ratio(
+                               ca, cb, totals_a=ta, totals_b=tb), paper_sign=+1, null=1.0,
+                           paper_range=RATIO_RANGE, scale="ratio", variant=crit_variant, produced_by=src.command,
+                           setting=f"{task}, n_train = {n_tr}, width {width}, {label}, "
+                                   f"{sum(ta)} / {sum(tb)} top-10 % images pooled"))
   return rows
 
 
@@ -388,50 +399,62 @@ def adversarial_training_rows(at: Source, std: Optional[Source], task: str = "mn
 # ----------------------------------------------------------------------------- sharpness
 
 
+def _matched_pair(a: dict, b: dict, prefix: str = "") -> bool:
+  """Two landscape records of one seed are comparable when both reached the loss target, or when one
+  missed it and the other was stopped at its final loss (that one's ``matched_loss`` is set)."""
+  converged = [r.get(prefix + "converged", True) is not False for r in (a, b)]
+  matched = [r.get(prefix + "matched_loss") is not None for r in (a, b)]
+  return all(converged) or any(matched)
+
+
 def sharpness_rows(src: Source) -> list[dict]:
   """Claim: 2L-ReLU sits in sharper minima than MLP-Attn (arXiv 2603.13085).
 
   Statistic: per seed, log(λ₁(2L-ReLU) / λ₁(MLP-Attn)) of the top Hessian eigenvalue of the training loss
   (paired by seed); a seed bootstrap of the mean, shown as the geometric-mean ratio. Holds if the interval
   lies above 1. Variants: the adaptive sharpness (top eigenvalue of diag|θ| H diag|θ|, Kwon et al. 2021,
-  invariant under the ReLU rescaling) and the trained readout. The paper gives no number.
+  invariant under the ReLU rescaling) and the trained readout (landscape fields prefixed ``trained_``).
+  A seed counts when both models are at the same train loss: both reached the target, or the faster one was
+  stopped at the slower one's final loss (``matched_loss``). The paper gives no number.
   """
   rows = []
   recs = src.records
-  readouts = sorted({r.get("readout", "fixed") for r in recs}, key=lambda v: v != "fixed")
   claim = "2L-ReLU sits in sharper minima than MLP-Attn (top Hessian eigenvalue)"
+  prefixes = [p for p in ("", "trained_") if any(p + "top_eigenvalues" in r for r in recs)]
   for task in sorted({r["task"] for r in recs}, key=lambda t: (t != "mnist", t)):
-    for readout in readouts:
+    for prefix in prefixes:
+      readout = "trained" if prefix else "fixed"
       for field, label in (("top_eigenvalues", "raw λ₁ of the Hessian"),
                            ("adaptive_sharpness", "adaptive sharpness λ₁(diag|θ| H diag|θ|)")):
-        sel = [r for r in recs if r["task"] == task and r.get("readout", "fixed") == readout and field in r]
+        key = prefix + field
+        sel = [r for r in recs if r["task"] == task and key in r]
         if not sel:
           continue
         width = _flip_width(sel)
         sel = [r for r in sel if r["width"] == width]
         by = {(r["model"], r["seed"]): r for r in sel}
         seeds = sorted({s for (m, s) in by if (("relu", s) in by and ("mlp_attn", s) in by)})
-        kept = [s for s in seeds if _converged(by["relu", s]) and _converged(by["mlp_attn", s])]
-        main = task == "mnist" and readout == readouts[0] and field == "top_eigenvalues" and not src.variant
+        kept = [s for s in seeds if _matched_pair(by["relu", s], by["mlp_attn", s], prefix)
+                and float(by["relu", s][key][0]) > 0 and float(by["mlp_attn", s][key][0]) > 0]
+        main = task == "mnist" and prefix == prefixes[0] and field == "top_eigenvalues" and not src.variant
         variant = "; ".join(([] if task == "mnist" else [f"task={task}"])
-                            + ([] if readout == readouts[0] else [f"readout={readout}"])
+                            + ([] if prefix == prefixes[0] else [f"readout={readout}"])
                             + ([] if field == "top_eigenvalues" else [label]) + list(src.variant))
-        logs_r = [math.log(float(by["relu", s][field][0])) for s in kept if float(by["relu", s][field][0]) > 0
-                  and float(by["mlp_attn", s][field][0]) > 0]
-        logs_m = [math.log(float(by["mlp_attn", s][field][0])) for s in kept if float(by["relu", s][field][0]) > 0
-                  and float(by["mlp_attn", s][field][0]) > 0]
         left = len(seeds) - len(kept)
-        if not logs_r:
+        if not kept:
           rows.append(not_measured("sharpness", claim, ARXIV_NTK, "2L-ReLU sharper (no number)",
-                                   "no seed with both models converged and positive λ₁", variant=variant,
-                                   produced_by=src.command))
+                                   "no seed with both models at the same train loss and positive λ₁",
+                                   variant=variant, produced_by=src.command))
           continue
+        logs_r = [math.log(float(by["relu", s][key][0])) for s in kept]
+        logs_m = [math.log(float(by["mlp_attn", s][key][0])) for s in kept]
         d = verdicts.paired_difference(logs_r, logs_m, unit="seeds")
         interval = d._replace(estimate=math.exp(d.estimate), low=math.exp(d.low), high=math.exp(d.high))
-        loss = {m: np.mean([float(by[m, s]["train_loss"]) for s in kept]) for m in ("relu", "mlp_attn")}
+        loss = {m: np.mean([float(by[m, s][prefix + "train_loss"]) for s in kept]) for m in ("relu", "mlp_attn")}
         rows.append(_row("sharpness", claim, ARXIV_NTK, "2L-ReLU sharper (no number)", interval=interval,
                          paper_sign=+1, null=1.0, scale="ratio", variant="" if main else variant,
-                         produced_by=src.command, note=f"{left} seeds left out (unconverged)" if left else "",
+                         produced_by=src.command,
+                         note=f"{left} seeds left out (not at a common train loss)" if left else "",
                          setting=f"{task}, width {width}, {readout} readout, {label}; ratio 2L-ReLU / MLP-Attn "
                                  f"(geometric mean over seeds); train loss {loss['relu']:.3g} / "
                                  f"{loss['mlp_attn']:.3g}"))
