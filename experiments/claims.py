@@ -84,13 +84,19 @@ def experiment_of(claim_id: str) -> str:
 def quick_config(experiment: str):
   """The config the claims job runs for ``experiment`` (one of ``RUN_HERE``), or that experiment's quick
   config: cubing on MNIST and CIFAR-10 (the papers' data sets) at n ∈ {50, 100, 256} with 5 subsets each
-  (the seed rule needs ≥ 5), the width sweep on MNIST only, the others as ``get_config()``."""
+  (the seed rule needs ≥ 5), the width sweep on MNIST only with 5 seeds for the kernels, the fixed-time
+  training and the converged points, the sharpness study with 5 seeds, the others as ``get_config()``."""
   module = importlib.import_module(f"experiments.{experiment}")
   config = module.get_config()
+  five = (0, 1, 2, 3, 4)
   if experiment == "cubing":
-    return dataclasses.replace(config, datasets=("mnist", "cifar10"), ns=(50, 100, 256), seeds=(0, 1, 2, 3, 4))
+    return dataclasses.replace(config, datasets=("mnist", "cifar10"), ns=(50, 100, 256), seeds=five)
   if experiment == "width_sweep":
-    return dataclasses.replace(config, datasets=("mnist",))
+    return dataclasses.replace(config, datasets=("mnist",), seeds=five,
+                               train=dataclasses.replace(config.train, seeds=five),
+                               converged=dataclasses.replace(config.converged, seeds=five))
+  if experiment == "landscape":
+    return dataclasses.replace(config, seeds=five)
   return config
 
 

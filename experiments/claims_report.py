@@ -115,8 +115,10 @@ def rows_markdown(rows: Sequence[dict], *, only_measured: bool = False) -> str:
     claim = f"↳ {r['variant']}" if r["variant"] else f"**{r['claim']}** ({r['source']})"
     n = f"{r['n']} {r['unit']}" if r["status"] == "measured" else "–"
     note = f" ({r['note']})" if r.get("note") else ""
-    lines.append(f"| {claim} | {r['paper_value'] if not r['variant'] else ''} | {r['setting']}{note} | "
-                 f"{value_text(r)} | {n} | {r['direction']} | {r['magnitude'] or '–'} | {_protocol_text(r)} |")
+    cells = [claim, r["paper_value"] if not r["variant"] else "", f"{r['setting']}{note}", value_text(r), n,
+             r["direction"], r["magnitude"] or "–", _protocol_text(r)]
+    # A '|' inside a cell (e.g. diag|θ|) would end the cell in Markdown: escape it.
+    lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
   return "\n".join(lines) + "\n"
 
 

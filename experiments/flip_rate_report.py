@@ -54,7 +54,8 @@ def _group(records, keys, value="flip_rate"):
 
 def plot_vs(records, x: str, path, *, at_eps=None) -> None:
   """Flip rate vs ``x`` ('eps' or 'width'), one panel per attack, a line per model; 95 % t-intervals over
-  seeds (and widths when x = 'eps')."""
+  seeds (and widths when x = 'eps'). A model whose trainings did not all reach the loss target is drawn
+  dotted with hollow markers and labelled so (it is in no comparison of the summary)."""
   rs = [r for r in records if at_eps is None or np.isclose(r["eps"], at_eps)]
   attack_names = [a for a in ATTACK_LABELS if any(r["attack"] == a for r in rs)]
   tasks = sorted({r["task"] for r in rs})
@@ -62,16 +63,21 @@ def plot_vs(records, x: str, path, *, at_eps=None) -> None:
   for ax, attack in zip(axes, attack_names):
     for task, ls in zip(tasks, ["-", "--", ":", "-.", (0, (1, 3))]):
       for model in ("relu", "mlp_attn"):
-        g = _group([r for r in rs if r["attack"] == attack and r["model"] == model and r["task"] == task], (x,))
+        sel = [r for r in rs if r["attack"] == attack and r["model"] == model and r["task"] == task]
+        g = _group(sel, (x,))
         if not g:
           continue
+        unconverged = sum(not r.get("converged", True) for r in sel)
         xs = sorted(g)
         stats = [mean_ci(100 * np.array(g[k])) for k in xs]
         means = np.array([s[0] for s in stats])
         half = np.array([s[1] for s in stats])
         yerr = [np.minimum(half, means), np.minimum(half, 100 - means)]  # a rate stays in [0, 100] %
-        ax.errorbar([k[0] for k in xs], means, yerr=yerr, marker="o", ms=3,
-                    capsize=2, ls=ls, color=MODEL_COLORS[model], label=f"{MODEL_LABELS[model]} ({task})")
+        label = f"{MODEL_LABELS[model]} ({task})" + (f", {unconverged}/{len(sel)} not converged"
+                                                      if unconverged else "")
+        ax.errorbar([k[0] for k in xs], means, yerr=yerr, marker="o", ms=3, capsize=2,
+                    ls=":" if unconverged else ls, mfc="none" if unconverged else None,
+                    color=MODEL_COLORS[model], label=label)
     ax.set_title(ATTACK_LABELS[attack] + (f", ε = {at_eps:g}" if at_eps is not None else ""))
     ax.set_xlabel("ε (pixel scale)" if x == "eps" else "width m")
     if x == "width":
@@ -231,8 +237,7 @@ def write_report(workdir) -> str:
   records = experiment_records(workdir, "flip_rate", REQUIRED_FIELDS)
   derived = derive(records)
   write_derived(workdir, derived)
-  plotted = converged(records) or records  # every point unconverged: plot them (the summary says so)
-  std = [r for r in plotted if not r["adversarial_training"]] or plotted
+  std = [r for r in records if not r["adversarial_training"]] or records  # unconverged: drawn marked
   plot_vs(std, "eps", workdir / "flip_rate_vs_eps.png")
   plot_vs(std, "width", workdir / "flip_rate_vs_width.png", at_eps=0.3 if any(
       np.isclose(r["eps"], 0.3) for r in std) else max(r["eps"] for r in std))
