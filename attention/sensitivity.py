@@ -7,8 +7,8 @@ The head (multi-head attention is a sum of heads, each with W_V := W_V^h W_O^h; 
 with tokens X [n, d], A [d, d], W_V [d, e]. For a perturbation Δ [n, d] with ‖Δ‖_F ≤ ε, X' = X + Δ,
 P' = P(X'), we bound ‖F(X') − F(X)‖_F by a function B(ε) of ε that holds for EVERY ε: nothing of higher
 order is dropped. Source: Havens et al., "Fine-grained local sensitivity analysis of standard dot-product
-self-attention" (ICML 2024), decomposition as in docs/theory.md#local-sensitivity-of-self-attention; the paper's
-code is not public, so the steps below are derived here and each is tested (tests/test_sensitivity_bounds.py).
+self-attention" (ICML 2024), decomposition as in docs/theory.md#local-sensitivity-of-self-attention; the steps
+below are derived here, not taken from the paper's code, and each is tested (tests/test_sensitivity_bounds.py).
 
 Derivation. Notation: p_i = row i of P (a probability vector), s_i, d_i rows of S and D, J_i = diag(p_i) −
 p_i p_iᵀ the softmax Jacobian of row i (symmetric, J_i 1 = 0, ‖J_i‖₂ ≤ ½), V = X W_V, v̄ its mean row,
