@@ -18,8 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ntk.models import penalized_leaves
-from ntk.training import LOSSES
+from ntk.training import LOSSES, adam_epochs
 
 DEFAULT_LEARNING_RATES = (1e-3, 3e-3, 1e-2, 3e-2)
 
@@ -102,33 +101,6 @@ def _evaluate(apply_fn, params, x, y, *, loss: str):
   return _data_loss(loss, f, y), _accuracy(f, y)
 
 
-@functools.partial(jax.jit, static_argnames=("apply_fn", "loss", "batch_size"))
-def _adam_chunk(apply_fn, params, opt_state, x, y, epoch_keys, learning_rate, l2, *, loss: str,
-                batch_size: int):
-  """len(epoch_keys) epochs of ``train_adam``'s minibatch Adam, from and to an explicit Adam state."""
-  import optax
-  tx = optax.adam(learning_rate)
-  n = x.shape[0]
-  steps = max(1, n // batch_size)
-
-  def objective(p, xb, yb):
-    reg = 0.5 * l2 * sum(jnp.sum(w ** 2) for w in penalized_leaves(p))
-    return _data_loss(loss, apply_fn(p, xb), yb) + reg
-
-  def epoch(carry, k):
-    perm = jax.random.permutation(k, n)[:steps * batch_size].reshape(steps, batch_size)
-
-    def step(c, idx):
-      p, s = c
-      g = jax.grad(objective)(p, x[idx], y[idx])
-      updates, s = tx.update(g, s, p)
-      return (optax.apply_updates(p, updates), s), None
-
-    return jax.lax.scan(step, carry, perm)[0], None
-
-  return jax.lax.scan(epoch, (params, opt_state), epoch_keys)[0]
-
-
 def _train(apply_fn, params, x, y, key, *, learning_rate, l2, loss, batch_size, target_loss, max_epochs,
            check_every):
   """Adam from params until the data loss ≤ target (checked every check_every epochs) or max_epochs.
@@ -145,7 +117,7 @@ def _train(apply_fn, params, x, y, key, *, learning_rate, l2, loss, batch_size, 
   value, acc = (float(v) for v in _evaluate(apply_fn, params, x, y, loss=loss))
   while value > target_loss and math.isfinite(value) and epochs < max_epochs:
     chunk = epoch_keys[epochs:min(max_epochs, epochs + check_every)]
-    params, state = _adam_chunk(apply_fn, params, state, x, y, chunk, lr, l2, loss=loss,
+    params, state = adam_epochs(apply_fn, params, state, x, y, chunk, lr, l2, loss=loss,
                                 batch_size=batch_size)
     epochs += int(chunk.shape[0])
     value, acc = (float(v) for v in _evaluate(apply_fn, params, x, y, loss=loss))

@@ -116,9 +116,12 @@ def softmax_cross_entropy(f_NxC, y_NxC):
 LOSSES = {"mse": half_mse, "ce": softmax_cross_entropy}
 
 
-@functools.partial(jax.jit, static_argnames=("apply_fn", "loss", "epochs", "batch_size"))
-def _adam(apply_fn, params, x_NxD, y_NxC, key, *, loss: str, learning_rate, l2, epochs: int,
-          batch_size: int):
+@functools.partial(jax.jit, static_argnames=("apply_fn", "loss", "batch_size"))
+def adam_epochs(apply_fn, params, opt_state, x_NxD, y_NxC, epoch_keys, learning_rate, l2, *, loss: str,
+                batch_size: int):
+  """len(epoch_keys) epochs of ``train_adam``'s minibatch Adam from an explicit Adam state; returns
+  (params, opt_state). Epoch e shuffles with epoch_keys[e] and takes ⌊n/batch⌋ full batches. Chunks of
+  consecutive keys continue one run exactly (``ntk.criterion`` checks its loss target between chunks)."""
   import optax
   tx = optax.adam(learning_rate)
   n = x_NxD.shape[0]
@@ -129,7 +132,6 @@ def _adam(apply_fn, params, x_NxD, y_NxC, key, *, loss: str, learning_rate, l2, 
     return LOSSES[loss](apply_fn(p, xb), yb) + reg
 
   def epoch(carry, k):
-    p, s = carry
     perm = jax.random.permutation(k, n)[:steps * batch_size].reshape(steps, batch_size)
 
     def step(c, idx):
@@ -138,10 +140,16 @@ def _adam(apply_fn, params, x_NxD, y_NxC, key, *, loss: str, learning_rate, l2, 
       updates, s = tx.update(g, s, p)
       return (optax.apply_updates(p, updates), s), None
 
-    return jax.lax.scan(step, (p, s), perm)[0], None
+    return jax.lax.scan(step, carry, perm)[0], None
 
-  (params, _), _ = jax.lax.scan(epoch, (params, tx.init(params)), jax.random.split(key, epochs))
-  return params
+  return jax.lax.scan(epoch, (params, opt_state), epoch_keys)[0]
+
+
+def _adam(apply_fn, params, x_NxD, y_NxC, key, *, loss: str, learning_rate, l2, epochs: int, batch_size: int):
+  import optax
+  state = optax.adam(learning_rate).init(params)
+  return adam_epochs(apply_fn, params, state, x_NxD, y_NxC, jax.random.split(key, epochs), learning_rate, l2,
+                     loss=loss, batch_size=batch_size)[0]
 
 
 def train_adam(apply_fn, params, x_NxD, y_NxC, *, key, loss: str = "ce", learning_rate: float = 1e-3,
