@@ -421,8 +421,9 @@ def main(argv=None) -> None:
   start = time.perf_counter()
   with config_lib.user_errors():
     run_claims(args.workdir, args.from_dirs, run=not args.no_run, overwrite_config=args.overwrite_config)
-  print(f"wrote {Path(args.workdir) / ROWS_NAME}, summary.md and claims_forest.png in "
-        f"{time.perf_counter() - start:.0f} s")
+  plot = " and claims_forest.png" if (Path(args.workdir) / "claims_forest.png").exists() else (
+      " (no plot: no row is measured; every row names the command that fills it)")
+  print(f"wrote {Path(args.workdir) / ROWS_NAME}, summary.md{plot} in {time.perf_counter() - start:.0f} s")
 
 
 if __name__ == "__main__":

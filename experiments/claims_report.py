@@ -225,8 +225,11 @@ def write_report(workdir) -> str:
   """
   workdir = Path(workdir)
   rows, choices = read_rows(workdir)
-  plot_forest(rows, workdir / "claims_forest.png")
+  drawn = plot_forest(rows, workdir / "claims_forest.png")
   text = summary_markdown(rows, choices)
+  if not drawn:  # no measured row: no plot (and none left over from an earlier run)
+    (workdir / "claims_forest.png").unlink(missing_ok=True)
+    text = text.replace("Plot: claims_forest.png.", "Plot: none (no row is measured yet).")
   (workdir / "summary.md").write_text(text)
   return text
 

@@ -668,9 +668,11 @@ def main(argv=None) -> None:
   argv = sys.argv[1:] if argv is None else list(argv)
   with config_lib.user_errors():
     models, rest = _split_argv(argv)
-  if "-h" in rest or "--help" in rest:
-    print("--model pkg.module:function[(key=literal, ...)]  (repeatable): a callable returning a ModelSpec")
-  config, args = config_lib.cli("One sensitivity report for any Flax attention model.", get_config, rest)
+  config, args = config_lib.cli(
+      "One sensitivity report for any Flax attention model.\n\n"
+      "--model pkg.module:function[(key=literal, ...)]  (required, repeatable): a callable returning an "
+      "attention.model_spec.ModelSpec,\n  e.g. --model \"experiments.model_adapters:vit(workdir='runs/vit', "
+      "depth=1)\"", get_config, rest)
   if models:
     config = dataclasses.replace(config, models=tuple(models))
   with config_lib.user_errors():
