@@ -104,6 +104,9 @@ def run(config: LandscapeConfig, workdir, *, overwrite_config: bool = False) -> 
   alphas = np.linspace(-config.span, config.span, config.grid_1d)
   alphas_2d = np.linspace(-config.span, config.span, config.grid_2d)
   rates = {r: network_training.RateCache(config.train, config.seeds[0]) for r in config.readouts}
+  # Loss matching trains the other models of a seed too; keep those results for their own points (training
+  # is deterministic given the key, so a cached result is the one the point would compute).
+  trained = {}
   for task, model_name, width, seed in tqdm(todo, desc="landscape", unit="model"):
     start = time.perf_counter()
     if task not in data:
@@ -122,10 +125,13 @@ def run(config: LandscapeConfig, workdir, *, overwrite_config: bool = False) -> 
       model = ntk.two_layer_relu(width, train.x.shape[1], out_dim=n_classes, readout=readout)
 
       def train_as(name, train_cfg=config.train, grid=None):
-        return rates[readout].train_point((task, name, width), seed, lambda s, g: (
-            network_training.train_network(train_cfg, model, name, x_in, y, n_classes,
-                                           jax.random.fold_in(jax.random.PRNGKey(s), 0),
-                                           learning_rates=g if grid is None else grid)))
+        cache_key = (readout, task, name, width, seed, train_cfg, grid)
+        if cache_key not in trained:
+          trained[cache_key] = rates[readout].train_point((task, name, width), seed, lambda s, g: (
+              network_training.train_network(train_cfg, model, name, x_in, y, n_classes,
+                                             jax.random.fold_in(jax.random.PRNGKey(s), 0),
+                                             learning_rates=g if grid is None else grid)))
+        return trained[cache_key]
 
       result = train_as(model_name)
       matched = None
