@@ -115,8 +115,13 @@ class AdamConfig:
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
-  """Minibatch Adam trained to a stated criterion (``ntk.criterion.train_to_criterion``; the networks of
+  """A network trained to a stated criterion (``ntk.criterion.train_to_criterion``; the networks of
   ``experiments.flip_rate``, ``experiments.landscape`` and the converged width-sweep points).
+
+  optimizer: 'adam' (minibatch Adam, the rate chosen from ``learning_rates``) or 'lbfgs' (full-batch
+    L-BFGS with a strong-Wolfe line search: no rate, no validation split, no batches; max_epochs caps its
+    iterations and the loss is checked at every iterate). MLP-Attn reaches the loss target only with
+    L-BFGS (docs/theory.md#why-l-bfgs), so the quick and full configs of the experiments above use it.
 
   learning_rates: the Adam learning-rate grid, each finite and > 0; with more than one entry the rate is
     chosen by accuracy on a validation split of ``validation_fraction`` of the training split (never the
@@ -138,6 +143,20 @@ class TrainConfig:
   l2: float = 0.0
   validation_fraction: float = 0.2
   lr_selection: str = "per_point"
+  optimizer: str = "adam"
+
+  def selection(self) -> str:
+    """The record's lr_selection: 'none' (L-BFGS: no rate), 'fixed' (a one-entry grid), 'per_point' or
+    'per_model_dataset'."""
+    if self.optimizer == "lbfgs":
+      return "none"
+    return "fixed" if len(self.learning_rates) == 1 else self.lr_selection
+
+  def criterion_kwargs(self) -> dict:
+    """The keyword arguments of ``ntk.criterion.train_to_criterion`` this config sets (all but the grid)."""
+    return dict(target_loss=self.loss_target, max_epochs=self.max_epochs, check_every=self.check_every,
+                validation_fraction=self.validation_fraction, l2=self.l2, batch_size=self.batch_size,
+                optimizer=self.optimizer)
 
   def validate(self, group: str = "") -> None:
     """Raises ValueError naming the first (dotted) field out of range (NaN and inf are out of every range)."""
@@ -148,13 +167,15 @@ class TrainConfig:
               ("batch_size", self.batch_size >= 1, ">= 1"),
               ("l2", math.isfinite(self.l2) and self.l2 >= 0, "finite and >= 0"),
               ("validation_fraction", 0 < self.validation_fraction < 1, "in (0, 1)"),
-              ("lr_selection", self.lr_selection in LR_SELECTIONS, f"one of {LR_SELECTIONS}"))
+              ("lr_selection", self.lr_selection in LR_SELECTIONS, f"one of {LR_SELECTIONS}"),
+              ("optimizer", self.optimizer in OPTIMIZERS, f"one of {OPTIMIZERS}"))
     for field, ok, allowed in checks:
       if not ok:
         raise ValueError(f"{_field_name(group, field)} must be {allowed}, got {getattr(self, field)!r}")
 
 
 LR_SELECTIONS = ("per_point", "per_model_dataset")
+OPTIMIZERS = ("adam", "lbfgs")  # ntk.criterion.OPTIMIZERS (not imported: configs stay free of JAX)
 
 
 @dataclasses.dataclass(frozen=True)

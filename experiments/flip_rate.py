@@ -5,10 +5,12 @@ Usage:
 
 For each task (10-class MNIST / Fashion-MNIST / CIFAR-10, binary MNIST 3-vs-8 and CIFAR cars-vs-planes),
 model (2L-ReLU, MLP-Attn), width and seed:
-  1. train the 2-layer ReLU network (fixed ±1 readout) on its features with Adam to a stated criterion
-     (CE for 10 classes, MSE for binary; the learning rate chosen from a grid on a validation split of the
-     training split, then trained to a train-loss target or an epoch cap: ``ntk.criterion``); records carry
-     the chosen rate, the final train loss and accuracy and ``converged``;
+  1. train the 2-layer ReLU network (fixed ±1 readout) on its features to a stated criterion (CE for 10
+     classes, MSE for binary; ``ntk.criterion``): full-batch L-BFGS to a train-loss target or an iteration
+     cap (``train.optimizer = lbfgs``, the quick and full configs: minibatch Adam leaves MLP-Attn far from
+     the target, docs/theory.md#why-l-bfgs), or Adam with the rate chosen from a grid on a validation split
+     of the training split (``train.optimizer = adam``); records carry the optimizer, the chosen rate, the
+     final train loss and accuracy and ``converged``;
   2. NTK leave-one-out influence of every training image on the test loss, with the empirical NTK at the
      trained parameters (``influence.ntk_loo_influence``; I_j > 0 = helpful; λ = 1e-3·tr(K)/n);
   3. attack every training row against its own loss with the other rows held fixed (FGSM, PGD-L∞, MIM, and a
@@ -22,7 +24,8 @@ model (2L-ReLU, MLP-Attn), width and seed:
 different MLP-Attn: X Xᵀ X of centred rows); the attacks still perturb pixels inside the [0, 1] box.
 Optionally (``adversarial_training=true``) the network is first trained adversarially (PGD on its rows).
 
-Quick config: embedded MNIST, n = 512 train / 100 test, width 1024, 10 seeds, ε ∈ {0, 0.05, 0.1, 0.2, 0.3}.
+Quick config: embedded MNIST, n = 512 train / 100 test, width 256 (L-BFGS takes MLP-Attn about 16 s per
+seed to the target there, 80 s at width 1024, on 2 CPU cores), 10 seeds, ε ∈ {0, 0.05, 0.1, 0.2, 0.3}.
 ``--full``: every task, widths 256/1024/4096, 20 seeds, n = 1000, ε from 0 to 0.3 in steps of 0.025, full
 data files.
 Writes config.json, results.jsonl, flip_rate_vs_eps.png, flip_rate_vs_width.png and summary.md.
@@ -53,7 +56,7 @@ QUICK_EPS = (0.0, 0.05, 0.1, 0.2, 0.3)
 FULL_EPS = tuple(round(0.025 * i, 3) for i in range(13))  # 0, 0.025, …, 0.3
 # Quick: the rate is chosen once per (task, model, width) and the cap is 500 epochs (measured: 2L-ReLU
 # reaches CE 0.05 in ≤ 250 epochs at every rate of the grid; MLP-Attn stays near CE 0.5 at 1,000 epochs).
-QUICK_TRAIN = config_lib.TrainConfig(max_epochs=500, lr_selection="per_model_dataset")
+QUICK_TRAIN = config_lib.TrainConfig(optimizer="lbfgs", max_epochs=2000)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,13 +64,13 @@ class FlipRateConfig:
   """tasks: data set names or BINARY_TASKS keys; models; widths; seeds (init and attack randomness);
   eps: L∞ budgets on the [0, 1] pixel scale (0 = control); attacks: among ATTACKS; data: ``DataConfig``
   (n_train, n_test, source, dir, seed, preprocessing); train: ``TrainConfig`` (learning-rate grid, loss
-  target, epoch cap, batch_size, l2) of the Adam training to a criterion (train.l2 = 0 by default);
+  target, epoch cap, batch_size, l2, optimizer) of the training to a criterion (train.l2 = 0 by default);
   pgd_steps and pgd_alpha (None: α = ε/30, which is Madry et al.'s α = 0.01 for 40 steps at ε = 0.3),
   mim_steps (α = ε/steps, Dong et al.); top_fraction τ; adversarial_training with at_eps, at_rounds,
-  at_epochs_per_round."""
+  at_epochs_per_round (Adam, at the clean network's rate or, after L-BFGS, at train.learning_rates[0])."""
   tasks: tuple[str, ...] = ("mnist",)
   models: tuple[str, ...] = ("relu", "mlp_attn")
-  widths: tuple[int, ...] = (1024,)
+  widths: tuple[int, ...] = (256,)
   seeds: tuple[int, ...] = tuple(range(10))
   eps: tuple[float, ...] = QUICK_EPS
   attacks: tuple[str, ...] = ATTACKS
@@ -114,7 +117,7 @@ def get_config(full: bool = False) -> FlipRateConfig:
     return FlipRateConfig()
   return FlipRateConfig(tasks=("mnist", "fashion_mnist", "cifar10", "mnist_3v8", "cifar_cars_planes"),
                         widths=(256, 1024, 4096), seeds=tuple(range(20)), eps=FULL_EPS,
-                        train=config_lib.TrainConfig(),
+                        train=config_lib.TrainConfig(optimizer="lbfgs"),
                         data=config_lib.DataConfig(n_train=1000, n_test=500, source="dir"))
 
 
@@ -159,13 +162,19 @@ def adversarial_rounds(config, model, model_name, x, y_onehot, n_classes, key, c
       model.apply_fn, clean.params, jnp.asarray(x), y_onehot, key=train_key, attack_key=at_key,
       features_fn=features_fn, clean_features_NxF=feats, eps=config.at_eps, rounds=config.at_rounds,
       epochs_per_round=config.at_epochs_per_round, pgd_steps=config.pgd_steps, pgd_alpha=config.pgd_alpha,
-      loss=network_training.loss_for(n_classes), learning_rate=clean.learning_rate, l2=config.train.l2,
+      loss=network_training.loss_for(n_classes), learning_rate=at_learning_rate(config, clean), l2=config.train.l2,
       batch_size=config.train.batch_size)
+
+
+def at_learning_rate(config, clean) -> float:
+  """The Adam rate of the adversarial rounds: the clean network's chosen rate, or the grid's first rate
+  when the clean network was trained by L-BFGS (which has none)."""
+  return config.train.learning_rates[0] if clean.learning_rate is None else clean.learning_rate
 
 
 def train_model(config, model, model_name, x, y_onehot, n_classes, key, *, mean_row=None):
   """Trains the 2-layer network on the features of the pixel rows x [n, d] as ``run`` does for one seed
-  (the config's own grid searched for this key, whatever ``train.lr_selection``); returns params. Adam to
+  (the config's own grid searched for this key, whatever ``train.lr_selection``); returns params. Trained to
   ``config.train``'s criterion, then with ``adversarial_training`` the PGD rounds (``adversarial_rounds``)."""
   result = network_training.train_network(config.train, model, model_name, x if mean_row is None else x - mean_row,
                                           y_onehot, n_classes, key)
@@ -220,7 +229,7 @@ def run(config: FlipRateConfig, workdir, *, overwrite_config: bool = False) -> l
     setup_s = time.perf_counter() - start
     x = jnp.asarray(train.x)
     logits_fn = row_maps(model_name, train.x, mean_row)[1](model.apply_fn, params)
-    criterion = network_training.criterion_fields(result, rates.selection())
+    criterion = network_training.criterion_fields(result, config.train)
     del criterion["train_accuracy"]  # measured below on the final (possibly adversarially trained) params
     units = dict(channel_mean=stats.as_record()["mean"], channel_std=stats.as_record()["std"],
                  preprocessing=config.data.preprocessing)

@@ -5,15 +5,15 @@ Usage:
   python -m experiments.landscape --workdir runs/landscape [--full] [field=value ...]
 
 Tests arXiv 2603.13085's claim that 2L-ReLU sits in sharper minima and MLP-Attn in wider, flatter basins.
-The networks are trained as in the flip-rate experiment (``experiments.network_training``: Adam to a
-train-loss target, the rate chosen on a validation split), with this experiment's own recorded ``train``
+The networks are trained as in the flip-rate experiment (``experiments.network_training``: full-batch
+L-BFGS to a train-loss target in the quick and full configs), with this experiment's own recorded ``train``
 fields, so both models are measured at (about) the same train loss, at or below ``train.loss_target``;
 records carry the final loss and ``converged``. Beside the raw top eigenvalues of the paper's fixed-readout
 network (Hessian w.r.t. W), each record holds the elementwise adaptive sharpness, the top eigenvalues of
 diag|θ| H diag|θ| (Kwon et al. 2021, arXiv 2102.11600), and, with ``readouts`` holding 'trained', the same
 numbers (``trained_*`` fields) for the trained-readout network (Hessian w.r.t. W and V), where a layer
 rescaling changes the raw eigenvalue but not the adaptive sharpness.
-Quick config: embedded MNIST, n = 256, width 1024, 3 seeds. Writes config.json,
+Quick config: embedded MNIST, n = 256, width 256, 3 seeds. Writes config.json,
 results.jsonl (top eigenvalues and landscape arrays per (task, model, width, seed)), and landscape_1d.png,
 landscape_2d.png and summary.md (``experiments.landscape_report``, which redraws them from the records).
 """
@@ -52,13 +52,11 @@ class LandscapeConfig:
   per-filter weight norm)."""
   tasks: tuple[str, ...] = ("mnist",)
   models: tuple[str, ...] = ("relu", "mlp_attn")
-  widths: tuple[int, ...] = (1024,)
+  widths: tuple[int, ...] = (256,)
   seeds: tuple[int, ...] = (0, 1, 2)
   data: config_lib.DataConfig = config_lib.DataConfig(n_train=256, n_test=0)
-  # Quick: the rate chosen once per (task, model, width, readout); checks every 10 epochs so both models stop
-  # close to the target; 500 epochs at most.
-  train: config_lib.TrainConfig = config_lib.TrainConfig(check_every=10, max_epochs=500,
-                                                         lr_selection="per_model_dataset")
+  # L-BFGS checks the loss at every iterate, so both models stop at the first iterate at or below the target.
+  train: config_lib.TrainConfig = config_lib.TrainConfig(optimizer="lbfgs", max_epochs=2000)
   readouts: tuple[str, ...] = ("fixed", "trained")
   match_loss: bool = True
   top_k: int = 3
@@ -90,7 +88,7 @@ def get_config(full: bool = False) -> LandscapeConfig:
   if not full:
     return LandscapeConfig()
   return LandscapeConfig(tasks=("mnist", "fashion_mnist", "cifar10"), widths=(256, 1024, 4096),
-                         train=config_lib.TrainConfig(check_every=10),
+                         train=config_lib.TrainConfig(optimizer="lbfgs"),
                          seeds=(0, 1, 2, 3, 4), data=config_lib.DataConfig(n_train=1000, n_test=0, source="dir"))
 
 
@@ -141,7 +139,7 @@ def run(config: LandscapeConfig, workdir, *, overwrite_config: bool = False) -> 
         if slowest > config.train.loss_target and math.isfinite(slowest):
           matched = slowest
           result = train_as(model_name, dataclasses.replace(config.train, loss_target=slowest, check_every=1),
-                            grid=(result.learning_rate,))
+                            grid=None if result.learning_rate is None else (result.learning_rate,))
       params = result.params
       if readout == "fixed":  # the fixed readout is not a parameter of the loss surface
         trainable = {"W": params["W"]}
@@ -153,7 +151,7 @@ def run(config: LandscapeConfig, workdir, *, overwrite_config: bool = False) -> 
                                     key=jax.random.fold_in(key, 1))
       adaptive = adaptive_sharpness(objective, trainable, k=config.top_k, num_iters=config.lanczos_iters,
                                     key=jax.random.fold_in(key, 4))
-      fields = dict(network_training.criterion_fields(result, rates[readout].selection()), matched_loss=matched,
+      fields = dict(network_training.criterion_fields(result, config.train), matched_loss=matched,
                     top_eigenvalues=eig, adaptive_sharpness=adaptive, train_loss=float(objective(trainable)))
       if readout == "fixed":
         d1 = filter_normalized_direction(trainable, jax.random.fold_in(key, 2))

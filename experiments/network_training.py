@@ -71,9 +71,7 @@ def train_network(train: TrainConfig, model, model_name: str, x_NxD, y_NxC, n_cl
   feats, params = init_network(model, model_name, x_NxD, init_key)
   return train_to_criterion(model.apply_fn, params, np.asarray(feats), y_NxC, key=train_key,
                             learning_rates=train.learning_rates if learning_rates is None else learning_rates,
-                            target_loss=train.loss_target, max_epochs=train.max_epochs,
-                            check_every=train.check_every, validation_fraction=train.validation_fraction,
-                            loss=loss_for(n_classes), l2=train.l2, batch_size=train.batch_size)
+                            loss=loss_for(n_classes), **train.criterion_kwargs())
 
 
 class RateCache:
@@ -99,15 +97,17 @@ class RateCache:
     return train_fn(seed, self.rates[group])
 
   def selection(self) -> str:
-    """The record's lr_selection: 'fixed' (one-entry grid), 'per_point' or 'per_model_dataset'."""
-    return "fixed" if len(self.train.learning_rates) == 1 else self.train.lr_selection
+    """The record's lr_selection (``TrainConfig.selection``)."""
+    return self.train.selection()
 
 
-def criterion_fields(result: CriterionResult, selection: str) -> dict:
-  """The training-criterion fields of a record: learning_rate (chosen), lr_selection, train_loss (final
-  mean data loss, no L2), train_accuracy, converged (loss target reached), epochs_trained, loss_target,
-  max_epochs, and lr_candidates (one dict per grid entry searched for this point; empty otherwise)."""
-  return dict(learning_rate=float(result.learning_rate), lr_selection=selection,
+def criterion_fields(result: CriterionResult, train: TrainConfig) -> dict:
+  """The training-criterion fields of a record: optimizer, learning_rate (chosen; None for L-BFGS),
+  lr_selection, train_loss (final mean data loss, no L2), train_accuracy, converged (loss target reached),
+  epochs_trained (L-BFGS: iterations), loss_target, max_epochs, and lr_candidates (one dict per grid entry
+  searched for this point; empty otherwise)."""
+  rate = None if result.learning_rate is None else float(result.learning_rate)
+  return dict(optimizer=train.optimizer, learning_rate=rate, lr_selection=train.selection(),
               train_loss=float(result.train_loss), train_accuracy=float(result.train_accuracy),
               converged=bool(result.reached), epochs_trained=int(result.epochs),
               loss_target=float(result.target_loss), max_epochs=int(result.max_epochs),

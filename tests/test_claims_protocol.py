@@ -13,7 +13,7 @@ from experiments.config import DataConfig, apply_overrides, load_splits
 from ntk.training import train_adam
 
 TINY_FLIP = ["models=relu", "widths=16", "seeds=0", "eps=0,0.1", "attacks=random_sign", "data.n_train=20",
-             "data.n_test=8", "train.learning_rates=0.01", "train.max_epochs=40", "train.check_every=20",
+             "data.n_test=8", "train.optimizer=adam", "train.learning_rates=0.01", "train.max_epochs=40", "train.check_every=20",
              "train.loss_target=1.5", "train.batch_size=10", "pgd_steps=2", "mim_steps=2"]
 
 

@@ -1,5 +1,6 @@
 """Training to a stated criterion (ntk.criterion): learning rate chosen on a held-out split, train loss to a
-target or an epoch cap, and the chunked run equal to one continuous Adam run."""
+target or an epoch cap, and the chunked run equal to one continuous Adam run; full-batch L-BFGS stopped at
+the first iterate at or below the target."""
 import jax
 import numpy as np
 import pytest
@@ -96,6 +97,7 @@ def test_validation_split_is_a_deterministic_disjoint_fifth():
     (dict(loss="hinge"), "loss"),
     (dict(l2=-1.0), "l2"),
     (dict(validation_fraction=1.0), "validation_fraction"),
+    (dict(optimizer="sgd"), "optimizer"),
 ])
 def test_bad_input_raises_value_error_naming_the_argument(kwargs, match):
   x, y = _blobs(10, 0)
@@ -103,3 +105,41 @@ def test_bad_input_raises_value_error_naming_the_argument(kwargs, match):
   with pytest.raises(ValueError, match=match):
     train_to_criterion(model.apply_fn, params, x, y, key=jax.random.PRNGKey(0),
                        **{"learning_rates": (1e-3, 1e-2), "max_epochs": 1, **kwargs})
+
+
+def test_lbfgs_stops_at_the_first_iterate_at_or_below_the_target():
+  """L-BFGS checks the loss at every iterate: one iteration fewer misses the target, and how the iterations
+  are chunked into compiled loops does not change the run."""
+  x, y = _blobs(64, 0)
+  model, params = _model()
+  kw = dict(key=jax.random.PRNGKey(1), target_loss=0.05, optimizer="lbfgs", learning_rates=(123.0,))
+  result = train_to_criterion(model.apply_fn, params, x, y, max_epochs=500, check_every=7, **kw)
+  assert result.reached and result.train_loss <= 0.05 and 1 < result.epochs < 500
+  assert result.learning_rate is None and result.candidates == ()  # no rate: the line search sets each step
+  short = train_to_criterion(model.apply_fn, params, x, y, max_epochs=result.epochs - 1, check_every=1, **kw)
+  assert not short.reached and short.train_loss > 0.05 and short.epochs == result.epochs - 1
+  again = train_to_criterion(model.apply_fn, params, x, y, max_epochs=500, check_every=1, **kw)
+  assert again.epochs == result.epochs
+  for a, b in zip(jax.tree_util.tree_leaves(again.params), jax.tree_util.tree_leaves(result.params)):
+    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_lbfgs_with_an_l2_penalty_stops_on_the_data_loss_and_keeps_a_fixed_readout():
+  x, y = _blobs(64, 1)
+  model = two_layer_relu(WIDTH, D, out_dim=2, readout="fixed")
+  params = model.init_fn(jax.random.PRNGKey(0), (-1, D))[1]
+  result = train_to_criterion(model.apply_fn, params, x, y, key=jax.random.PRNGKey(1), target_loss=0.1,
+                              max_epochs=300, check_every=50, l2=1e-4, optimizer="lbfgs")
+  assert result.reached and result.train_loss <= 0.1
+  np.testing.assert_array_equal(result.params["a"], params["a"])  # the ±1 readout is neither trained nor penalised
+  logits = np.asarray(model.apply_fn(result.params, x), np.float64)
+  ce = np.mean(np.log(np.exp(logits).sum(1)) - (logits * y).sum(1))  # the data loss, without the penalty
+  np.testing.assert_allclose(result.train_loss, ce, rtol=1e-4)
+
+
+def test_lbfgs_not_reached_when_the_iteration_cap_stops_it():
+  x, y = _blobs(64, 0, separation=0.3)
+  model, params = _model()
+  result = train_to_criterion(model.apply_fn, params, x, y, key=jax.random.PRNGKey(1), target_loss=1e-3,
+                              max_epochs=12, check_every=5, optimizer="lbfgs")
+  assert not result.reached and result.epochs == 12 and result.train_loss > 1e-3

@@ -61,7 +61,8 @@ def test_adversarial_training_makes_the_training_rows_robust_to_pgd(tmp_path):
   """At the same tiny config (30 Adam epochs in all, both fit the clean rows), the network trained on PGD
   rows at ε = 0.3 keeps far more of its training rows under a fresh PGD attack at ε = 0.3 than the
   standard one (0.75 vs 0.3 at seed 0; ≥ 0.2 apart at seeds 0–2); the ε = 0 control still has no flips."""
-  common = SMALL + ["models=relu", "attacks=pgd", "eps=0,0.3", "train.max_epochs=30", "train.learning_rates=0.01",
+  common = SMALL + ["models=relu", "attacks=pgd", "eps=0,0.3", "train.max_epochs=30", "train.optimizer=adam",
+                    "train.learning_rates=0.01",
                     "train.batch_size=10", "at_eps=0.3", "at_rounds=2", "at_epochs_per_round=10"]
   runs = {}
   for at in (False, True):
