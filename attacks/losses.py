@@ -10,7 +10,6 @@ from typing import Literal
 
 import jax
 import jax.numpy as jnp
-import optax
 
 Loss = Literal["ce", "dlr"]
 LOSSES = ("ce", "dlr")
@@ -26,8 +25,10 @@ def _label_logit(logits_BxK, labels_B):
 
 
 def cross_entropy(logits_BxK: jnp.ndarray, labels_B: jnp.ndarray) -> jnp.ndarray:
-  """Per-sample cross-entropy −log softmax(z)_y = logsumexp(z) − z_y (optax's
-  ``softmax_cross_entropy_with_integer_labels``).
+  """Per-sample cross-entropy −log softmax(z)_y = logsumexp(z) − z_y: the value and gradient of optax's
+  ``softmax_cross_entropy_with_integer_labels``, bit for bit, without its ``take_along_axis``, whose
+  gradient is a scatter-add that XLA:CPU runs as a loop over the batch, one sample per iteration
+  (benchmarks/attacks_pgd_breakdown.py, README "Performance").
 
   The code base's one cross-entropy: the attacks, ``experiments.classifier_training`` and
   ``ntk.training.softmax_cross_entropy`` all call it and reduce it themselves, as optax's losses are
@@ -40,7 +41,7 @@ def cross_entropy(logits_BxK: jnp.ndarray, labels_B: jnp.ndarray) -> jnp.ndarray
   Returns:
     Float array with shape [batch], ≥ 0 (nats).
   """
-  return optax.softmax_cross_entropy_with_integer_labels(logits_BxK, labels_B)
+  return jax.nn.logsumexp(logits_BxK, axis=-1) - _label_logit(logits_BxK, labels_B)
 
 
 def best_other_logit(logits_BxK: jnp.ndarray, labels_B: jnp.ndarray) -> jnp.ndarray:

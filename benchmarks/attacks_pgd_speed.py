@@ -21,8 +21,9 @@ are not needed and neither implementation computes them.
 
 The small-ViT case (the issue's target: ≥ 2× faster than torchattacks, where eager execution pays per
 operation) is benchmarks/attacks_pgd_vit_speed.py, against a weight-for-weight torch twin of
-attention/vit.py. Mind the weight layout: flax.linen.Dense stores kernels as [in, out], which costs this
-MLP about 1.2–1.4× on XLA:CPU (see the two JAX rows).
+attention/vit.py. Mind the weight layout: flax.linen.Dense stores kernels as [in, out], which made this
+MLP's step 0.6–1.1 ms slower in most runs on XLA:CPU (see the two JAX rows). Where the time goes, part by
+part: benchmarks/attacks_pgd_breakdown.py.
 """
 from __future__ import annotations
 

@@ -117,6 +117,21 @@ def test_cw_finds_near_minimal_l2_adversarial_on_a_linear_model():
   assert not bool(bounded.success.any())
 
 
+def test_cross_entropy_is_optax_bit_for_bit_without_a_scatter_in_its_gradient():
+  """Same values and input gradients as optax's integer-label cross-entropy (identical arithmetic), and the
+  compiled gradient has no while loop: optax's take_along_axis transposes to a scatter-add that XLA:CPU
+  lowers to a loop over the batch."""
+  import optax
+  z = jax.random.normal(jax.random.PRNGKey(0), (64, 10)) * 5
+  y = jax.random.randint(jax.random.PRNGKey(1), (64,), 0, 10)
+  np.testing.assert_array_equal(cross_entropy(z, y), optax.softmax_cross_entropy_with_integer_labels(z, y))
+  ours = jax.grad(lambda v: jnp.sum(cross_entropy(v, y)))
+  reference = jax.grad(lambda v: jnp.sum(optax.softmax_cross_entropy_with_integer_labels(v, y)))
+  np.testing.assert_array_equal(ours(z), reference(z))
+  assert " while(" not in jax.jit(ours).lower(z).compile().as_text()
+  assert " while(" in jax.jit(reference).lower(z).compile().as_text()  # what the test guards against
+
+
 def test_losses_from_logits():
   big = jnp.array([[1000.0, 0.0, -1000.0]])
   assert float(cross_entropy(big, jnp.array([1]))[0]) == pytest.approx(1000.0)  # no inf from softmax
