@@ -28,7 +28,7 @@ def cross_entropy(logits_BxK: jnp.ndarray, labels_B: jnp.ndarray) -> jnp.ndarray
   """Per-sample cross-entropy −log softmax(z)_y = logsumexp(z) − z_y: the value and gradient of optax's
   ``softmax_cross_entropy_with_integer_labels``, bit for bit, without its ``take_along_axis``, whose
   gradient is a scatter-add that XLA:CPU runs as a loop over the batch, one sample per iteration
-  (benchmarks/attacks_pgd_breakdown.py, README "Performance").
+  (benchmarks/attacks_pgd_breakdown.py and README, "Performance").
 
   The code base's one cross-entropy: the attacks, ``experiments.classifier_training`` and
   ``ntk.training.softmax_cross_entropy`` all call it and reduce it themselves, as optax's losses are

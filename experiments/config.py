@@ -175,7 +175,7 @@ class TrainConfig:
 
 
 LR_SELECTIONS = ("per_point", "per_model_dataset")
-OPTIMIZERS = ("adam", "lbfgs")  # ntk.criterion.OPTIMIZERS (not imported: configs stay free of JAX)
+OPTIMIZERS = ("adam", "lbfgs", "gauss_newton")  # ntk.criterion.OPTIMIZERS (not imported: configs stay free of JAX)
 
 
 @dataclasses.dataclass(frozen=True)

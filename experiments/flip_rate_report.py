@@ -204,7 +204,7 @@ def summary_markdown(records, derived, eps: float | None = None) -> str:
         f"{MODEL_LABELS[m]}: train loss {np.mean([r['train_loss'] for r in crit if r['model'] == m]):.3g}, "
         f"{sum(1 for r in {(q['task'], q['width'], q['seed']): q for q in crit if q['model'] == m}.values() if r['converged'])}"
         f"/{len({(q['task'], q['width'], q['seed']) for q in crit if q['model'] == m})} converged (target "
-        f"{crit[0]['loss_target']:g}), rate {sorted({r['learning_rate'] for r in crit if r['model'] == m})}"
+        f"{crit[0]['loss_target']:g}), {_how_trained([r for r in crit if r['model'] == m])}"
         for m in ("relu", "mlp_attn") if any(r["model"] == m for r in crit)), ""]
   if derived.get("gaps"):
     lines += ["## Attack minus random-sign control (converged points), % with 95 % seed-bootstrap interval", "",
@@ -224,6 +224,17 @@ def summary_markdown(records, derived, eps: float | None = None) -> str:
             "eps_standardized, channel_std).", "",
             "Intervals: derived.json. Plots: flip_rate_vs_eps.png (main figure), flip_rate_vs_width.png.", ""]
   return "\n".join(lines)
+
+
+def _how_trained(records: list[dict]) -> str:
+  """'L-BFGS, 12 iterations (median)' or 'Adam, rate [0.01]' for one model's criterion records."""
+  counts = [r["epochs_trained"] for r in records if "epochs_trained" in r]
+  steps = f", {int(np.median(counts))} {{}} (median)" if counts else ""
+  optimizer = records[0].get("optimizer", "adam")
+  if optimizer == "adam":
+    return f"Adam, rate {sorted({r['learning_rate'] for r in records})}" + steps.format("epochs")
+  name = {"lbfgs": "L-BFGS", "gauss_newton": "Gauss–Newton"}.get(optimizer, optimizer)
+  return name + steps.format("iterations")
 
 
 def write_report(workdir) -> str:

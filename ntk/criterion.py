@@ -26,11 +26,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ntk.gauss_newton import train_gauss_newton
 from ntk.models import penalized_leaves
 from ntk.training import LOSSES, adam_epochs
 
 DEFAULT_LEARNING_RATES = (1e-3, 3e-3, 1e-2, 3e-2)
-OPTIMIZERS = ("adam", "lbfgs")
+OPTIMIZERS = ("adam", "lbfgs", "gauss_newton")
 LBFGS_MEMORY = 10  # optax.lbfgs's default number of stored (s, y) pairs
 
 
@@ -224,13 +225,15 @@ def train_to_criterion(apply_fn: Callable, params, x_NxD, y_NxC, *, key,
     l2: the L2 penalty coefficient ≥ 0, as in ``train_adam`` (on the trained parameters only: a fixed
       readout is not penalised, ``ntk.models.penalized_leaves``).
     batch_size: minibatch size ≥ 1 (capped at the rows available).
-    optimizer: ``'adam'`` (minibatch Adam, the rate chosen from the grid) or ``'lbfgs'`` (full batch).
+    optimizer: ``'adam'`` (minibatch Adam, the rate chosen from the grid), ``'lbfgs'`` (full batch), or
+      ``'gauss_newton'`` (Levenberg–Marquardt through the full empirical NTK, ``ntk.gauss_newton``; the
+      fixed-readout network on ½·MSE without a penalty only; max_epochs caps its steps).
 
   Returns:
     ``CriterionResult``.
 
   Raises:
-    ValueError: an unknown optimizer; an empty grid or a non-positive rate; target_loss < 0; max_epochs < 0; check_every < 1;
+    ValueError: an unknown optimizer; gauss_newton with loss ≠ 'mse', l2 ≠ 0 or a trained readout; an empty grid or a non-positive rate; target_loss < 0; max_epochs < 0; check_every < 1;
       validation_fraction outside (0, 1); unknown loss; l2 < 0; batch_size < 1; x and y row counts differ.
   """
   if optimizer not in OPTIMIZERS:
@@ -257,6 +260,15 @@ def train_to_criterion(apply_fn: Callable, params, x_NxD, y_NxC, *, key,
   if optimizer == "lbfgs":
     p, value, acc, epochs, reached = _train_lbfgs(apply_fn, params, x, y, **common)
     return CriterionResult(p, None, value, acc, epochs, reached, float(target_loss), int(max_epochs), ())
+  if optimizer == "gauss_newton":
+    if loss != "mse" or l2 != 0:
+      raise ValueError(f"optimizer='gauss_newton' trains ½·MSE without a penalty: loss must be 'mse' and l2 0, "
+                       f"got loss={loss!r}, l2={l2!r}")
+    p, value, steps = train_gauss_newton(apply_fn, params, x, y, target_loss=float(target_loss),
+                                         max_iterations=int(max_epochs))
+    acc = float(_evaluate(apply_fn, p, jnp.asarray(x), jnp.asarray(y), loss=loss)[1])
+    return CriterionResult(p, None, value, acc, steps, bool(value <= target_loss), float(target_loss),
+                           int(max_epochs), ())
   common["batch_size"] = batch_size
 
   candidates = []

@@ -143,3 +143,31 @@ def test_lbfgs_not_reached_when_the_iteration_cap_stops_it():
   result = train_to_criterion(model.apply_fn, params, x, y, key=jax.random.PRNGKey(1), target_loss=1e-3,
                               max_epochs=12, check_every=5, optimizer="lbfgs")
   assert not result.reached and result.epochs == 12 and result.train_loss > 1e-3
+
+
+def test_full_ntk_of_the_fixed_readout_net_is_j_jt():
+  """The closed form of the output-block NTK equals J Jᵀ from jax.jacrev of vec f(X) w.r.t. W."""
+  from ntk.gauss_newton import full_ntk_fixed_readout
+  model = two_layer_relu(16, D, out_dim=3, readout="fixed")
+  params = model.init_fn(jax.random.PRNGKey(2), (-1, D))[1]
+  x = np.asarray(jax.random.normal(jax.random.PRNGKey(3), (5, D)))
+  jac = jax.jacrev(lambda w: model.apply_fn({"W": w, "a": params["a"]}, x).reshape(-1))(params["W"])
+  jac = np.asarray(jac, np.float64).reshape(15, -1)
+  np.testing.assert_allclose(full_ntk_fixed_readout(params, x), jac @ jac.T, rtol=1e-5, atol=1e-6)
+
+
+def test_gauss_newton_reaches_an_mse_target_in_few_steps_and_refuses_what_it_cannot_train():
+  x, y = _blobs(32, 3)
+  model = two_layer_relu(256, D, out_dim=2, readout="fixed")
+  params = model.init_fn(jax.random.PRNGKey(0), (-1, D))[1]
+  kw = dict(key=jax.random.PRNGKey(1), loss="mse", target_loss=1e-4, max_epochs=50, optimizer="gauss_newton")
+  result = train_to_criterion(model.apply_fn, params, x, y, **kw)
+  assert result.reached and result.train_loss <= 1e-4 and result.epochs <= 10  # wide net: near-Newton steps
+  f = np.asarray(model.apply_fn(result.params, x), np.float64)
+  np.testing.assert_allclose(result.train_loss, 0.5 * np.mean((f - y) ** 2), rtol=1e-6)
+  np.testing.assert_array_equal(result.params["a"], params["a"])
+  with pytest.raises(ValueError, match="loss must be 'mse'"):
+    train_to_criterion(model.apply_fn, params, x, y, **{**kw, "loss": "ce"})
+  with pytest.raises(ValueError, match="fixed-readout"):
+    trained, p = _model()
+    train_to_criterion(trained.apply_fn, p, x, y, **kw)
