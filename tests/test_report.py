@@ -214,8 +214,11 @@ def test_paper_relu_adapter_reproduces_flip_rate_records(tmp_path):
   from experiments.config import apply_overrides
   from influence import malleability
   import ntk
-  overrides = ("data.n_train=40", "data.n_test=10", "train.learning_rates=0.001", "train.max_epochs=5",
-               "pgd_steps=5")
+  # Adam: with L-BFGS the experiment's and the adapter's trainings differ by float32 rounding (cause not
+  # found; README, "Influence flip rates"), which the line search turns into different iterates; this test
+  # is about the adapter's plumbing.
+  overrides = ("data.n_train=40", "data.n_test=10", "train.optimizer=adam", "train.learning_rates=0.001",
+               "train.max_epochs=5", "pgd_steps=5")
   fr_config = apply_overrides(flip_rate.get_config(), ["tasks=mnist", "models=relu", "widths=64", "seeds=0",
                                                        "eps=0.0,0.3", "attacks=fgsm,pgd,random_sign", *overrides])
   fr_records = flip_rate.run(fr_config, tmp_path / "flip_rate")

@@ -140,7 +140,7 @@ def test_dotted_overrides_reach_the_nested_groups_and_are_recorded_whole(tmp_pat
     config_lib.apply_overrides(flip_rate.get_config(), ["data.n_trian=3"])
   with pytest.raises(ValueError, match="unknown config field 'tasks.x'"):
     config_lib.apply_overrides(flip_rate.get_config(), ["tasks.x=3"])
-  with pytest.raises(ValueError, match=r"train.optimizer must be one of \('adam', 'lbfgs'\), got 'sgd'"):
+  with pytest.raises(ValueError, match=r"train.optimizer must be one of \('adam', 'lbfgs', 'gauss_newton'\), got 'sgd'"):
     config_lib.apply_overrides(flip_rate.get_config(), ["train.optimizer=sgd"]).validate()
 
 
