@@ -215,8 +215,8 @@ def test_paper_relu_adapter_reproduces_flip_rate_records(tmp_path):
   from influence import malleability
   import ntk
   # Adam: with the default L-BFGS both paths train identical parameters and flip the same images, but the
-  # report's and the experiment's influence computations then give Spearman ρ 0.665 vs 0.668 (float32
-  # kernels of a network whose influences are closer to ties); at the Adam point they agree to 1e-6.
+  # report's and the experiment's influence computations then give Spearman ρ 0.665 vs 0.668 (cause not
+  # found); at the Adam point they agree to 1e-6.
   overrides = ("data.n_train=40", "data.n_test=10", "train.optimizer=adam", "train.learning_rates=0.001",
                "train.max_epochs=5", "pgd_steps=5")
   fr_config = apply_overrides(flip_rate.get_config(), ["tasks=mnist", "models=relu", "widths=64", "seeds=0",
