@@ -37,7 +37,7 @@ import sys
 import numpy as np
 
 import torch_interpreter  # benchmarks/ is sys.path[0] when this runs as a script
-from attacks_pgd_speed import ALPHA, EPS, STEPS, TORCH_NEEDS, _time, make_data
+from attacks_pgd_speed import ALPHA, EPS, STEPS, TORCH_NEEDS, _time, make_data, torch_mlp
 
 PARTS = ("gemm", "grad", "step", "project", "attack")
 
@@ -104,14 +104,7 @@ def _torch_parts(batch: int, threads: int) -> dict:
   if threads:
     torch.set_num_threads(threads)
   data = make_data(batch)
-  sizes = (data["w1"].shape[0], data["w1"].shape[1], data["w2"].shape[1])
-  model = torch.nn.Sequential(torch.nn.Linear(sizes[0], sizes[1]), torch.nn.ReLU(),
-                              torch.nn.Linear(sizes[1], sizes[2]))
-  with torch.no_grad():
-    for layer, w, b in ((model[0], "w1", "b1"), (model[2], "w2", "b2")):
-      layer.weight.copy_(torch.from_numpy(data[w].T.copy()))
-      layer.bias.copy_(torch.from_numpy(data[b]))
-  model.eval()
+  model = torch_mlp(data)
   for p in model.parameters():  # torchattacks leaves them on; off here measures the input gradient alone
     p.requires_grad_(False)
   x, y = torch.from_numpy(data["x"]), torch.from_numpy(data["y"])

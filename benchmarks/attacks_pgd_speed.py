@@ -138,6 +138,18 @@ def run_jax(batch: int, reps: int, layout: str) -> dict:
               matmul_peak=jax_matmul_peak(batch, max(reps, 10)))
 
 
+def torch_mlp(data: dict):
+  """The benchmark MLP as a torch.nn.Sequential in eval mode, weights copied from ``make_data``'s arrays."""
+  import torch
+  model = torch.nn.Sequential(torch.nn.Linear(SIZES[0], SIZES[1]), torch.nn.ReLU(),
+                              torch.nn.Linear(SIZES[1], SIZES[2]))
+  with torch.no_grad():
+    for layer, w, b in ((model[0], "w1", "b1"), (model[2], "w2", "b2")):
+      layer.weight.copy_(torch.from_numpy(data[w].T.copy()))
+      layer.bias.copy_(torch.from_numpy(data[b]))
+  return model.eval()
+
+
 def run_torch(batch: int, reps: int, threads: int = 0) -> dict:
   import torch
   import torchattacks
@@ -145,13 +157,7 @@ def run_torch(batch: int, reps: int, threads: int = 0) -> dict:
     torch.set_num_threads(threads)
 
   data = make_data(batch)
-  model = torch.nn.Sequential(torch.nn.Linear(SIZES[0], SIZES[1]), torch.nn.ReLU(),
-                              torch.nn.Linear(SIZES[1], SIZES[2]))
-  with torch.no_grad():
-    for layer, w, b in ((model[0], "w1", "b1"), (model[2], "w2", "b2")):
-      layer.weight.copy_(torch.from_numpy(data[w].T.copy()))
-      layer.bias.copy_(torch.from_numpy(data[b]))
-  model.eval()
+  model = torch_mlp(data)
   x, y = torch.from_numpy(data["x"]), torch.from_numpy(data["y"])
   atk = torchattacks.PGD(model, eps=EPS, alpha=ALPHA, steps=STEPS, random_start=True)
   a = torch.randn(2048, 2048)
