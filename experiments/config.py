@@ -122,6 +122,8 @@ class TrainConfig:
     L-BFGS with a strong-Wolfe line search: no rate, no validation split, no batches; max_epochs caps its
     iterations and the loss is checked at every iterate). MLP-Attn reaches the loss target only with
     L-BFGS (docs/theory.md#why-l-bfgs), so the quick and full configs of the experiments above use it.
+    'gauss_newton' (Levenberg–Marquardt through the full empirical NTK, ``ntk.gauss_newton``) trains only
+    the fixed-readout network on ½·MSE without a penalty (``check_gauss_newton``); max_epochs caps its steps.
 
   learning_rates: the Adam learning-rate grid, each finite and > 0; with more than one entry the rate is
     chosen by accuracy on a validation split of ``validation_fraction`` of the training split (never the
@@ -146,9 +148,9 @@ class TrainConfig:
   optimizer: str = "adam"
 
   def selection(self) -> str:
-    """The record's lr_selection: 'none' (L-BFGS: no rate), 'fixed' (a one-entry grid), 'per_point' or
+    """The record's lr_selection: 'none' (L-BFGS or Gauss–Newton: no rate), 'fixed' (a one-entry grid), 'per_point' or
     'per_model_dataset'."""
-    if self.optimizer == "lbfgs":
+    if self.optimizer != "adam":
       return "none"
     return "fixed" if len(self.learning_rates) == 1 else self.lr_selection
 
@@ -427,6 +429,20 @@ def user_errors():
     print("interrupted: the points finished so far are kept in the workdir; rerun the same command to "
           "resume", file=sys.stderr)
     raise SystemExit(130) from None
+
+
+def check_gauss_newton(train: TrainConfig, group: str, *, mse: bool, fixed_readout: bool) -> None:
+  """Raises ValueError naming ``<group>.optimizer`` when it is 'gauss_newton' where that cannot train: it
+  needs ½·MSE (binary tasks or the converged width-sweep points, not 10-class cross-entropy), the fixed
+  readout, and l2 = 0."""
+  if train.optimizer != "gauss_newton":
+    return
+  why = [w for w, bad in (("a cross-entropy task (use binary tasks, which train on ½·MSE)", not mse),
+                          ("a trained readout (readout must be 'fixed')", not fixed_readout),
+                          (f"{group}.l2 = {train.l2} (must be 0)", train.l2 != 0)) if bad]
+  if why:
+    raise ValueError(f"{group}.optimizer='gauss_newton' trains only the fixed-readout network on ½·MSE without "
+                     f"a penalty, but this config has {'; '.join(why)}")
 
 
 def check_common(config, *, dataset_fields=("datasets",), binary_tasks: bool = False, nonempty=(),

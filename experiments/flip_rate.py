@@ -90,6 +90,9 @@ class FlipRateConfig:
                             nonempty=("tasks", "models", "widths", "seeds", "eps", "attacks"))
     if any(not 0 <= e <= 1 for e in self.eps):
       raise ValueError(f"eps must be in [0, 1] (L∞ on the [0, 1] pixel scale), got {self.eps}")
+    from experiments.data import BINARY_TASKS
+    config_lib.check_gauss_newton(self.train, "train", mse=all(t in BINARY_TASKS for t in self.tasks),
+                                  fixed_readout=True)
     if not 0 <= self.at_eps <= 1:
       raise ValueError(f"at_eps must be in [0, 1], got {self.at_eps}")
     bad = [a for a in self.attacks if a not in ATTACKS]

@@ -78,6 +78,9 @@ class LandscapeConfig:
       raise ValueError(f"widths must be ≥ 1, got {self.widths}")
     if "fixed" not in self.readouts or any(r not in ntk.READOUTS for r in self.readouts):
       raise ValueError(f"readouts must hold 'fixed' and may hold 'trained', got {self.readouts}")
+    from experiments.data import BINARY_TASKS
+    config_lib.check_gauss_newton(self.train, "train", mse=all(t in BINARY_TASKS for t in self.tasks),
+                                  fixed_readout=self.readouts == ("fixed",))
     if self.top_k < 1 or self.lanczos_iters < self.top_k:
       raise ValueError(f"need 1 ≤ top_k ≤ lanczos_iters, got {self.top_k}, {self.lanczos_iters}")
     if self.grid_1d < 3 or self.grid_2d < 3 or self.span <= 0:

@@ -144,6 +144,8 @@ class WidthSweepConfig:
       raise ValueError(f"models must be among {ntk.MODEL_NAMES}, got {bad}")
     if self.kernel_path not in ("fast", "neural_tangents"):
       raise ValueError(f"kernel_path must be 'fast' or 'neural_tangents', got {self.kernel_path!r}")
+    config_lib.check_gauss_newton(self.converged.train, "converged.train", mse=True,
+                                  fixed_readout=self.readout == "fixed")
 
 
 def get_config(full: bool = False) -> WidthSweepConfig:

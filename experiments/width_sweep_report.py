@@ -103,6 +103,14 @@ def plot_vs_width(records, y: str, ylabel: str, path, *, kind: str, reference_sl
   save(fig, path)
 
 
+def _optimizer_name(records) -> str:
+  """How the converged points were trained, from their records ('Adam (rate chosen on a validation split)',
+  'L-BFGS', 'Gauss–Newton'); records written before the optimizer field existed were Adam."""
+  names = {"adam": "Adam (rate chosen on a validation split)", "lbfgs": "full-batch L-BFGS",
+           "gauss_newton": "Gauss–Newton (Levenberg–Marquardt)"}
+  return " / ".join(sorted({names.get(r.get("optimizer", "adam"), r.get("optimizer")) for r in records}))
+
+
 def _fmt(v, digits=3):
   return "–" if v is None else f"{v:.{digits}g}"
 
@@ -164,7 +172,7 @@ def summary_markdown(records, derived) -> str:
     conv = [r for r in conv_all if r.get("converged")]
     left = [r for r in conv_all if not r.get("converged")]
     lines += ["", "## Function distance at convergence", "",
-              "The network trained by Adam to a ½·MSE train-loss target (rate chosen on a validation split) "
+              f"The network trained by {_optimizer_name(conv_all)} to a ½·MSE train-loss target "
               "against the kernel regression of its empirical NTK at initialisation with its own f₀, "
               "f₀ + K₀(x, X)(K₀ + λI)⁻¹(Y − f₀(X)), λ = ridge_scale·tr(K₀)/n; ‖·‖_F over the [n_test, C] "
               "test outputs, mean ± std over the converged seeds. Points that did not reach the target are "

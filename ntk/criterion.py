@@ -14,7 +14,8 @@ the first layer sees a problem whose condition number is cubed too (docs/theory.
 MNIST images at width 1024, minibatch Adam at 1e-2 / 3e-2 is still at cross-entropy 0.35 / 0.28 after 4,000
 epochs, while full-batch L-BFGS reaches 0.05 in about 1,350 iterations (both measured on 2 CPU cores).
 L-BFGS is the quasi-Newton method of Liu & Nocedal (1989), here ``optax.lbfgs`` (memory 10, zoom line
-search for the strong Wolfe conditions, Nocedal & Wright 2006, Alg. 3.5–3.6).
+search for the strong Wolfe conditions, Nocedal & Wright 2006, Alg. 3.5–3.6). ``optimizer='gauss_newton'``
+(``ntk.gauss_newton``) is for ½·MSE targets of the fixed-readout network.
 """
 from __future__ import annotations
 
@@ -64,7 +65,7 @@ class CriterionResult(NamedTuple):
     train_accuracy: final accuracy on the training split, in [0, 1].
     epochs: Adam epochs run on the training split (a multiple of check_every, or max_epochs); for L-BFGS
       the iterations run, each one full-batch gradient plus its line search (exactly the first iterate
-      whose loss is at or below the target, or max_epochs).
+      whose loss is at or below the target, or max_epochs); for Gauss–Newton the steps taken.
     reached: whether train_loss ≤ target_loss was reached within max_epochs.
     target_loss, max_epochs: the criterion, for the record.
     candidates: one ``Candidate`` per grid entry (empty for a one-entry grid: nothing to choose).
@@ -233,7 +234,8 @@ def train_to_criterion(apply_fn: Callable, params, x_NxD, y_NxC, *, key,
     ``CriterionResult``.
 
   Raises:
-    ValueError: an unknown optimizer; gauss_newton with loss ≠ 'mse', l2 ≠ 0 or a trained readout; an empty grid or a non-positive rate; target_loss < 0; max_epochs < 0; check_every < 1;
+    ValueError: x not [n, d], NaN or inf in x or y, y's columns ≠ the model's outputs; an unknown optimizer;
+      gauss_newton with loss ≠ 'mse', l2 ≠ 0 or a trained readout; an empty grid or a non-positive rate; target_loss < 0; max_epochs < 0; check_every < 1;
       validation_fraction outside (0, 1); unknown loss; l2 < 0; batch_size < 1; x and y row counts differ.
   """
   if optimizer not in OPTIMIZERS:
@@ -255,6 +257,14 @@ def train_to_criterion(apply_fn: Callable, params, x_NxD, y_NxC, *, key,
   if np.shape(y_NxC)[0] != n or np.ndim(y_NxC) != 2:
     raise ValueError(f"y_NxC must have shape [n, C] with n = {n} rows like x, got {np.shape(y_NxC)}")
   x, y = np.asarray(x_NxD), np.asarray(y_NxC)
+  if x.ndim != 2:
+    raise ValueError(f"x_NxD must have shape [n, d], got {x.shape}")
+  for name, a in (("x_NxD", x), ("y_NxC", y)):
+    if not np.all(np.isfinite(a)):
+      raise ValueError(f"{name} holds NaN or inf; training needs finite inputs and targets")
+  out_shape = jax.eval_shape(lambda p, v: apply_fn(p, v), params, jax.ShapeDtypeStruct((1,) + x.shape[1:], x.dtype))
+  if out_shape.shape[-1] != y.shape[1]:
+    raise ValueError(f"the model has {out_shape.shape[-1]} outputs but y_NxC has {y.shape[1]} columns")
   common = dict(l2=l2, loss=loss, target_loss=float(target_loss), max_epochs=int(max_epochs),
                 check_every=int(check_every))
   if optimizer == "lbfgs":

@@ -70,12 +70,19 @@ def train_gauss_newton(apply_fn, params, x_NxD, y_NxC, *, target_loss: float, ma
     of steps taken. Stops early, short of the target, when MAX_REFUSALS steps in a row are refused.
 
   Raises:
-    ValueError: params are not a fixed-readout dict.
+    ValueError: params are not a fixed-readout dict, or apply_fn is not that network's.
   """
   if not (isinstance(params, dict) and set(params) == {"W", "a"}):
     raise ValueError("optimizer='gauss_newton' needs the fixed-readout network (params {'W', 'a'})")
   x, y = jnp.asarray(x_NxD), np.asarray(y_NxC, np.float64)
   readout = params["a"]
+  w0, a0 = np.asarray(params["W"], np.float64), np.asarray(readout, np.float64)
+  rows = np.asarray(x[:8], np.float64)
+  expected = np.maximum(rows @ w0, 0) @ a0 / np.sqrt(w0.shape[1])
+  if not np.allclose(np.asarray(apply_fn(params, x[:8]), np.float64), expected, rtol=1e-4,
+                     atol=1e-5 * max(1.0, np.abs(expected).max())):
+    raise ValueError("optimizer='gauss_newton' needs ntk.two_layer_relu's fixed-readout apply_fn "
+                     "(f = relu(x W) a / √m): its kernel is that model's closed form")
 
   def outputs(w):
     return apply_fn({"W": w, "a": readout}, x)

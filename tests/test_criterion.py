@@ -171,3 +171,32 @@ def test_gauss_newton_reaches_an_mse_target_in_few_steps_and_refuses_what_it_can
   with pytest.raises(ValueError, match="fixed-readout"):
     trained, p = _model()
     train_to_criterion(trained.apply_fn, p, x, y, **kw)
+
+
+def _nan_pixel(x, y):
+  x = x.copy()
+  x[0, 0] = np.nan
+  return x, y
+
+
+@pytest.mark.parametrize("bad,match", [
+    (_nan_pixel, "x_NxD holds NaN"),
+    (lambda x, y: (x, np.concatenate([y, y], axis=1)), "2 outputs but y_NxC has 4 columns"),
+    (lambda x, y: (x[:, 0], y), r"x_NxD must have shape \[n, d\]"),
+])
+def test_bad_training_data_raises_naming_the_argument(bad, match):
+  x, y = _blobs(10, 0)
+  model, params = _model()
+  x, y = bad(x, y)
+  with pytest.raises(ValueError, match=match):
+    train_to_criterion(model.apply_fn, params, x, y, key=jax.random.PRNGKey(0), optimizer="lbfgs", max_epochs=1)
+
+
+def test_gauss_newton_refuses_another_model_with_the_same_params():
+  x, y = _blobs(16, 0)
+  model = two_layer_relu(32, D, out_dim=2, readout="fixed")
+  params = model.init_fn(jax.random.PRNGKey(0), (-1, D))[1]
+  doubled = jax.tree_util.Partial(lambda p, v: 2.0 * model.apply_fn(p, v))
+  with pytest.raises(ValueError, match="two_layer_relu's fixed-readout apply_fn"):
+    train_to_criterion(doubled, params, x, y, key=jax.random.PRNGKey(0), loss="mse", optimizer="gauss_newton",
+                       max_epochs=3)

@@ -163,3 +163,18 @@ def test_a_workdir_of_the_flat_layout_is_refused_naming_overwrite_config(tmp_pat
   Workdir(tmp_path, ("k",), flip_rate.get_config(), overwrite_config=True)
   assert json.loads((tmp_path / "config.json").read_text())["data"]["n_train"] == flip_rate.get_config().data.n_train
   assert [json.loads((b / "config.json").read_text()) for b in tmp_path.glob("previous-*")] == [flat]
+
+
+def test_gauss_newton_is_refused_at_config_time_where_it_cannot_train():
+  from experiments import width_sweep
+  with pytest.raises(ValueError, match=r"train.optimizer='gauss_newton'.*cross-entropy task"):
+    config_lib.apply_overrides(flip_rate.get_config(), ["train.optimizer=gauss_newton"]).validate()
+  binary = config_lib.apply_overrides(flip_rate.get_config(), ["train.optimizer=gauss_newton", "tasks=mnist_3v8"])
+  binary.validate()  # binary tasks train on ½·MSE: allowed
+  with pytest.raises(ValueError, match=r"converged.train.optimizer='gauss_newton'.*readout must be 'fixed'"):
+    config_lib.apply_overrides(width_sweep.get_config(), ["converged.train.optimizer=gauss_newton",
+                                                          "readout=trained"]).validate()
+  with pytest.raises(ValueError, match=r"converged.train.l2 = 0.001 \(must be 0\)"):
+    config_lib.apply_overrides(width_sweep.get_config(), ["converged.train.optimizer=gauss_newton",
+                                                          "converged.train.l2=0.001"]).validate()
+
