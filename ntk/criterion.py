@@ -198,9 +198,10 @@ def train_to_criterion(apply_fn: Callable, params, x_NxD, y_NxC, *, key,
                        optimizer: str = "adam") -> CriterionResult:
   """Chooses the learning rate on a held-out validation split, then trains to a train-loss target.
 
-  With ``optimizer='lbfgs'`` steps 1–2 are skipped (``learning_rates``, ``validation_fraction`` and
-  ``batch_size`` are unused): full-batch L-BFGS runs from ``params`` on all training rows until the first
-  iterate whose mean data loss is ≤ target_loss, or ``max_epochs`` iterations (module docstring: why).
+  With ``optimizer='lbfgs'`` (or ``'gauss_newton'``) steps 1–2 are skipped (``learning_rates``,
+  ``validation_fraction`` and ``batch_size`` are unused): the optimiser runs from ``params`` on all training
+  rows until the first iterate whose mean data loss is ≤ target_loss, or ``max_epochs`` iterations (module
+  docstring: why).
 
   1. Split the training rows: ``validation_split(n, fold_in(key, 1), validation_fraction)``.
   2. For each η in ``learning_rates``: train from ``params`` on the fit rows to the same criterion (minibatch
@@ -235,8 +236,9 @@ def train_to_criterion(apply_fn: Callable, params, x_NxD, y_NxC, *, key,
 
   Raises:
     ValueError: x not [n, d], NaN or inf in x or y, y's columns ≠ the model's outputs; an unknown optimizer;
-      gauss_newton with loss ≠ 'mse', l2 ≠ 0 or a trained readout; an empty grid or a non-positive rate; target_loss < 0; max_epochs < 0; check_every < 1;
-      validation_fraction outside (0, 1); unknown loss; l2 < 0; batch_size < 1; x and y row counts differ.
+      gauss_newton with loss ≠ 'mse', l2 ≠ 0 or another model than the fixed-readout network; an empty
+      grid or a non-positive rate; target_loss < 0; max_epochs < 0; check_every < 1; validation_fraction
+      outside (0, 1); unknown loss; l2 < 0; batch_size < 1; x and y row counts differ.
   """
   if optimizer not in OPTIMIZERS:
     raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
