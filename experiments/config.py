@@ -445,6 +445,20 @@ def check_gauss_newton(train: TrainConfig, group: str, *, mse: bool, fixed_reado
                      f"a penalty, but this config has {'; '.join(why)}")
 
 
+def check_dataset_names(names, field: str, *, binary_tasks: bool = False) -> None:
+  """Raises ValueError naming ``field`` when a name is not a data set (nor, with ``binary_tasks``, a
+  ``BINARY_TASKS`` key), listing the valid ones."""
+  from experiments.data import BINARY_TASKS, get_spec
+  for name in names:
+    if binary_tasks and name in BINARY_TASKS:
+      continue
+    try:
+      get_spec(name)
+    except ValueError as e:
+      tasks = f"; binary tasks: {sorted(BINARY_TASKS)}" if binary_tasks else ""
+      raise ValueError(f"{field}: {e}{tasks}") from None
+
+
 def check_common(config, *, dataset_fields=("datasets",), binary_tasks: bool = False, nonempty=(),
                  finite=()) -> None:
   """Checks shared by the experiment configs, run by their ``validate()`` before anything is written.
@@ -456,19 +470,11 @@ def check_common(config, *, dataset_fields=("datasets",), binary_tasks: bool = F
       ones), a group field out of range (named dotted, e.g. ``data.source``), an empty tuple among
       ``nonempty``, or a non-finite value among the tuples named in ``finite``.
   """
-  from experiments.data import BINARY_TASKS, get_spec
   for field in nonempty:
     if not getattr(config, field):
       raise ValueError(f"{field} must not be empty")
   for field in dataset_fields:
-    for name in getattr(config, field, ()):
-      if binary_tasks and name in BINARY_TASKS:
-        continue
-      try:
-        get_spec(name)
-      except ValueError as e:
-        tasks = f"; binary tasks: {sorted(BINARY_TASKS)}" if binary_tasks else ""
-        raise ValueError(f"{field}: {e}{tasks}") from None
+    check_dataset_names(getattr(config, field, ()), field, binary_tasks=binary_tasks)
   for f in dataclasses.fields(config):
     group = getattr(config, f.name)
     if dataclasses.is_dataclass(group) and hasattr(group, "validate"):

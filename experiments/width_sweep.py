@@ -54,12 +54,7 @@ class SweepTrainConfig:
 
   def validate(self, group: str = "train") -> None:
     """Raises ValueError naming the dotted field and its allowed range."""
-    from experiments.data import get_spec
-    for name in self.datasets:
-      try:
-        get_spec(name)
-      except ValueError as e:
-        raise ValueError(f"{group}.datasets: {e}") from None
+    config_lib.check_dataset_names(self.datasets, f"{group}.datasets")
     if self.max_width < 1:
       raise ValueError(f"{group}.max_width must be >= 1, got {self.max_width}")
     if self.steps < 0 or not self.lr_scale > 0:
@@ -91,12 +86,7 @@ class ConvergedConfig:
 
   def validate(self, group: str = "converged") -> None:
     """Raises ValueError naming the dotted field and its allowed range."""
-    from experiments.data import get_spec
-    for name in self.datasets:
-      try:
-        get_spec(name)
-      except ValueError as e:
-        raise ValueError(f"{group}.datasets: {e}") from None
+    config_lib.check_dataset_names(self.datasets, f"{group}.datasets")
     if any(w < 1 for w in self.widths):
       raise ValueError(f"{group}.widths must be >= 1, got {self.widths}")
     if not (math.isfinite(self.ridge_scale) and self.ridge_scale >= 0):
