@@ -165,16 +165,19 @@ def ntk_distance_rows(src: Source) -> list[dict]:
                 and r["model"] == model and field in r]
         dropped = [r for r in recs if not _converged(r)]
         recs = [r for r in recs if _converged(r)]
+        floored = sum(r.get("loss_floor", 0.0) > r.get("loss_target", math.inf) for r in dropped)
+        left_out = (f"{len(dropped)} unconverged points left out"
+                    + (f", {floored} of them below their fixed readout's loss floor (unreachable)" if floored else ""))
         slopes = per_seed_slopes(recs, field)
         widths = sorted({r["width"] for r in recs})
         if len(slopes) == 0:
           if recs or dropped:
             rows.append(not_measured(cid, claim, ARXIV_NTK, paper_text, "fewer than 2 widths per seed"
-                                     + (f" ({len(dropped)} unconverged points left out)" if dropped else ""),
+                                     + (f" ({left_out})" if dropped else ""),
                                      variant=variant, produced_by=src.command))
           continue
         interval = verdicts.bootstrap_mean(list(slopes.values()), unit="seeds")
-        note = f"{len(dropped)} unconverged points left out" if dropped else ""
+        note = left_out if dropped else ""
         rows.append(_row(cid, claim, ARXIV_NTK, paper_text, interval=interval, paper_sign=sign, null=0.0,
                          paper_range=None if paper is None else (paper, paper), scale="slope",
                          variant="" if main else variant, produced_by=src.command, note=note,

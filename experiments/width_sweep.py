@@ -30,6 +30,7 @@ import ntk
 from ntk.sweep import default_learning_rate, infinite_width_kernels, kernel_distance, train_and_compare
 from ntk.criterion import train_to_criterion
 from ntk.distance import function_distance, kernel_regression
+from ntk.loss_floor import fixed_readout_loss_floor
 from experiments import config as config_lib
 from experiments.network_training import criterion_fields
 from experiments import distributed
@@ -212,6 +213,9 @@ def converged_distance(config, model, f_train, f_test, y_train, y_test, n_classe
   f_net = np.asarray(model.apply_fn(result.params, f_test))
   dist = function_distance(f_net, pred.test, f0_test)
   out = {k: v for k, v in criterion_fields(result, t).items()}
+  # The fixed ±1 readout bounds the ½·MSE from below whatever W is: a target under this floor is unreachable.
+  out["loss_floor"] = (fixed_readout_loss_floor(np.asarray(ntk.readout_weights(model, params)), y_train)
+                       if model.readout == "fixed" else 0.0)
   out.update(function_distance=dist.distance, function_distance_rms=dist.rms,
              function_distance_relative=dist.relative, ridge=pred.ridge, ridge_scale=config.converged.ridge_scale,
              loss="mse", test_accuracy=float(np.mean(np.argmax(f_net, 1) == y_test)),

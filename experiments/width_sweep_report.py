@@ -199,6 +199,13 @@ def summary_markdown(records, derived) -> str:
       lines += ["", f"**Left out: {len(left)} converged-distance point(s) whose training did not reach the loss "
                 f"target** (final ½·MSE {min(r['train_loss'] for r in left):.3g} – "
                 f"{max(r['train_loss'] for r in left):.3g}, target {left[0]['loss_target']:g})."]
+      floored = [r for r in left if r.get("loss_floor", 0.0) > r["loss_target"]]
+      if floored:
+        lines += [f"{len(floored)} of them cannot reach it with any first layer: their fixed ±1 readout keeps "
+                  f"the ½·MSE at or above {min(r['loss_floor'] for r in floored):.3g} – "
+                  f"{max(r['loss_floor'] for r in floored):.3g} (widths "
+                  f"{', '.join(str(w) for w in sorted({r['width'] for r in floored}))}; `ntk.loss_floor`, "
+                  "docs/theory.md#fixed-readout-loss-floor)."]
   lines += ["", "Fits: derived.json. Plots: kernel_distance.png, spectral_ratio.png"
             + (", function_distance.png, kernel_movement.png" if train else ""), ""]
   return "\n".join(lines)

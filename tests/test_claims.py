@@ -202,6 +202,21 @@ def test_ntk_distance_slopes_per_seed(tmp_path):
   assert [c["direction"] for c in attn["protocol"]] == ["fails"]
 
 
+def test_ntk_distance_at_convergence_leaves_out_unconverged_points_and_names_the_unreachable(tmp_path):
+  """Width-16 points whose readout floor lies above the target and a width-64 point that stopped short are
+  left out and counted; the slope comes from the converged widths only."""
+  records = []
+  for seed in range(5):
+    for width in (16, 64, 256, 1024):
+      reached = width > 64 or (width == 64 and seed > 0)
+      records.append(dict(dataset="mnist", model="relu", readout="fixed", width=width, seed=seed, kind="converged",
+                          kernel_path="fast", function_distance=3.0 * width ** -0.5, converged=reached,
+                          loss_target=1e-3, loss_floor=0.015 if width == 16 else 0.0))
+  (row,) = [r for r in _rows(tmp_path, "ws", records) if r["claim_id"] == "ntk_distance_relu"]
+  assert row["note"] == "6 unconverged points left out, 5 of them below their fixed readout's loss floor (unreachable)"
+  assert "64–1024" in row["setting"] and row["estimate"] == pytest.approx(-0.5, abs=1e-9)
+
+
 def test_cubing_exponent_uses_only_subsets_float64_resolves(tmp_path):
   records = []
   for seed in range(3):

@@ -84,15 +84,21 @@ def test_the_l2_penalty_leaves_the_fixed_readout_alone():
 def test_converged_distance_points(tmp_path):
   config = apply_overrides(width_sweep.get_config(), [
       "datasets=mnist", "models=relu", "widths=64", "seeds=0", "data.n_train=16", "data.n_test=8",
-      "train.enabled=false", "converged.widths=64", "converged.seeds=0", "converged.train.learning_rates=0.03",
+      "train.enabled=false", "converged.widths=16,64", "converged.seeds=0", "converged.train.learning_rates=0.03",
       "converged.train.max_epochs=100", "converged.train.check_every=50", "converged.train.loss_target=0.01",
       "save_arrays=false"])
-  records = [r for r in width_sweep.run(config, tmp_path) if r["kind"] == "converged"]
-  (r,) = records
-  assert r["converged"] and r["train_loss"] <= 0.01 and r["loss"] == "mse"
+  records = {r["width"]: r for r in width_sweep.run(config, tmp_path) if r["kind"] == "converged"}
+  r = records[64]
+  assert r["converged"] and r["train_loss"] <= 0.01 and r["loss"] == "mse" and r["loss_floor"] < 1e-12
   assert r["function_distance"] > 0  # Adam to the target does not land on the initial kernel regression
   assert r["function_distance_rms"] == pytest.approx(r["function_distance"] / np.sqrt(8 * 10), rel=1e-12)
-  assert "Function distance at convergence" in width_sweep_report.write_report(tmp_path)
+  # Width 16: the ±1 readout of this seed keeps the ½·MSE above the target for any first layer.
+  narrow = records[16]
+  assert narrow["loss_floor"] > 0.01 and not narrow["converged"]
+  assert narrow["train_loss"] >= narrow["loss_floor"]
+  summary = width_sweep_report.write_report(tmp_path)
+  assert "Function distance at convergence" in summary
+  assert "1 of them cannot reach it with any first layer" in summary and "(widths 16;" in summary
 
 
 def test_landscape_records_adaptive_sharpness_for_both_readouts(tmp_path):
