@@ -35,9 +35,10 @@ class DataConfig:
   seed: the seed of the subset draw (≥ 0).
   holdout: if given, the last ``holdout`` training images form the test split (full CIFAR-10 npz).
   preprocessing: 'raw' (pixels in [0, 1]) or 'centered' (the training split's per-channel scalar mean
-    subtracted inside the model's feature map, ``centered_inputs``). Centring changes what MLP-Attn sees
-    (X Xᵀ X of centred rows), so it is a different model, not a change of units; images, and every attack
-    on them, stay in the [0, 1] box. Used by the 2-layer-network experiments (flip rate, landscape).
+    subtracted inside the model's feature map, ``experiments.network_training.mean_row``). Centring changes
+    what MLP-Attn sees (X Xᵀ X of centred rows), so it is a different model, not a change of units; images,
+    and every attack on them, stay in the [0, 1] box. Used by the flip-rate and landscape experiments; the others refuse it
+    (``check_common``).
   """
   n_train: Optional[int] = None
   n_test: Optional[int] = None
@@ -460,10 +461,12 @@ def check_dataset_names(names, field: str, *, binary_tasks: bool = False) -> Non
 
 
 def check_common(config, *, dataset_fields=("datasets",), binary_tasks: bool = False, nonempty=(),
-                 finite=()) -> None:
+                 finite=(), centering: bool = False) -> None:
   """Checks shared by the experiment configs, run by their ``validate()`` before anything is written.
 
   Validates every nested group (``data``, ``train``, attack budgets, ...) through its own ``validate``.
+  Without ``centering`` (the experiments that read raw pixels only) ``data.preprocessing`` must be 'raw',
+  so a centring request is refused rather than ignored.
 
   Raises:
     ValueError: an unknown data set name (or binary task name, where ``binary_tasks``; listing the valid
@@ -479,6 +482,10 @@ def check_common(config, *, dataset_fields=("datasets",), binary_tasks: bool = F
     group = getattr(config, f.name)
     if dataclasses.is_dataclass(group) and hasattr(group, "validate"):
       group.validate(f.name)
+  data = getattr(config, "data", None)
+  if not centering and getattr(data, "preprocessing", "raw") != "raw":
+    raise ValueError(f"data.preprocessing={data.preprocessing!r} is not supported here: only the flip-rate and "
+                     "landscape experiments centre their inputs; this one reads raw pixels (use 'raw')")
   for field in finite:
     if not all(math.isfinite(v) for v in getattr(config, field)):
       raise ValueError(f"{field} must hold finite numbers, got {getattr(config, field)}")

@@ -86,8 +86,8 @@ class FlipRateConfig:
   at_epochs_per_round: int = 50
 
   def validate(self) -> None:
-    config_lib.check_common(self, dataset_fields=("tasks",), binary_tasks=True, finite=("eps",),
-                            nonempty=("tasks", "models", "widths", "seeds", "eps", "attacks"))
+    config_lib.check_common(self, dataset_fields=("tasks",), binary_tasks=True, centering=True,
+                            finite=("eps",), nonempty=("tasks", "models", "widths", "seeds", "eps", "attacks"))
     if any(not 0 <= e <= 1 for e in self.eps):
       raise ValueError(f"eps must be in [0, 1] (L∞ on the [0, 1] pixel scale), got {self.eps}")
     from experiments.data import BINARY_TASKS

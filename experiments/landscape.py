@@ -66,7 +66,7 @@ class LandscapeConfig:
   span: float = 1.0
 
   def validate(self) -> None:
-    config_lib.check_common(self, dataset_fields=("tasks",), binary_tasks=True,
+    config_lib.check_common(self, dataset_fields=("tasks",), binary_tasks=True, centering=True,
                             nonempty=("tasks", "models", "widths", "seeds"))
     if self.data.n_train is None or self.data.n_train < 2 or self.data.n_test != 0:
       raise ValueError(f"data.n_train must be ≥ 2 and data.n_test = 0 (no test split is used), got "

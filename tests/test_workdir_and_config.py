@@ -66,6 +66,9 @@ def test_a_corrupt_config_file_is_named(tmp_path):
     (train_vit, "lambda_inits=0.8,0.80", "names one λ_init twice"),
     (train_vit, "data.source=web", "data.source must be one of"),
     (certify, "data.n_train=0", "data.n_train must be >= 1"),
+    (width_sweep, "data.preprocessing=centered", "data.preprocessing='centered' is not supported here"),
+    (certify, "data.preprocessing=centered", "only the flip-rate and landscape experiments centre"),
+    (train_vit, "data.preprocessing=centered", "data.preprocessing='centered' is not supported here"),
 ])
 def test_bad_values_are_rejected_by_the_parser_naming_the_field(module, override, match):
   with pytest.raises(ValueError, match=match):
