@@ -37,8 +37,8 @@ class DataConfig:
   preprocessing: 'raw' (pixels in [0, 1]) or 'centered' (the training split's per-channel scalar mean
     subtracted inside the model's feature map, ``experiments.network_training.mean_row``). Centring changes
     what MLP-Attn sees (X Xᵀ X of centred rows), so it is a different model, not a change of units; images,
-    and every attack on them, stay in the [0, 1] box. Used by the flip-rate and landscape experiments; the others refuse it
-    (``check_common``).
+    and every attack on them, stay in the [0, 1] box. Used by the flip-rate and landscape experiments; the
+    others refuse it (``check_common``).
   """
   n_train: Optional[int] = None
   n_test: Optional[int] = None

@@ -28,8 +28,8 @@ def fixed_readout_loss_floor(readout_MxC, labels_N) -> float:
 
   Returns:
     ½·mean over the n·C output entries of the smallest squared error each label allows,
-    ½ · (1/(n·C)) · Σ_i min_{h ≥ 0} ‖aᵀh/√m − e_{y_i}‖² (float, ≥ 0; the units of the ½·MSE train loss of
-    ``ntk.criterion.train_to_criterion(loss='mse')``). Scaling a by any c > 0 leaves it unchanged.
+    ½ · (1/(n·C)) · Σ_i min_{h ≥ 0} ‖aᵀh/√m − e_{y_i}‖² (float, ≥ 0), in the units of the ½·MSE train
+    loss of ``ntk.criterion.train_to_criterion(loss='mse')``. Scaling a by any c > 0 leaves it unchanged.
 
   Raises:
     ValueError: readout not a finite 2-D array, labels empty, not integers or outside [0, C).
