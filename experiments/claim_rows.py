@@ -166,14 +166,15 @@ def ntk_distance_rows(src: Source) -> list[dict]:
         dropped = [r for r in recs if not _converged(r)]
         recs = [r for r in recs if _converged(r)]
         floored = sum(r.get("loss_floor", 0.0) > r.get("loss_target", math.inf) for r in dropped)
-        left_out = (f"{len(dropped)} unconverged points left out"
-                    + (f", {floored} of them below their fixed readout's loss floor (unreachable)" if floored else ""))
+        left_out = (f"{len(dropped)} unconverged point{'' if len(dropped) == 1 else 's'} left out"
+                    + (f"; for {floored} the target is below the fixed readout's loss floor (unreachable)"
+                       if floored else ""))
         slopes = per_seed_slopes(recs, field)
         widths = sorted({r["width"] for r in recs})
         if len(slopes) == 0:
           if recs or dropped:
-            rows.append(not_measured(cid, claim, ARXIV_NTK, paper_text, "fewer than 2 widths per seed"
-                                     + (f" ({left_out})" if dropped else ""),
+            reason = "fewer than 2 converged widths per seed" if recs else "no width converged"
+            rows.append(not_measured(cid, claim, ARXIV_NTK, paper_text, reason + (f": {left_out}" if dropped else ""),
                                      variant=variant, produced_by=src.command))
           continue
         interval = verdicts.bootstrap_mean(list(slopes.values()), unit="seeds")

@@ -191,6 +191,8 @@ def summary_markdown(records, derived) -> str:
                      f"{np.mean([r['function_distance_relative'] for r in rs]):.3g}")
             acc = (f"{np.mean([r['test_accuracy'] for r in rs]):.3f} / "
                    f"{np.mean([r['kernel_test_accuracy'] for r in rs]):.3f}")
+          elif all(r.get("loss_floor", 0.0) > r["loss_target"] for r in every):
+            cells, acc = f"unreachable (floor ≥ {min(r['loss_floor'] for r in every):.3g}) | –", "–"
           else:
             cells, acc = "not converged | –", "–"
           lines.append(f"| {dataset} | {MODEL_LABELS[model]} | {w} | {cells} | {loss} | {len(rs)}/{len(every)} "
@@ -201,10 +203,11 @@ def summary_markdown(records, derived) -> str:
                 f"{max(r['train_loss'] for r in left):.3g}, target {left[0]['loss_target']:g})."]
       floored = [r for r in left if r.get("loss_floor", 0.0) > r["loss_target"]]
       if floored:
+        lo, hi = (f(r["loss_floor"] for r in floored) for f in (min, max))
+        widths = sorted({r["width"] for r in floored})
         lines += [f"{len(floored)} of them cannot reach it with any first layer: their fixed ±1 readout keeps "
-                  f"the ½·MSE at or above {min(r['loss_floor'] for r in floored):.3g} – "
-                  f"{max(r['loss_floor'] for r in floored):.3g} (widths "
-                  f"{', '.join(str(w) for w in sorted({r['width'] for r in floored}))}; `ntk.loss_floor`, "
+                  f"the ½·MSE at or above {lo:.3g}" + (f" – {hi:.3g}" if f"{hi:.3g}" != f"{lo:.3g}" else "")
+                  + f" (width{'s' if len(widths) > 1 else ''} {', '.join(map(str, widths))}; `ntk.loss_floor`, "
                   "docs/theory.md#fixed-readout-loss-floor)."]
   lines += ["", "Fits: derived.json. Plots: kernel_distance.png, spectral_ratio.png"
             + (", function_distance.png, kernel_movement.png" if train else ""), ""]

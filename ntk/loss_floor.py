@@ -7,8 +7,9 @@ sample of class c the squared error is therefore at least
 
     e_c = min_{h ≥ 0} ‖aᵀh/√m − e_c‖²,
 
-a non-negative least-squares problem (Lawson & Hanson 1974, ch. 23; ``scipy.optimize.nnls``). Averaging e_y
-over the labels gives a floor under the ½·MSE of every network with this readout: a loss target below it
+a non-negative least-squares problem (Lawson & Hanson 1974, ch. 23; ``scipy.optimize.nnls``). Half the mean
+of e_y over the labels, divided by C (the ½·MSE averages over all n·C entries), is a floor under the ½·MSE
+of every network with this readout: a loss target below it
 cannot be reached by any optimiser, for any input features (docs/theory.md#fixed-readout-loss-floor). The
 floor is 0 once the cone holds every e_c, which a random ±1 readout does with high probability at widths
 ≥ 64 for C = 10, and rarely at width 16.
@@ -32,11 +33,16 @@ def fixed_readout_loss_floor(readout_MxC, labels_N) -> float:
     loss of ``ntk.criterion.train_to_criterion(loss='mse')``. Scaling a by any c > 0 leaves it unchanged.
 
   Raises:
-    ValueError: readout not a finite 2-D array, labels empty, not integers or outside [0, C).
+    ValueError: readout not a finite real 2-D array, labels empty, not integers or outside [0, C).
   """
-  a = np.asarray(readout_MxC, np.float64)
-  if a.ndim != 2 or a.shape[0] < 1 or a.shape[1] < 1 or not np.all(np.isfinite(a)):
-    raise ValueError(f"readout_MxC must be a finite [m, C] array with m, C ≥ 1, got shape {a.shape}")
+  a = np.asarray(readout_MxC)
+  if not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)):
+    raise ValueError(f"readout_MxC must hold real numbers, got dtype {a.dtype}")
+  a = a.astype(np.float64)
+  if a.ndim != 2 or a.shape[0] < 1 or a.shape[1] < 1:
+    raise ValueError(f"readout_MxC must be an [m, C] array with m, C ≥ 1, got shape {a.shape}")
+  if not np.all(np.isfinite(a)):
+    raise ValueError(f"readout_MxC must be finite, got {int(np.sum(~np.isfinite(a)))} NaN or infinite entries")
   labels = np.asarray(labels_N)
   m, c = a.shape
   if labels.ndim != 1 or labels.size == 0 or not np.issubdtype(labels.dtype, np.integer):

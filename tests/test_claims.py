@@ -212,8 +212,18 @@ def test_ntk_distance_at_convergence_leaves_out_unconverged_points_and_names_the
       records.append(dict(dataset="mnist", model="relu", readout="fixed", width=width, seed=seed, kind="converged",
                           kernel_path="fast", function_distance=3.0 * width ** -0.5, converged=reached,
                           loss_target=1e-3, loss_floor=0.015 if width == 16 else 0.0))
-  (row,) = [r for r in _rows(tmp_path, "ws", records) if r["claim_id"] == "ntk_distance_relu"]
-  assert row["note"] == "6 unconverged points left out, 5 of them below their fixed readout's loss floor (unreachable)"
+  for width in (16, 64, 256, 1024):  # MLP-Attn: nothing converged
+    records.append(dict(dataset="mnist", model="mlp_attn", readout="fixed", width=width, seed=0, kind="converged",
+                        kernel_path="fast", function_distance=1.0, converged=False, loss_target=1e-3,
+                        loss_floor=0.015 if width == 16 else 0.0))
+  rows = _rows(tmp_path, "ws", records)
+  (attn,) = [r for r in rows if r["claim_id"] == "ntk_distance_mlp_attn"]
+  assert attn["status"] == "not measured" and attn["reason"] == (
+      "no width converged: 4 unconverged points left out; for 1 the target is below the fixed readout's loss "
+      "floor (unreachable)")
+  (row,) = [r for r in rows if r["claim_id"] == "ntk_distance_relu"]
+  assert row["note"] == ("6 unconverged points left out; for 5 the target is below the fixed readout's loss floor "
+                         "(unreachable)")
   assert "64–1024" in row["setting"] and row["estimate"] == pytest.approx(-0.5, abs=1e-9)
 
 

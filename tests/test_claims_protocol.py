@@ -98,7 +98,8 @@ def test_converged_distance_points(tmp_path):
   assert narrow["train_loss"] >= narrow["loss_floor"]
   summary = width_sweep_report.write_report(tmp_path)
   assert "Function distance at convergence" in summary
-  assert "1 of them cannot reach it with any first layer" in summary and "(widths 16;" in summary
+  assert "1 of them cannot reach it with any first layer" in summary and "(width 16;" in summary
+  assert f"| unreachable (floor ≥ {narrow['loss_floor']:.3g}) |" in summary
 
 
 def test_landscape_records_adaptive_sharpness_for_both_readouts(tmp_path):

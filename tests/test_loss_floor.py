@@ -75,7 +75,9 @@ def test_the_floor_is_attained_when_each_input_can_choose_its_hidden_vector():
 
 @pytest.mark.parametrize("readout, labels, match", [
     (np.ones(3), np.array([0]), "readout_MxC"),
-    (np.array([[np.nan, 1.0]]), np.array([0]), "readout_MxC"),
+    (np.array([[np.nan, 1.0]]), np.array([0]), "readout_MxC must be finite"),
+    (np.array([[1 + 1j, 1.0]]), np.array([0]), "readout_MxC must hold real numbers"),
+    (np.array([["a", "b"]]), np.array([0]), "readout_MxC must hold real numbers"),
     (np.ones((2, 3)), np.array([], int), "labels_N"),
     (np.ones((2, 3)), np.array([0.0, 1.0]), "labels_N"),
     (np.ones((2, 3)), np.array([0, 3]), r"\[0, 3\)"),
