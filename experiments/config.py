@@ -19,9 +19,23 @@ import typing
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
+from experiments.data.catalog import SPLITS
+from experiments.data.loader import SOURCES
+
 
 def _field_name(group: str, field: str) -> str:
   return f"{group}.{field}" if group else field
+
+
+PREPROCESSINGS = ("raw", "centered")
+LR_SELECTIONS = ("per_point", "per_model_dataset")
+OPTIMIZERS = ("adam", "lbfgs", "gauss_newton")  # ntk.criterion.OPTIMIZERS (not imported: configs stay free of JAX)
+
+
+def one_of(default, choices: Sequence, note: str = ""):
+  """A config field whose value (each entry, for a tuple) must be one of ``choices``; ``--help`` lists them
+  with ``note`` (``field_choices``). The owning config's ``validate`` does the checking, naming the field."""
+  return dataclasses.field(default=default, metadata={"choices": tuple(choices), "note": note})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,15 +56,14 @@ class DataConfig:
   """
   n_train: Optional[int] = None
   n_test: Optional[int] = None
-  source: str = "embedded"
+  source: str = one_of("embedded", SOURCES)
   dir: Optional[str] = None
   seed: int = 0
   holdout: Optional[int] = None
-  preprocessing: str = "raw"
+  preprocessing: str = one_of("raw", PREPROCESSINGS, note="centered: flip_rate and landscape only")
 
   def validate(self, group: str = "data") -> None:
     """Raises ValueError naming the dotted field and its allowed values."""
-    from experiments.data.loader import SOURCES
     name = lambda f: _field_name(group, f)  # noqa: E731
     if self.source not in SOURCES:
       raise ValueError(f"{name('source')} must be one of {SOURCES}, got {self.source!r}")
@@ -65,9 +78,6 @@ class DataConfig:
       raise ValueError(f"{name('holdout')} must be >= 1 or None, got {self.holdout}")
     if self.preprocessing not in PREPROCESSINGS:
       raise ValueError(f"{name('preprocessing')} must be one of {PREPROCESSINGS}, got {self.preprocessing!r}")
-
-
-PREPROCESSINGS = ("raw", "centered")
 
 
 def load_splits(data: DataConfig, name: str, *, flatten: bool = False):
@@ -145,8 +155,8 @@ class TrainConfig:
   batch_size: int = 128
   l2: float = 0.0
   validation_fraction: float = 0.2
-  lr_selection: str = "per_point"
-  optimizer: str = "adam"
+  lr_selection: str = one_of("per_point", LR_SELECTIONS)
+  optimizer: str = one_of("adam", OPTIMIZERS)
 
   def selection(self) -> str:
     """The record's lr_selection: 'none' (L-BFGS or Gauss–Newton: no rate), 'fixed' (a one-entry grid), 'per_point' or
@@ -177,8 +187,6 @@ class TrainConfig:
         raise ValueError(f"{_field_name(group, field)} must be {allowed}, got {getattr(self, field)!r}")
 
 
-LR_SELECTIONS = ("per_point", "per_model_dataset")
-OPTIMIZERS = ("adam", "lbfgs", "gauss_newton")  # ntk.criterion.OPTIMIZERS (not imported: configs stay free of JAX)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -309,19 +317,36 @@ def apply_overrides(config, overrides: Sequence[str]):
   return new
 
 
+def field_choices(config, prefix: str = "") -> dict[str, str]:
+  """The allowed values of every leaf field declared with ``one_of`` as help text ('a | b', then the note),
+  by dotted name."""
+  out = {}
+  for f in dataclasses.fields(config):
+    value = getattr(config, f.name)
+    if dataclasses.is_dataclass(value):
+      out.update(field_choices(value, f"{prefix}{f.name}."))
+    elif "choices" in f.metadata:
+      out[prefix + f.name] = " | ".join(f.metadata["choices"]) + (f"; {f.metadata['note']}" if f.metadata["note"]
+                                                                   else "")
+  return out
+
+
 def _fields_help(config) -> str:
   lines = ["config fields (override as field=value, a group's fields dotted as group.field; tuples "
-           "comma-separated) and their quick defaults:"]
+           "comma-separated) and their quick defaults, with the allowed values where there is a fixed set:"]
+  choices = field_choices(config)
   for name, value in fields_of(config).items():
     text = ",".join(str(v) for v in value) if isinstance(value, tuple) else str(value)
-    lines.append(f"  {name}={text}")
+    allowed = f"  (one of: {choices[name]})" if name in choices else ""
+    lines.append(f"  {name}={text}{allowed}")
   return "\n".join(lines)
 
 
 def cli(description: str, get_config, argv=None):
   """Parses ``--workdir``, ``--full``, ``--overwrite_config`` and overrides; returns (config, args).
 
-  ``--help`` lists every config field (dotted for the groups) with its default. A bad override or a config
+  ``--help`` lists every config field (dotted for the groups) with its default, and the allowed values of
+  those declared with ``one_of``. A bad override or a config
   its ``validate()`` rejects ends the program with one line on stderr and exit status 2.
   """
   parser = argparse.ArgumentParser(description=description, epilog=_fields_help(get_config()),

@@ -30,18 +30,16 @@ KEY_FIELDS = ("dataset", "n", "seed")
 class CubingDataConfig:
   """Where the subsets come from: source and dir as in ``experiments.config.DataConfig``; split: 'train'
   or 'test'. (The subset sizes and seeds are the sweep's ``ns`` and ``seeds``.)"""
-  source: str = "embedded"
+  source: str = config_lib.one_of("embedded", config_lib.SOURCES)
   dir: Optional[str] = None
-  split: str = "train"
+  split: str = config_lib.one_of("train", config_lib.SPLITS)
 
   def validate(self, group: str = "data") -> None:
     """Raises ValueError naming the dotted field and its allowed values."""
-    from experiments.data.catalog import SPLITS
-    from experiments.data.loader import SOURCES
-    if self.source not in SOURCES:
-      raise ValueError(f"{group}.source must be one of {SOURCES}, got {self.source!r}")
-    if self.split not in SPLITS:
-      raise ValueError(f"{group}.split must be one of {SPLITS}, got {self.split!r}")
+    if self.source not in config_lib.SOURCES:
+      raise ValueError(f"{group}.source must be one of {config_lib.SOURCES}, got {self.source!r}")
+    if self.split not in config_lib.SPLITS:
+      raise ValueError(f"{group}.split must be one of {config_lib.SPLITS}, got {self.split!r}")
 
 
 @dataclasses.dataclass(frozen=True)

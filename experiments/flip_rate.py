@@ -69,7 +69,7 @@ class FlipRateConfig:
   mim_steps (α = ε/steps, Dong et al.); top_fraction τ; adversarial_training with at_eps, at_rounds,
   at_epochs_per_round (Adam, at the clean network's rate or, after L-BFGS, at train.learning_rates[0])."""
   tasks: tuple[str, ...] = ("mnist",)
-  models: tuple[str, ...] = ("relu", "mlp_attn")
+  models: tuple[str, ...] = config_lib.one_of(("relu", "mlp_attn"), ntk.MODEL_NAMES)
   widths: tuple[int, ...] = (256,)
   seeds: tuple[int, ...] = tuple(range(10))
   eps: tuple[float, ...] = QUICK_EPS

@@ -51,7 +51,7 @@ class LandscapeConfig:
   lanczos_iters HVPs; grid points and span of the filter-normalised plots (step sizes in units of the
   per-filter weight norm)."""
   tasks: tuple[str, ...] = ("mnist",)
-  models: tuple[str, ...] = ("relu", "mlp_attn")
+  models: tuple[str, ...] = config_lib.one_of(("relu", "mlp_attn"), ntk.MODEL_NAMES)
   widths: tuple[int, ...] = (256,)
   seeds: tuple[int, ...] = (0, 1, 2)
   data: config_lib.DataConfig = config_lib.DataConfig(n_train=256, n_test=0)

@@ -37,6 +37,7 @@ from experiments import distributed
 from experiments.workdir import Workdir
 
 KEY_FIELDS = ("dataset", "model", "readout", "width", "seed", "kind")
+KERNEL_PATHS = ("fast", "neural_tangents")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,12 +111,12 @@ class WidthSweepConfig:
   save_arrays: save test predictions of each trained point with orbax.
   """
   datasets: tuple[str, ...] = ("mnist", "fashion_mnist", "cifar10")
-  models: tuple[str, ...] = ("relu", "mlp_attn")
+  models: tuple[str, ...] = config_lib.one_of(("relu", "mlp_attn"), ntk.MODEL_NAMES)
   widths: tuple[int, ...] = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
   seeds: tuple[int, ...] = (0, 1, 2)
   data: config_lib.DataConfig = config_lib.DataConfig(n_train=256, n_test=100)
-  readout: str = "fixed"
-  kernel_path: str = "fast"
+  readout: str = config_lib.one_of("fixed", ntk.READOUTS)
+  kernel_path: str = config_lib.one_of("fast", KERNEL_PATHS)
   train: SweepTrainConfig = SweepTrainConfig()
   converged: ConvergedConfig = ConvergedConfig()
   save_arrays: bool = True
@@ -133,8 +134,8 @@ class WidthSweepConfig:
     bad = [m for m in self.models if m not in ntk.MODEL_NAMES]
     if bad:
       raise ValueError(f"models must be among {ntk.MODEL_NAMES}, got {bad}")
-    if self.kernel_path not in ("fast", "neural_tangents"):
-      raise ValueError(f"kernel_path must be 'fast' or 'neural_tangents', got {self.kernel_path!r}")
+    if self.kernel_path not in KERNEL_PATHS:
+      raise ValueError(f"kernel_path must be one of {KERNEL_PATHS}, got {self.kernel_path!r}")
     config_lib.check_gauss_newton(self.converged.train, "converged.train", mse=True,
                                   fixed_readout=self.readout == "fixed")
 

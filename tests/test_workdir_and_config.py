@@ -155,6 +155,22 @@ def test_help_lists_every_dotted_field(capsys):
     assert f"  {field}\n" in out, field
 
 
+def test_help_lists_the_allowed_values_and_validation_agrees_with_them(capsys):
+  with pytest.raises(SystemExit):
+    flip_rate.main(["--help"])
+  out = capsys.readouterr().out
+  assert "  train.optimizer=lbfgs  (one of: adam | lbfgs | gauss_newton)\n" in out
+  assert "  data.preprocessing=raw  (one of: raw | centered; centered: flip_rate and landscape only)\n" in out
+  for module in (certify, cubing, flip_rate, train_vit, width_sweep):
+    config = module.get_config()
+    for field, allowed in config_lib.field_choices(config).items():
+      with pytest.raises(ValueError, match=field.replace(".", r"\.")):  # outside the listed set: refused
+        config_lib.apply_overrides(config, [f"{field}=bogus"]).validate()
+      for value in allowed.split(";")[0].split(" | "):
+        if value not in ("centered", "gauss_newton"):  # refused where they cannot apply (tested elsewhere)
+          config_lib.apply_overrides(config, [f"{field}={value}"]).validate()
+
+
 def test_a_workdir_of_the_flat_layout_is_refused_naming_overwrite_config(tmp_path):
   flat = {"tasks": ["mnist"], "n_train": 256, "n_test": 100, "epochs": 500, "weight_decay": 0.0}
   (tmp_path / "config.json").write_text(json.dumps(flat))
