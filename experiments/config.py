@@ -346,8 +346,8 @@ def cli(description: str, get_config, argv=None):
   """Parses ``--workdir``, ``--full``, ``--overwrite_config`` and overrides; returns (config, args).
 
   ``--help`` lists every config field (dotted for the groups) with its default, and the allowed values of
-  those declared with ``one_of``. A bad override or a config
-  its ``validate()`` rejects ends the program with one line on stderr and exit status 2.
+  those declared with ``one_of``. A bad override or a config its ``validate()`` rejects ends the program
+  with one line on stderr and exit status 2.
   """
   parser = argparse.ArgumentParser(description=description, epilog=_fields_help(get_config()),
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
