@@ -187,8 +187,6 @@ class TrainConfig:
         raise ValueError(f"{_field_name(group, field)} must be {allowed}, got {getattr(self, field)!r}")
 
 
-
-
 @dataclasses.dataclass(frozen=True)
 class ClassifierTrainConfig(AdamConfig):
   """``AdamConfig`` plus warmup_epochs of linear warm-up then cosine decay of the learning rate, seed

@@ -69,9 +69,10 @@ class ConvergedConfig:
   """The function distance at convergence (kind = 'converged' points), beside the fixed-time comparison.
 
   The network is trained to ``train``'s criterion (full-batch L-BFGS by default, ½·MSE on one-hot targets:
-  the kernel predictor is the limit of MSE training) and compared on the test inputs with the kernel regression of its empirical NTK
-  at initialisation K₀ and its own f₀, f₀ + K₀(x, X)(K₀ + λI)⁻¹(Y − f₀(X)), λ = ridge_scale·tr(K₀)/n
-  (``ntk.distance.kernel_regression``, ``function_distance``).
+  the kernel predictor is the limit of MSE training) and compared on the test inputs with the kernel
+  regression of its empirical NTK at initialisation K₀ and its own f₀,
+  f₀ + K₀(x, X)(K₀ + λI)⁻¹(Y − f₀(X)), λ = ridge_scale·tr(K₀)/n (``ntk.distance.kernel_regression``,
+  ``function_distance``).
 
   enabled: run it. datasets, widths, seeds: where. ridge_scale: λ / (tr(K₀)/n), ≥ 0.
   train: ``TrainConfig``; with lr_selection = 'per_model_dataset' the grid is searched once per (data set,
@@ -213,7 +214,7 @@ def converged_distance(config, model, f_train, f_test, y_train, y_test, n_classe
                            ridge_scale=config.converged.ridge_scale)
   f_net = np.asarray(model.apply_fn(result.params, f_test))
   dist = function_distance(f_net, pred.test, f0_test)
-  out = {k: v for k, v in criterion_fields(result, t).items()}
+  out = criterion_fields(result, t)
   # The fixed ±1 readout bounds the ½·MSE from below whatever W is: a target under this floor is unreachable.
   out["loss_floor"] = (fixed_readout_loss_floor(np.asarray(ntk.readout_weights(model, params)), y_train)
                        if model.readout == "fixed" else 0.0)

@@ -184,6 +184,11 @@ def test_a_workdir_of_the_flat_layout_is_refused_naming_overwrite_config(tmp_pat
   assert [json.loads((b / "config.json").read_text()) for b in tmp_path.glob("previous-*")] == [flat]
 
 
+def test_the_configs_optimizer_names_are_the_trainers():
+  from ntk.criterion import OPTIMIZERS  # experiments.config keeps its own copy to stay free of JAX
+  assert config_lib.OPTIMIZERS == OPTIMIZERS
+
+
 def test_gauss_newton_is_refused_at_config_time_where_it_cannot_train():
   from experiments import width_sweep
   with pytest.raises(ValueError, match=r"train.optimizer='gauss_newton'.*cross-entropy task"):
