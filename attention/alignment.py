@@ -25,7 +25,6 @@ import functools
 from typing import Callable, NamedTuple
 
 import jax
-import jax.experimental
 import jax.numpy as jnp
 import numpy as np
 
@@ -103,7 +102,7 @@ def jacobian_gram(maps_fn: Callable, x, *, chunk_size: int = 256) -> jnp.ndarray
     t = jax.vmap(lambda v: push_forward(v.reshape(x.shape)))(basis_CxD).reshape(chunk_size, g, m, -1)
     return gram_GxMxM + jnp.einsum("cgai,cgbi->gab", t, t, preferred_element_type=acc_dtype), None
 
-  # Accumulate in float64 when x64 is enabled (e.g. under jax.experimental.enable_x64), even for a
+  # Accumulate in float64 when x64 is enabled (e.g. under jax.enable_x64), even for a
   # float32 model: the Gram sums d·n² products and Lemma 1 subtracts nearly equal terms.
   acc_dtype = jnp.float64 if jax.config.jax_enable_x64 else maps.dtype
   gram, _ = jax.lax.scan(body, jnp.zeros((g, m, m), acc_dtype), jnp.arange(n_chunks) * chunk_size)
@@ -172,7 +171,7 @@ def standard_head_norms(config: ViTConfig, params, x_HxWxC, *, chunk_size: int =
 
 
 def _maybe_x64(enabled: bool):
-  return jax.experimental.enable_x64() if enabled else contextlib.nullcontext()
+  return jax.enable_x64(True) if enabled else contextlib.nullcontext()
 
 
 def head_alignment(diff_config: ViTConfig, diff_params, x_HxWxC, *, vit_config: ViTConfig | None = None,
@@ -184,7 +183,7 @@ def head_alignment(diff_config: ViTConfig, diff_params, x_HxWxC, *, vit_config: 
     x_HxWxC: one image [H, W, C] in [0, 1]; Jacobians are taken w.r.t. all its pixels.
     vit_config, vit_params: the matched ViT (same depth, num_heads = 2H), for γ and Theorem 3; optional.
     chunk_size: forward-mode directions per step.
-    float64_gram: accumulate the Gram matrices in float64 (``jax.experimental.enable_x64`` around the
+    float64_gram: accumulate the Gram matrices in float64 (``jax.enable_x64`` around the
       Jacobian products; the model still runs in its own dtype). With float32 accumulation Lemma 1's
       two sides differ by ~1e-4 relative, from the d·n² = 13·10⁶-term sums, not from the identity.
 

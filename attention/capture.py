@@ -3,7 +3,8 @@
 ``capture_attention(apply_fn, params, x)`` runs the model once under Flax's method interception
 (``flax.linen.intercept_methods``) with jit disabled, so every call of a recognised attention module is
 seen with concrete arrays. Recognised: ``flax.linen.MultiHeadDotProductAttention`` (and its subclass
-``SelfAttention``), ``attention.differential.MultiHeadSelfAttention``,
+``SelfAttention``), ``flax.nnx.MultiHeadAttention`` (NNX models: its ``__call__`` is wrapped for the
+duration of the capture), ``attention.differential.MultiHeadSelfAttention``,
 ``attention.differential.DifferentialAttention`` and ``attention.certified_vit.MultiHeadAttention``
 (CertifiedViT's). For each call it records the input tokens X [batch, T, D], the output, and the
 weights read from the module's own variables (the params subtree at its path), from which the heads are
@@ -25,7 +26,8 @@ value bias passes through the RMSNorm, so it stays in W̃_V^h.
 
 Not covered by the bound (``bound_applicable`` False, with the reason; heads None when the layer cannot
 be rebuilt as above): an attention mask, ``normalize_qk``, cross-attention (inputs_q ≠ inputs_k/v),
-a decode cache, active dropout, a custom ``attention_fn`` or einsum, and differential heads (rebuilt, but
+a decode cache, active dropout, a custom ``attention_fn`` or einsum, NNX's ``is_causal`` and grouped-query
+heads (``num_kv_heads`` < ``num_heads``), and differential heads (rebuilt, but
 the bound covers softmax dot-product heads only). A layer whose weights cannot be read, or that runs
 inside a JAX transformation that traces even with jit disabled (scan, remat), is listed as unreadable.
 
@@ -34,11 +36,14 @@ dot-product self-attention" (ICML 2024); see ``attention.sensitivity``.
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import inspect
 import math
 from typing import Any, Callable, NamedTuple, Optional, Union
 
 import flax.linen as nn
+from flax import nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -51,10 +56,11 @@ from attention.differential import (RMS_NORM_EPS, DifferentialAttention, MultiHe
 HIGHEST = jax.lax.Precision.HIGHEST
 
 KIND_FLAX = "flax.linen.MultiHeadDotProductAttention"
+KIND_NNX = "flax.nnx.MultiHeadAttention"
 KIND_SELF = "MultiHeadSelfAttention"
 KIND_DIFFERENTIAL = "DifferentialAttention"
 KIND_CERTIFIED = "CertifiedViT.MultiHeadAttention"
-KINDS = (KIND_FLAX, KIND_SELF, KIND_DIFFERENTIAL, KIND_CERTIFIED)
+KINDS = (KIND_FLAX, KIND_NNX, KIND_SELF, KIND_DIFFERENTIAL, KIND_CERTIFIED)
 
 
 class SoftmaxHeads(NamedTuple):
@@ -133,6 +139,8 @@ def _mm(subscripts: str, *operands) -> jnp.ndarray:
 def _kind(module) -> Optional[str]:
   if isinstance(module, nn.MultiHeadDotProductAttention):
     return KIND_FLAX
+  if isinstance(module, nnx.MultiHeadAttention):
+    return KIND_NNX
   if isinstance(module, DifferentialAttention):
     return KIND_DIFFERENTIAL
   if isinstance(module, MultiHeadSelfAttention):
@@ -183,8 +191,8 @@ def _softmax_heads(wq, bq, wk, bk, wv, bv, wo, bo, use_bias: bool):
   return SoftmaxHeads(a, w_vo), bias
 
 
-def _read_flax(module, call: dict):
-  """Heads of a ``flax.linen.MultiHeadDotProductAttention`` call (raises _NotApplicable)."""
+def _check_dot_product_call(module, call: dict, default_attention_fn) -> None:
+  """Raises _NotApplicable where a Linen or NNX dot-product attention call is not X A Xᵀ self-attention."""
   if call.get("mask") is not None:
     raise _NotApplicable("attention mask given: the bound assumes every query attends to every key")
   inputs_q = call["inputs_q"]
@@ -196,24 +204,49 @@ def _read_flax(module, call: dict):
     raise _NotApplicable("cross-attention (inputs_q ≠ inputs_k/inputs_v): the bound assumes self-attention")
   if module.normalize_qk:
     raise _NotApplicable("normalize_qk: LayerNorm on queries and keys, so the logits are not X A Xᵀ")
-  if module.decode:
+  decode = call.get("decode")
+  if module.decode if decode is None else decode:
     raise _NotApplicable("decode=True: keys and values come from the autoregressive cache")
-  if module.attention_fn is not nn.dot_product_attention:
+  if module.attention_fn is not default_attention_fn:
     raise _NotApplicable(f"custom attention_fn {getattr(module.attention_fn, '__name__', module.attention_fn)!r}")
   custom = [name for name in ("qkv_dot_general", "out_dot_general", "qkv_dot_general_cls", "out_dot_general_cls",
                               "qk_attn_weights_einsum_cls", "attn_weights_value_einsum_cls")
-            if getattr(module, name) is not None]
+            if getattr(module, name, None) is not None]
   if custom:
     raise _NotApplicable(f"custom products {custom}: the heads cannot be read as matrices")
   deterministic = call.get("deterministic")
   deterministic = module.deterministic if deterministic is None else deterministic
   if module.dropout_rate > 0 and not deterministic:
     raise _NotApplicable("dropout active on the attention weights (call with deterministic=True)")
-  p = module.variables["params"]
-  bias = lambda name: p[name]["bias"] if module.use_bias else None  # noqa: E731
+
+
+def _dot_product_heads(p, use_bias: bool):
+  """Heads from a {query, key, value, out: {kernel, bias}} tree (Linen's and NNX's layout)."""
+  bias = lambda name: p[name]["bias"] if use_bias else None  # noqa: E731
   return _softmax_heads(p["query"]["kernel"], bias("query"), p["key"]["kernel"], bias("key"),
-                        p["value"]["kernel"], bias("value"), p["out"]["kernel"], bias("out"),
-                        module.use_bias)
+                        p["value"]["kernel"], bias("value"), p["out"]["kernel"], bias("out"), use_bias)
+
+
+def _read_flax(module, call: dict):
+  """Heads of a ``flax.linen.MultiHeadDotProductAttention`` call (raises _NotApplicable)."""
+  _check_dot_product_call(module, call, nn.dot_product_attention)
+  return _dot_product_heads(module.variables["params"], module.use_bias)
+
+
+def _read_nnx(module, call: dict):
+  """Heads of a ``flax.nnx.MultiHeadAttention`` call (raises _NotApplicable)."""
+  if call.get("is_causal"):
+    raise _NotApplicable("is_causal=True: a causal mask, the bound assumes every query attends to every key")
+  if module.num_kv_heads != module.num_heads:
+    raise _NotApplicable(f"grouped-query attention ({module.num_kv_heads} key/value heads for "
+                         f"{module.num_heads} query heads)")
+  _check_dot_product_call(module, call, nnx.dot_product_attention)
+  names = ("query", "key", "value", "out")
+  p = {name: {"kernel": getattr(module, name).kernel[...]} for name in names}
+  if module.use_bias:
+    for name in names:
+      p[name]["bias"] = getattr(module, name).bias[...]
+  return _dot_product_heads(p, module.use_bias)
 
 
 def _split(kernel_DxM, parts):
@@ -264,9 +297,9 @@ def _read_certified(module, call: dict):
   return SoftmaxHeads(a, w_v), p["b_o"]
 
 
-_READERS = {KIND_FLAX: _read_flax, KIND_SELF: _read_self_attention, KIND_DIFFERENTIAL: _read_differential,
+_READERS = {KIND_FLAX: _read_flax, KIND_NNX: _read_nnx, KIND_SELF: _read_self_attention, KIND_DIFFERENTIAL: _read_differential,
             KIND_CERTIFIED: _read_certified}
-_FIRST_ARG = {KIND_FLAX: "inputs_q", KIND_SELF: "x_BxNxD", KIND_DIFFERENTIAL: "x_BxNxD", KIND_CERTIFIED: "x_BxNxD"}
+_FIRST_ARG = {KIND_FLAX: "inputs_q", KIND_NNX: "inputs_q", KIND_SELF: "x_BxNxD", KIND_DIFFERENTIAL: "x_BxNxD", KIND_CERTIFIED: "x_BxNxD"}
 
 
 def _one_line(error: BaseException) -> str:
@@ -285,7 +318,8 @@ def _read_layer(module, kind: str, path: str, args, kwargs, out) -> AttentionLay
     call = _bind(module, args, kwargs)
     x = call[_FIRST_ARG[kind]]
     out = out[0] if isinstance(out, tuple) else out
-    if _is_traced((x, out, module.variables)):
+    weights = nnx.state(module) if kind == KIND_NNX else module.variables
+    if _is_traced((x, out, weights)):
       return unreadable("it runs inside a JAX transformation that traces even with jit disabled "
                         "(e.g. nn.scan, nn.remat)")
     tokens, output = _flatten_tokens(x), _flatten_tokens(out)
@@ -312,7 +346,7 @@ def capture_attention(apply_fn: Callable, params, x) -> Capture:
   or parameters is changed.
 
   Args:
-    apply_fn: ``apply_fn(params, x) -> logits`` built on Flax Linen modules.
+    apply_fn: ``apply_fn(params, x) -> logits`` built on Flax Linen or NNX modules.
     params: its parameters.
     x: a batch of inputs in apply_fn's domain.
 
@@ -323,30 +357,89 @@ def capture_attention(apply_fn: Callable, params, x) -> Capture:
   active: set[int] = set()
   seen: dict[str, int] = {}
 
-  def interceptor(next_fun, args, kwargs, context):
-    module = context.module
-    kind = _kind(module)
+  def record(module, kind: str, path: str, call, args, kwargs):
     # Only the outermost __call__ of a module: SelfAttention.__call__ calls its parent's __call__.
-    if kind is None or context.method_name != "__call__" or id(module) in active:
-      return next_fun(*args, **kwargs)
+    if id(module) in active:
+      return call(*args, **kwargs)
     active.add(id(module))
     try:
-      out = next_fun(*args, **kwargs)
+      out = call(*args, **kwargs)
     finally:
       active.discard(id(module))
-    try:
-      path = "/".join(str(part) for part in module.path)
-    except Exception:  # noqa: BLE001 (an unbound module has no path)
-      path = type(module).__name__
     seen[path] = seen.get(path, 0) + 1
     if seen[path] > 1:
       path = f"{path}#{seen[path]}"
     layers.append(_read_layer(module, kind, path, args, kwargs, out))
     return out
 
-  with jax.disable_jit(), nn.intercept_methods(interceptor):
+  def interceptor(next_fun, args, kwargs, context):
+    module = context.module
+    kind = _kind(module)
+    if kind is None or context.method_name != "__call__":
+      return next_fun(*args, **kwargs)
+    try:
+      path = "/".join(str(part) for part in module.path)
+    except Exception:  # noqa: BLE001 (an unbound module has no path)
+      path = type(module).__name__
+    return record(module, kind, path, next_fun, args, kwargs)
+
+  nnx_paths = _nnx_paths(params)
+
+  def nnx_call(original, module, *args, **kwargs):
+    call = functools.partial(original, module)
+    return record(module, KIND_NNX, _nnx_path(nnx_paths, module), call, args, kwargs)
+
+  with jax.disable_jit(), nn.intercept_methods(interceptor), _wrapped_nnx_attention(nnx_call):
     logits = apply_fn(params, x)
   return Capture(logits, tuple(layers))
+
+
+def _nnx_paths(params) -> list[tuple[str, Any]]:
+  """(module path "a/b", query kernel) for every ``.../query/kernel`` leaf of ``params``."""
+  paths = []
+  for key_path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+    keys = [str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k)))) for k in key_path]
+    if keys[-1:] == ["value"] and isinstance(key_path[-1], jax.tree_util.GetAttrKey):
+      keys = keys[:-1]  # an nnx.State leaf is its Variable's .value
+    if keys[-2:] == ["query", "kernel"]:
+      paths.append(("/".join(keys[:-2]), leaf))
+  return paths
+
+
+def _nnx_path(paths: list[tuple[str, Any]], module) -> str:
+  """The path of an NNX attention layer: the params entry holding its query kernel (else its class name).
+
+  An NNX module does not know its path, so it is found from the parameters ``apply_fn`` was given: the
+  entry whose query kernel is this layer's (the same array, or equal values).
+  """
+  try:
+    kernel = module.query.kernel[...]
+  except Exception:  # noqa: BLE001 (a layer without the usual weights gets its class name)
+    return type(module).__name__
+  for path, leaf in paths:
+    if leaf is kernel:
+      return path
+  for path, leaf in paths:
+    if np.shape(leaf) == np.shape(kernel) and not isinstance(leaf, jax.core.Tracer) and \
+        np.array_equal(np.asarray(leaf), np.asarray(kernel)):
+      return path
+  return type(module).__name__
+
+
+@contextlib.contextmanager
+def _wrapped_nnx_attention(nnx_call):
+  """Routes every ``nnx.MultiHeadAttention.__call__`` through ``nnx_call(original, module, ...)`` while open."""
+  original = nnx.MultiHeadAttention.__call__
+
+  @functools.wraps(original)
+  def wrapped(module, *args, **kwargs):
+    return nnx_call(original, module, *args, **kwargs)
+
+  nnx.MultiHeadAttention.__call__ = wrapped
+  try:
+    yield
+  finally:
+    nnx.MultiHeadAttention.__call__ = original
 
 
 def augment_tokens(tokens, augmented: bool) -> jnp.ndarray:

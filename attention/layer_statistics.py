@@ -20,7 +20,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import jax
-import jax.experimental
 import jax.numpy as jnp
 import numpy as np
 
@@ -112,7 +111,7 @@ def differential_alignment(layer: AttentionLayer, *, max_samples: int | None = N
     a1, a2 = softmax(heads.a1), softmax(heads.a2)
     return jnp.stack([a1, a2, a1 - lam * a2], axis=1)
 
-  with jax.experimental.enable_x64():
+  with jax.enable_x64(True):
     grams = np.stack([np.asarray(jacobian_gram(maps_fn, x, chunk_size=chunk_size), np.float64) for x in tokens])
   n1, n2, nda = (np.sqrt(grams[..., i, i]) for i in range(3))
   cos = grams[..., 0, 1] / (n1 * n2)

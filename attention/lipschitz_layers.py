@@ -101,6 +101,10 @@ class SpectralDense(nn.Module):
 
   @nn.compact
   def __call__(self, x_xI):
-    kernel = self.param("kernel", nn.initializers.orthogonal(), (x_xI.shape[-1], self.features))
+    # Not orthogonal: an orthogonal W has all singular values 1, where W/max(1, σ_max(W)) is not
+    # differentiable twice over (the kink of max(1, σ) and a repeated σ_max whose singular vectors LAPACK
+    # picks arbitrarily), so the first gradient depended on the CPU's LAPACK rounding (README, "Supported
+    # versions, and why"). A Gaussian W has a simple σ_max > 1 with probability one.
+    kernel = self.param("kernel", nn.initializers.lecun_normal(), (x_xI.shape[-1], self.features))
     bias = self.param("bias", nn.initializers.zeros, (self.features,))
     return x_xI @ spectral_normalized(kernel) + _last_axis(bias, x_xI.ndim)

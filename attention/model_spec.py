@@ -47,6 +47,47 @@ class ModelSpec(NamedTuple):
   input_range: tuple[float, float] = (0.0, 1.0)
   preprocess: Optional[Callable[[jnp.ndarray], jnp.ndarray]] = None
 
+  @classmethod
+  def from_nnx(cls, name: str, module, *, num_classes: int, params=None, init_params=None,
+               input_range: tuple[float, float] = (0.0, 1.0), preprocess=None) -> "ModelSpec":
+    """A ``ModelSpec`` of a Flax NNX model: ``nnx.split`` gives its parameters, ``apply_fn`` merges them back.
+
+    ``apply_fn(params, x)`` runs ``nnx.merge(graphdef, params, rest)(x)``, where ``rest`` is the module's
+    non-parameter state (batch statistics, RNG state) at the time of the call, held fixed. The spec holds
+    params and init_params as pure dicts (``nnx.to_pure_dict``). The module's
+    own ``__call__(x)`` must return logits [batch, num_classes]. Attention layers
+    (``nnx.MultiHeadAttention``) are found by ``attention.capture`` as for Linen models.
+
+    Args:
+      name: label for tables and file names.
+      module: an ``nnx.Module``.
+      num_classes: C ≥ 2.
+      params: parameters to report on, an ``nnx.State`` of the module's ``nnx.Param`` variables or its pure
+        dict (``State.to_pure_dict()``); None: the module's current parameters.
+      init_params: optional parameters at initialisation, in the same form (NTK kernel movement).
+      input_range: the box the attacks clip inputs to (ε on this scale).
+      preprocess: optional map from that box into the module's input domain.
+
+    Returns:
+      The ``ModelSpec`` (validate it with ``validate_model_spec``).
+
+    Raises:
+      ValueError: ``module`` is not an ``nnx.Module``.
+    """
+    from flax import nnx  # pylint: disable=g-import-not-at-top (Linen users never import NNX)
+    if not isinstance(module, nnx.Module):
+      raise ValueError(f"ModelSpec.from_nnx: module must be a flax.nnx.Module, got {type(module).__name__}")
+    graphdef, own_params, rest = nnx.split(module, nnx.Param, ...)
+
+    def pure(tree):  # one form for params and init_params, so their trees compare
+      return nnx.to_pure_dict(tree) if isinstance(tree, nnx.State) else tree
+
+    def apply_fn(p, x):
+      return nnx.merge(graphdef, p, rest)(x)
+
+    return cls(name, apply_fn, pure(own_params if params is None else params), num_classes,
+               init_params=pure(init_params), module=module, input_range=input_range, preprocess=preprocess)
+
 
 def spec_logits(spec: ModelSpec, params=None) -> Callable[[jnp.ndarray], jnp.ndarray]:
   """x -> apply_fn(params, preprocess(x)): logits [batch, num_classes] of inputs in ``input_range``.
@@ -89,12 +130,11 @@ def _check_fields(spec: ModelSpec) -> None:
   if not leaves:
     raise ValueError("ModelSpec.params must be a non-empty pytree of arrays, got no leaves")
   if spec.init_params is not None:
-    shapes = lambda tree: jax.tree_util.tree_map(lambda a: tuple(np.shape(a)), tree)  # noqa: E731
-    try:
-      same = shapes(spec.params) == shapes(spec.init_params)
-    except Exception:  # noqa: BLE001 (mismatched trees compare unequal or raise)
-      same = False
-    if not same:
+    # Tree structure and leaf shapes, compared separately: tree_map-ing shapes into an nnx.State gives a
+    # State whose Variables do not compare equal even when the trees are the same.
+    structure = jax.tree_util.tree_structure
+    shapes = lambda tree: [tuple(np.shape(a)) for a in jax.tree_util.tree_leaves(tree)]  # noqa: E731
+    if structure(spec.params) != structure(spec.init_params) or shapes(spec.params) != shapes(spec.init_params):
       raise ValueError("ModelSpec.init_params must have the same tree structure and leaf shapes as params")
 
 

@@ -477,7 +477,7 @@ def section_attention(ctx: _Context) -> dict:
     x = ctx.spec.preprocess(x)
   cap = capture_attention(ctx.spec.apply_fn, ctx.spec.params, x)
   if not cap.layers:
-    raise Skip("no recognised attention layer (flax.linen.MultiHeadDotProductAttention, "
+    raise Skip("no recognised attention layer (flax.linen.MultiHeadDotProductAttention, flax.nnx.MultiHeadAttention, "
                "MultiHeadSelfAttention, DifferentialAttention, CertifiedViT attention)")
   layers, violations = [], []
   for i, layer in enumerate(cap.layers):

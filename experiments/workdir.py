@@ -95,6 +95,7 @@ def versions() -> dict[str, str]:
   """Versions of the libraries that produce the numbers (recorded in every record)."""
   import flax
   import jax
+  import ntk._nt_compat  # noqa: F401  (neural-tangents on current JAX)
   import neural_tangents
   out = {"python": platform.python_version(), "jax": jax.__version__, "numpy": np.__version__,
          "neural_tangents": getattr(neural_tangents, "__version__", "unknown"), "flax": flax.__version__,

@@ -1,5 +1,6 @@
 """Neural tangent kernels of the paper's models: finite width (neural-tangents and a closed-form fast
 path), infinite width (neural-tangents and the arc-cosine closed form), and condition numbers."""
+from ntk import _nt_compat  # noqa: F401  (first: neural-tangents on current JAX)
 from ntk.analytic import arccos_nngp, arccos_ntk
 from ntk.conditioning import Spectrum, condition_number, gram_spectrum
 from ntk.empirical import empirical_ntk, two_layer_relu_ntk

@@ -33,7 +33,7 @@ def infinite_width_kernels(train_NxD, test_TxD, *, readout: str) -> InfiniteWidt
     train_NxD, test_TxD: feature rows, shapes [n, d] and [t, d].
     readout: ``'fixed'`` or ``'trained'``.
   """
-  with jax.experimental.enable_x64():
+  with jax.enable_x64(True):
     tr = jnp.asarray(np.asarray(train_NxD, np.float64))
     te = jnp.asarray(np.asarray(test_TxD, np.float64))
     return InfiniteWidthKernels(np.asarray(arccos_ntk(tr, readout=readout)),

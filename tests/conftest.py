@@ -4,6 +4,8 @@ import os
 import jax
 import pytest
 
+import ntk._nt_compat  # noqa: F401  (before any test module imports neural_tangents)
+
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
 

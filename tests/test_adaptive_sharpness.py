@@ -1,7 +1,6 @@
 """Adaptive sharpness (influence.sharpness.adaptive_sharpness) against the dense T H T, and its invariance
 to the ReLU rescaling that changes the raw top Hessian eigenvalue (Kwon et al., arXiv 2102.11600, §3)."""
 import jax
-import jax.experimental
 import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
@@ -31,7 +30,7 @@ def _rescaled(params, c):
 
 
 def test_rescaling_the_first_layer_by_c_and_the_readout_by_1_over_c_leaves_adaptive_sharpness_unchanged():
-  with jax.experimental.enable_x64():
+  with jax.enable_x64(True):
     model, params, x, objective = _problem()
     assert ravel_pytree(params)[0].dtype == jnp.float64
     n_params = D * M + M * C
@@ -47,7 +46,7 @@ def test_rescaling_the_first_layer_by_c_and_the_readout_by_1_over_c_leaves_adapt
 
 
 def test_adaptive_sharpness_equals_the_top_eigenvalues_of_the_dense_normalised_hessian():
-  with jax.experimental.enable_x64():
+  with jax.enable_x64(True):
     _, params, _, objective = _problem()
     flat, unravel = ravel_pytree(params)
     hessian = jax.hessian(lambda f: objective(unravel(f)))(flat)

@@ -3,7 +3,6 @@
 Tiny pure-JAX models (linear, small MLP) and few steps keep this file fast on CPU.
 """
 import jax
-import jax.experimental
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -89,7 +88,7 @@ def _norm(delta, norm):
 @pytest.mark.parametrize("name", sorted(ATTACKS))
 def test_case1_sample_result_does_not_depend_on_batch(name):
   norm, attack = ATTACKS[name]
-  with jax.experimental.enable_x64():
+  with jax.enable_x64(True):
     x = _images(2).astype(jnp.float64)
     x = x.at[1].set(jnp.clip(3.0 * x[1] - 1.0, 0.0, 1.0))  # a second sample, other gradient norms
     y = jnp.array([0, 2])

@@ -118,9 +118,9 @@ def test_cw_finds_near_minimal_l2_adversarial_on_a_linear_model():
 
 
 def test_cross_entropy_is_optax_bit_for_bit_without_a_scatter_in_its_gradient():
-  """Same values and input gradients as optax's integer-label cross-entropy (identical arithmetic), and the
-  compiled gradient has no while loop: optax's take_along_axis transposes to a scatter-add that XLA:CPU
-  lowers to a loop over the batch."""
+  """Same values and input gradients as optax's integer-label cross-entropy (identical arithmetic), and our
+  gradient has no per-sample scatter: optax's take_along_axis transposes to a scatter-add, which XLA:CPU
+  may lower to a loop over the batch (JAX 0.5 did; whether a newer XLA does is its choice, not ours)."""
   import optax
   z = jax.random.normal(jax.random.PRNGKey(0), (64, 10)) * 5
   y = jax.random.randint(jax.random.PRNGKey(1), (64,), 0, 10)
@@ -128,8 +128,9 @@ def test_cross_entropy_is_optax_bit_for_bit_without_a_scatter_in_its_gradient():
   ours = jax.grad(lambda v: jnp.sum(cross_entropy(v, y)))
   reference = jax.grad(lambda v: jnp.sum(optax.softmax_cross_entropy_with_integer_labels(v, y)))
   np.testing.assert_array_equal(ours(z), reference(z))
-  assert " while(" not in jax.jit(ours).lower(z).compile().as_text()
-  assert " while(" in jax.jit(reference).lower(z).compile().as_text()  # what the test guards against
+  lowered = jax.jit(ours).lower(z)
+  assert "scatter" not in lowered.as_text()  # the program JAX hands to XLA
+  assert " while(" not in lowered.compile().as_text()  # nor a loop in what XLA made of it
 
 
 def test_losses_from_logits():

@@ -3,7 +3,6 @@ closed-form kernels at ρ = ±1 and at a zero row). Expected values come from th
 comments, from central finite differences, or from neural-tangents' own kernels — never from the code under
 test."""
 import jax
-import jax.experimental
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -37,7 +36,7 @@ def test_kernel_diagonal_gradient_at_rho_one(kernel):
 
 
 def test_kernel_gradients_at_rho_plus_minus_one_match_central_differences():
-  with jax.experimental.enable_x64():
+  with jax.enable_x64(True):
     x1 = np.array([[0.6, 0.8, 0.0]])
     for x2 in (x1.copy(), -2.0 * x1):  # ρ = 1 and ρ = −1
       for kernel in (arccos_ntk, arccos_nngp):

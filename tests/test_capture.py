@@ -169,3 +169,51 @@ def test_capture_leaves_a_model_without_attention_alone():
   params = {"kernel": jnp.ones((4, 3)), "bias": jnp.zeros(3)}
   cap = capture_attention(lambda p, v: model.apply({"params": p}, v), params, jnp.ones((2, 4)))
   assert cap.layers == () and cap.logits.shape == (2, 3)
+
+
+def _nnx_layer(**kwargs):
+  from flax import nnx
+  return nnx.MultiHeadAttention(num_heads=2, in_features=6, decode=False, rngs=nnx.Rngs(3), **kwargs)
+
+
+@pytest.mark.parametrize("use_bias", [True, False])
+def test_nnx_attention_is_found_by_path_and_rebuilt(use_bias):
+  """An NNX model's layers: found through ModelSpec.from_nnx's apply_fn, with State or pure-dict params,
+  named by their params path, and their rebuilt heads reproduce the layer's output (float32 rounding)."""
+  from flax import nnx
+  from attention.capture import KIND_NNX
+  from attention.model_spec import ModelSpec
+
+  class Two(nnx.Module):
+    def __init__(self):
+      self.first, self.second = _nnx_layer(use_bias=use_bias), _nnx_layer(use_bias=use_bias)
+
+    def __call__(self, x):
+      h = x + self.first(x)
+      return (h + self.second(h)).mean(axis=1)[:, :3]
+
+  spec = ModelSpec.from_nnx("two", Two(), num_classes=3)
+  x = jax.random.normal(jax.random.PRNGKey(0), (2, 5, 6))
+  for params in (nnx.split(spec.module, nnx.Param, ...)[1], spec.params):  # an nnx.State, a pure dict
+    cap = capture_attention(spec.apply_fn, params, x)
+    assert [(l.path, l.kind, l.bound_applicable, l.augmented) for l in cap.layers] == [
+        ("first", KIND_NNX, True, use_bias), ("second", KIND_NNX, True, use_bias)]
+    for layer in cap.layers:
+      np.testing.assert_allclose(layer_output(layer), layer.output, atol=2e-5)
+  assert nnx.MultiHeadAttention.__call__.__name__ == "__call__" and \
+      not hasattr(nnx.MultiHeadAttention.__call__, "__wrapped__")  # the wrapper is gone after capture
+
+
+@pytest.mark.parametrize("kwargs, call_kwargs, reason", [
+    (dict(num_kv_heads=1), {}, "grouped-query"),
+    ({}, dict(is_causal=True), "causal"),
+    (dict(normalize_qk=True), {}, "normalize_qk"),
+])
+def test_uncovered_nnx_layers_are_listed_with_their_reason(kwargs, call_kwargs, reason):
+  from flax import nnx
+  layer = _nnx_layer(**kwargs)
+  graphdef, params = nnx.split(layer)
+  cap = capture_attention(lambda p, v: nnx.merge(graphdef, p)(v, **call_kwargs), params,
+                          jax.random.normal(jax.random.PRNGKey(1), (2, 4, 6)))
+  (captured,) = cap.layers
+  assert not captured.bound_applicable and reason in captured.reason and captured.heads is None

@@ -1,7 +1,6 @@
 """Function distance at convergence: a trained network against the kernel regression with its empirical NTK
 at initialisation and its own f₀ (ntk.distance.kernel_regression, function_distance)."""
 import jax
-import jax.experimental
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -34,7 +33,7 @@ def _data(seed, c):
 
 
 def test_a_model_linear_in_its_parameters_trained_to_convergence_is_its_kernel_regression():
-  with jax.experimental.enable_x64():
+  with jax.enable_x64(True):
     x, x_test, y = _data(0, C)
     params0 = {"theta": jnp.asarray(np.random.default_rng(1).normal(size=(P, C)))}
     phi, phi_test = np.asarray(_features(x)), np.asarray(_features(x_test))

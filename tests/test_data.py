@@ -496,3 +496,47 @@ def test_real_idx_file_regzipped_passes_and_corrupted_fails(tmp_path):
   with pytest.raises(DatasetFileError) as e:
     load_dataset("mnist", "test", source="dir", data_dir=tmp_path)
   assert str(dst) in str(e.value)
+
+
+class _FakeBuilder:
+  """Stands in for a prepared tfds builder (no data set can be prepared offline)."""
+
+  def __init__(self, file_format, examples):
+    self.info = type("Info", (), {"file_format": file_format})()
+    self._examples = examples
+
+  def is_prepared(self):
+    return True
+
+  def as_data_source(self, split):
+    return self._examples
+
+
+def test_tfds_array_record_data_is_read_without_tensorflow(monkeypatch):
+  """ArrayRecord data goes through the builder's random-access source: images and labels in order."""
+  import tensorflow_datasets as tfds
+  from experiments.data import sources
+  rng = np.random.default_rng(0)
+  examples = [dict(image=rng.integers(0, 256, (28, 28, 1), dtype=np.uint8), label=i % 10) for i in range(5)]
+  monkeypatch.setattr(tfds, "builder", lambda name, data_dir=None: _FakeBuilder("array_record", examples))
+  monkeypatch.setitem(sys.modules, "tensorflow", None)  # importing it would fail
+  sources._read_tfds_cached.cache_clear()
+  try:
+    raw = sources._read_tfds_cached("mnist", "test", "/nowhere", False)
+  finally:
+    sources._read_tfds_cached.cache_clear()
+  np.testing.assert_array_equal(raw.x, np.stack([e["image"] for e in examples]))
+  np.testing.assert_array_equal(raw.y, np.arange(5))
+
+
+def test_tfds_tfrecord_data_without_tensorflow_names_the_extra(monkeypatch):
+  import tensorflow_datasets as tfds
+  from experiments.data import sources
+  monkeypatch.setattr(tfds, "builder", lambda name, data_dir=None: _FakeBuilder("tfrecord", []))
+  monkeypatch.setitem(sys.modules, "tensorflow", None)
+  sources._read_tfds_cached.cache_clear()
+  try:
+    with pytest.raises(DatasetFileError, match=r"tfrecord.*\.\[tfrecord\]"):
+      sources._read_tfds_cached("mnist", "test", "/nowhere", False)
+  finally:
+    sources._read_tfds_cached.cache_clear()

@@ -6,7 +6,6 @@ import math
 
 import flax
 import jax
-import jax.experimental
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -171,7 +170,7 @@ def test_jacobian_gram_of_a_hand_built_two_branch_map_has_the_known_angle():
   w_perp *= np.linalg.norm(w1) / np.linalg.norm(w_perp)
   phi, c = 2.0, 0.7
   w2 = c * (math.cos(phi) * w1 + math.sin(phi) * w_perp)
-  with jax.experimental.enable_x64():
+  with jax.enable_x64(True):
     maps_fn = lambda x: jnp.stack([jnp.asarray(w1) @ x, jnp.asarray(w2) @ x])[None]  # noqa: E731  [1, 2, 6]
     gram = np.asarray(jacobian_gram(maps_fn, jnp.asarray(rng.normal(size=7)), chunk_size=3))[0]
   assert gram[0, 1] / math.sqrt(gram[0, 0] * gram[1, 1]) == pytest.approx(math.cos(phi), abs=1e-12)
@@ -182,7 +181,7 @@ def test_jacobian_gram_of_a_hand_built_two_branch_map_has_the_known_angle():
 
 def test_mirrored_softmax_branches_are_anti_aligned_and_lemma1_gives_one_plus_lambda_rho():
   """A₁(x) = softmax(x), A₂(x) = softmax(−x): at x = 0, J₂ = −J₁, so cos θ = −1 and ‖∇A_DA‖ = (1 + λ)‖∇A₁‖."""
-  with jax.experimental.enable_x64():
+  with jax.enable_x64(True):
     maps_fn = lambda x: jnp.stack([jax.nn.softmax(x), jax.nn.softmax(-x)])[None]  # noqa: E731
     gram = np.asarray(jacobian_gram(maps_fn, jnp.zeros(5, jnp.float64)))[0]
     cos = gram[0, 1] / math.sqrt(gram[0, 0] * gram[1, 1])
@@ -193,7 +192,7 @@ def test_mirrored_softmax_branches_are_anti_aligned_and_lemma1_gives_one_plus_la
 
 
 def test_jacobian_gram_equals_explicit_jacobians():
-  with jax.experimental.enable_x64():
+  with jax.enable_x64(True):
     x = jax.random.normal(jax.random.key(0), (3, 4), jnp.float64)
     maps_fn = lambda x: jnp.stack([jnp.tanh(x) ** 2, jnp.sin(x) * x])[None]  # noqa: E731
     gram = np.asarray(jacobian_gram(maps_fn, x, chunk_size=5))[0]
@@ -214,7 +213,7 @@ def test_lemma1_holds_to_float64_precision_on_real_images():
   digits = load_dataset("mnist", "test", n=2, seed=0).x[:, ::4, ::4]  # real digits, 28×28 -> 7×7
   images = np.pad(digits, ((0, 0), (0, 1), (0, 1), (0, 0)))  # -> 8×8
   vit_cfg, diff_cfg, vit_p, diff_p = _tiny_pair(lambda_init=None)  # depth schedule
-  with jax.experimental.enable_x64():
+  with jax.enable_x64(True):
     to64 = lambda t: jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), t)  # noqa: E731
     for image in images:
       a = head_alignment(diff_cfg, to64(diff_p), jnp.asarray(image, jnp.float64), vit_config=vit_cfg,

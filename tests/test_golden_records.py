@@ -3,7 +3,8 @@
 The fixture ``tests/fixtures/golden/records.json`` was recorded before the architecture change (issue 11)
 by running this file as a script::
 
-  python tests/test_golden_records.py   # rewrites the fixture: only when a change of numbers is intended
+  python tests/test_golden_records.py [RUNNER ...]   # rewrites those runners' entries (default: all);
+                                                     # only when a change of numbers is intended
 
 Every config field is given here explicitly (never a default), so that later changes of defaults do not
 change these runs. The test reruns each runner and compares every numeric field of every golden record to
@@ -198,12 +199,13 @@ def test_runner_reproduces_golden_records(name, tmp_path):
   assert not problems, "\n".join(problems[:20])
 
 
-def _regenerate() -> None:
+def _regenerate(names: list[str]) -> None:
+  """Reruns the named runners (all when none is named) and rewrites their entries of the fixture."""
   import tempfile
-  out = {}
-  for name, fields in CONFIGS.items():
+  out = json.loads(FIXTURE.read_text()) if FIXTURE.exists() else {}
+  for name in names or list(CONFIGS):
     with tempfile.TemporaryDirectory() as tmp:
-      out[name] = _run(name, fields, Path(tmp))
+      out[name] = _run(name, CONFIGS[name], Path(tmp))
       print(f"{name}: {len(out[name])} records", file=sys.stderr)
   FIXTURE.parent.mkdir(parents=True, exist_ok=True)
   from experiments.workdir import _jsonable
@@ -211,4 +213,4 @@ def _regenerate() -> None:
 
 
 if __name__ == "__main__":
-  _regenerate()
+  _regenerate(sys.argv[1:])

@@ -102,7 +102,7 @@ def _fit(x, y, weights, reg):
 
 
 def test_influence_function_approximates_loo_retraining_and_cg_matches_exact():
-  with jax.experimental.enable_x64():
+  with jax.enable_x64(True):
     x, y = _logreg_problem(80)
     xt, yt = _logreg_problem(8, seed=1)
     reg = 0.1
@@ -136,7 +136,7 @@ def test_tracin_single_checkpoint_is_a_gradient_dot_product():
 
 
 def test_hessian_top_eigenvalues_match_dense_eigensolve():
-  with jax.experimental.enable_x64():
+  with jax.enable_x64(True):
     rng = np.random.default_rng(5)
     params = {"w1": jnp.asarray(rng.normal(size=(4, 6))), "w2": jnp.asarray(rng.normal(size=(6, 2)))}
     x, y = jnp.asarray(rng.normal(size=(20, 4))), jnp.asarray(rng.normal(size=(20, 2)))

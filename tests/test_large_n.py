@@ -4,7 +4,6 @@ import importlib
 import tracemalloc
 
 import jax
-import jax.experimental
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -21,7 +20,7 @@ def _problem(n, t=15, classes=3, seed=0):
   rng = np.random.default_rng(seed)
   x = rng.random((n + t, 50))
   x /= np.linalg.norm(x, axis=1, keepdims=True)
-  with jax.experimental.enable_x64():
+  with jax.enable_x64(True):
     k = np.asarray(ntk.arccos_ntk(jnp.asarray(x)))
   labels = rng.integers(0, classes, n + t)
   y = np.eye(classes)[labels]
@@ -31,7 +30,7 @@ def _problem(n, t=15, classes=3, seed=0):
 def test_float64_loo_equals_the_unblocked_jax_path_to_1e_10():
   k, kt, y, yt = _problem(300)
   got = ntk_loo_influence(k, kt, y, yt)
-  with jax.experimental.enable_x64():
+  with jax.enable_x64(True):
     ref, preds = ntk_loo._loo(jnp.asarray(k), jnp.asarray(kt), jnp.asarray(y), jnp.asarray(yt),
                               jnp.asarray(got.ridge))
     ref, preds = np.asarray(ref), np.asarray(preds)

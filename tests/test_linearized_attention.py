@@ -38,7 +38,7 @@ def test_normalize_gives_unit_rows_and_keeps_direction():
 
 def test_gram_is_g_cubed_in_float64():
   """X̃ X̃ᵀ = G³ within a tolerance scaled by κ(G)³·eps (forming G³ loses accuracy that fast)."""
-  with jax.experimental.enable_x64():
+  with jax.enable_x64(True):
     x = _rows(40, 60, 4)
     f = np.asarray(linearized_attention(jnp.asarray(x, jnp.float64)))
     g = x @ x.T
@@ -52,7 +52,7 @@ def test_gram_is_g_cubed_in_float64():
 
 
 def test_row_normalisation_breaks_the_identity():
-  with jax.experimental.enable_x64():
+  with jax.enable_x64(True):
     x = _rows(20, 30, 5)
     f = np.asarray(linearized_attention(jnp.asarray(x), normalize=True))
     g3 = np.linalg.matrix_power(x @ x.T, 3)
@@ -62,7 +62,7 @@ def test_row_normalisation_breaks_the_identity():
 @pytest.mark.parametrize("stacking", ["values", "self"])
 @pytest.mark.parametrize("layers", [1, 2])
 def test_stacked_gram_power(stacking, layers):
-  with jax.experimental.enable_x64():
+  with jax.enable_x64(True):
     x = _rows(6, 8, 6) / 3  # keep G^(3^k) entries moderate
     z = np.asarray(stacked_linearized_attention(jnp.asarray(x), layers=layers, stacking=stacking))
     p = stacked_gram_power(layers, stacking)

@@ -1,6 +1,5 @@
 """The fixed-readout loss floor (ntk.loss_floor): closed forms, invariance, and soundness against networks."""
 import jax
-import jax.experimental
 import numpy as np
 import pytest
 import scipy.optimize
@@ -67,7 +66,7 @@ def test_the_floor_is_attained_when_each_input_can_choose_its_hidden_vector():
   a = np.asarray(readout_weights(model, params), np.float64)
   labels = np.arange(n) % c
   best = np.stack([scipy.optimize.nnls(a.T / np.sqrt(width), np.eye(c)[k])[0] for k in range(c)])
-  with jax.experimental.enable_x64():
+  with jax.enable_x64(True):
     f = model.apply_fn({"W": jax.numpy.asarray(best[labels]), "a": jax.numpy.asarray(a)}, np.eye(n))
     loss = 0.5 * float(np.mean((np.asarray(f) - np.eye(c)[labels]) ** 2))
   assert loss == pytest.approx(fixed_readout_loss_floor(a, labels), rel=1e-9)

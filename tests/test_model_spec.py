@@ -46,3 +46,23 @@ def test_bad_spec_or_data_gets_one_line_error(spec, x, match):
   with pytest.raises(ValueError, match=match) as info:
     validate_model_spec(spec, x)
   assert "\n" not in str(info.value)
+
+
+def test_from_nnx_takes_state_or_pure_dict_and_checks_init_params_shapes():
+  """nnx.split / nnx.merge round trip: the spec's logits are the module's; an init_params nnx.State of the
+  same shapes is accepted (it was refused when States were compared by value), another shape is refused."""
+  import jax
+  from flax import nnx
+  model = nnx.Linear(4, 3, rngs=nnx.Rngs(0))
+  other = nnx.split(nnx.Linear(4, 3, rngs=nnx.Rngs(1)), nnx.Param, ...)[1]
+  x = X.reshape(2, 4)
+  for init in (other, nnx.to_pure_dict(other)):
+    spec = ModelSpec.from_nnx("lin", model, num_classes=3, init_params=init)
+    np.testing.assert_array_equal(validate_model_spec(spec, x), model(x))
+    assert isinstance(spec.params, dict) and isinstance(spec.init_params, dict)
+  np.testing.assert_allclose(spec_logits(spec, other)(x), nnx.merge(*nnx.split(nnx.Linear(4, 3, rngs=nnx.Rngs(1))))(x))
+  wrong = nnx.split(nnx.Linear(4, 2, rngs=nnx.Rngs(1)), nnx.Param, ...)[1]
+  with pytest.raises(ValueError, match="init_params must have the same tree structure"):
+    validate_model_spec(ModelSpec.from_nnx("lin", model, num_classes=3, init_params=wrong), x)
+  with pytest.raises(ValueError, match="flax.nnx.Module"):
+    ModelSpec.from_nnx("lin", jax.numpy.zeros(3), num_classes=3)

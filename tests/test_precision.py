@@ -258,7 +258,7 @@ def test_float32_gram_matrices_agree_with_float64():
             np.asarray(feats @ feats.T, np.float64), np.asarray(xd @ xd.T, np.float64))
 
   k32, g32, _ = grams(jnp.float32)
-  with jax.experimental.enable_x64():
+  with jax.enable_x64(True):
     k64, g64, x64 = grams(jnp.float64)
   for got, want in ((k32, k64), (g32, g64)):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6 * np.abs(want).max())

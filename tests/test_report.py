@@ -241,3 +241,42 @@ def test_paper_relu_adapter_reproduces_flip_rate_records(tmp_path):
   direct = malleability.feature_influence(width_model, spec.params, f_tr, f_te, np.eye(n_classes)[data["y_train"]],
                                           np.eye(n_classes)[data["y_test"]])
   np.testing.assert_allclose(rec["scores"], direct.scores, rtol=1e-3, atol=1e-6 * np.abs(direct.scores).max())
+
+
+def _nnx_transformer():
+  """The same shape of model written with Flax NNX: two nnx.MultiHeadAttention layers with biases."""
+  from flax import nnx
+
+  class NNXTransformer(nnx.Module):
+    def __init__(self, rngs):
+      self.embed = nnx.Linear(16, 8, rngs=rngs)
+      self.pos = nnx.Param(0.5 * jax.random.normal(rngs.params(), (1, 4, 8)))
+      self.attn = nnx.List([nnx.MultiHeadAttention(num_heads=2, in_features=8, decode=False, rngs=rngs)
+                            for _ in range(2)])
+      self.head = nnx.Linear(8, 3, rngs=rngs)
+
+    def __call__(self, x):
+      t = self.embed(x.reshape(x.shape[0], 4, 16)) + self.pos[...]
+      for layer in self.attn:
+        t = t + layer(t)
+      return self.head(nnx.gelu(t).mean(axis=1))
+
+  return NNXTransformer(nnx.Rngs(0)), NNXTransformer(nnx.Rngs(1))
+
+
+def test_report_on_a_flax_nnx_transformer(tmp_path):
+  """ModelSpec.from_nnx: every section runs, the NNX attention layers are found by path, and each layer
+  bound is at least its PGD deviation; init_params given as an nnx.State is accepted."""
+  from flax import nnx
+  model, init_model = _nnx_transformer()
+  _, data = _foreign()
+  init_params = nnx.split(init_model, nnx.Param, ...)[1]
+  spec = ModelSpec.from_nnx("nnx", model, num_classes=3, init_params=init_params)
+  np.testing.assert_array_equal(spec.apply_fn(spec.params, data["x_test"]), model(data["x_test"]))
+  records = {r["section"]: r for r in run_report([(spec, data)], ReportConfig(**TINY), tmp_path, verbose=False)}
+  assert {s: r["status"] for s, r in records.items()} == dict(
+      robustness="ok", lipschitz="ok", ntk="ok", influence="ok", attention="ok", certified="skipped")
+  layers = records["attention"]["layers"]
+  assert [(layer["path"], layer["kind"]) for layer in layers] == [
+      ("attn/0", "flax.nnx.MultiHeadAttention"), ("attn/1", "flax.nnx.MultiHeadAttention")]
+  assert records["ntk"]["init_condition_number"] > 0

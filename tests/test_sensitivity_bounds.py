@@ -74,7 +74,7 @@ def _attack(x, a, w_v, eps, key, samples=32):
 
 @pytest.mark.parametrize("n,d,e", [(1, 3, 2), (2, 4, 3), (5, 3, 4), (9, 6, 2)])
 def test_no_perturbation_exceeds_the_bounds(n, d, e):
-  with jax.experimental.enable_x64():
+  with jax.enable_x64(True):
     worst = 0.0
     for seed in range(4):
       x, a, w_v = _head(seed + 10 * n, n, d, e, a_scale=(0.3, 1.0, 3.0, 8.0)[seed])
@@ -105,7 +105,7 @@ def _attack_layer(x, a, w_v, eps, key):
 def test_multi_head_layer_joint_bound_is_sound():
   """The joint bound (exact layer Jacobian + per-head higher-order terms) is never exceeded either."""
   n, heads = 7, 3
-  with jax.experimental.enable_x64():
+  with jax.enable_x64(True):
     for seed in range(3):
       rng = np.random.default_rng(seed)
       x = rng.normal(size=(n, 4))
@@ -123,7 +123,7 @@ def test_multi_head_layer_joint_bound_is_sound():
 
 def test_value_only_head_is_attained():
   """With A = 0 the softmax is constant (uniform), F(X+Δ) − F(X) = PΔW_V and B_fine = ‖P‖₂‖W_V‖₂ε exactly."""
-  with jax.experimental.enable_x64():
+  with jax.enable_x64(True):
     x, _, w_v = _head(0, 6, 4, 3, 1.0)
     a = np.zeros((4, 4))
     c = S.head_constants(x, a, w_v, key=jax.random.PRNGKey(0))
@@ -137,7 +137,7 @@ def test_value_only_head_is_attained():
 
 @pytest.mark.parametrize("seed,n,d,e", [(0, 2, 2, 1), (1, 4, 3, 2), (2, 6, 5, 3), (3, 7, 2, 4)])
 def test_power_iteration_agrees_with_dense_svd(seed, n, d, e):
-  with jax.experimental.enable_x64():
+  with jax.enable_x64(True):
     x, a, w_v = _head(seed, n, d, e, a_scale=2.0)
     k_dense = _dense_key_side(x, a, w_v)
     delta = np.random.default_rng(seed).normal(size=(n, d))
@@ -161,7 +161,7 @@ def test_power_iteration_agrees_with_dense_svd(seed, n, d, e):
 
 def test_operators_sum_to_the_jacobian():
   """∂F/∂X[Δ] = PΔW_V + query side + key side (the linear part of the decomposition)."""
-  with jax.experimental.enable_x64():
+  with jax.enable_x64(True):
     x, a, w_v = _head(5, 5, 4, 3, 2.0)
     delta = np.random.default_rng(0).normal(size=x.shape)
     _, jvp = jax.jvp(lambda z: S.self_attention(z, a, w_v), (jnp.asarray(x),), (jnp.asarray(delta),))
@@ -190,7 +190,7 @@ def test_softmax_jacobian_rows_and_half_norm():
 
 @pytest.mark.parametrize("method", ["lanczos", "power"])
 def test_krylov_methods_agree_with_dense_svd_of_the_key_side_operator(method):
-  with jax.experimental.enable_x64():
+  with jax.enable_x64(True):
     x, a, w_v = _head(7, 6, 4, 3, a_scale=3.0)
     est = operator_norm.top_singular_value(S.key_side_operator(x, a, w_v), jnp.zeros((6, 4)),
                                            key=jax.random.PRNGKey(0), iters=30 if method == "lanczos" else 400,
@@ -203,7 +203,7 @@ def test_krylov_methods_agree_with_dense_svd_of_the_key_side_operator(method):
 def test_lanczos_converges_where_power_iteration_is_slow():
   """Clustered top singular values (1, 0.995, 0.99, …): 30 power steps stay visibly low, 30 Lanczos steps
   do not — why Lanczos is the default (a trained layer showed the same, docs/theory.md#operator-norms)."""
-  with jax.experimental.enable_x64():
+  with jax.enable_x64(True):
     s = 1.0 - 0.005 * np.arange(300)
     op = lambda v: jnp.asarray(s) * v
     key = jax.random.PRNGKey(0)
@@ -236,7 +236,7 @@ def test_bound_terms_are_typed_and_add_up():
   order is linear in ε with slope ‖P‖₂‖W_V‖₂ + σ_Q + σ_K, and higher_order/ε → 0 (step 5).
   LayerBoundTerms of one head: naive and fine are the head's, min = min(naive, fine, joint), and with
   key_norm="closed_form" joint is inf and min = min(naive, fine)."""
-  with jax.experimental.enable_x64():
+  with jax.enable_x64(True):
     x, a, w_v = _head(5, 5, 4, 3, 2.0)
     c = S.head_constants(x, a, w_v, key=jax.random.PRNGKey(0), power_iters=40)
     slope = float(c.p_norm * c.wv_norm + c.query_norm + c.key_norm)

@@ -77,7 +77,7 @@ def test_mlp_attn_record_agrees_with_the_neural_tangents_kernel(finished_run):
   model = ntk.two_layer_relu(16, f_train.shape[1], out_dim=int(train.y.max()) + 1, readout="fixed")
   _, params = model.init_fn(jax.random.fold_in(jax.random.PRNGKey(1), 16), f_train.shape)
   k_m = np.asarray(ntk.empirical_ntk(model.apply_fn, params, f_train), np.float64)
-  with jax.experimental.enable_x64():
+  with jax.enable_x64(True):
     k_inf = np.asarray(ntk.arccos_ntk(jax.numpy.asarray(f_train, np.float64), readout="fixed"))
   expected = np.linalg.norm(k_m - k_inf) / np.linalg.norm(k_inf)
   assert rec["rel_frobenius_train"] == pytest.approx(expected, rel=1e-3)

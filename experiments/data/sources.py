@@ -5,7 +5,8 @@
     either the official python batches (``cifar-10-batches-py/``) or the npz layout of docs/data.md#cifar-10.
   * ``read_embedded``: the small class-balanced subsets shipped in ``experiments/data/embedded/``,
     verified against ``MANIFEST.json``.
-  * ``read_tfds``: TensorFlow Datasets (imported lazily, it is slow to import).
+  * ``read_tfds``: TensorFlow Datasets (imported lazily): ArrayRecord data through ``tfds.data_source``
+    without TensorFlow; TFRecord data needs the ``tfrecord`` extra.
 """
 from __future__ import annotations
 
@@ -221,25 +222,34 @@ def read_embedded(spec: catalog.DatasetSpec, split: str,
 
 def read_tfds(spec: catalog.DatasetSpec, split: str, *, data_dir: Path | str | None = None,
               download: bool = False) -> RawSplit:
-  """Reads a split through TensorFlow Datasets, ``tfds.load(name, split=..., data_dir, download)``.
+  """Reads a split through TensorFlow Datasets, preferring ``tfds.data_source`` (no TensorFlow needed).
 
-  ``tensorflow_datasets`` is imported here only. Results are cached per process.
+  Data prepared in TFDS's ArrayRecord format is read through the builder's random-access data source,
+  which needs no TensorFlow. Data prepared as TFRecord (TFDS's default file format) can only be read
+  through ``tf.data``, so that path needs the ``tfrecord`` extra (``pip install -e ".[tfrecord]"``).
+  ``download=True`` prepares missing data as ArrayRecord. ``tensorflow_datasets`` is imported here only.
+  Results are cached per process.
 
   Args:
     spec: the data set (its canonical name is the TFDS name).
     split: "train" or "test".
     data_dir: the TFDS data directory; None uses TFDS's default (``~/tensorflow_datasets`` or
       ``$TFDS_DATA_DIR``).
-    download: let TFDS download and prepare the data set if it is not in ``data_dir``.
+    download: let TFDS download and prepare the data set if it is not in ``data_dir`` (needs internet).
 
   Returns:
     RawSplit with read-only uint8 arrays x [n, h, w, c] and y [n].
 
   Raises:
     DatasetFileNotFoundError: if the prepared data set is not in ``data_dir`` and download is False.
+    DatasetFileError: TFRecord data without TensorFlow installed (the message names the extra), or images
+      of the wrong shape.
   """
   return _read_tfds_cached(spec.name, split, None if data_dir is None else str(data_dir),
                            bool(download))
+
+
+TFRECORD_EXTRA = 'pip install -c constraints.txt -e ".[tfrecord]"'
 
 
 @functools.lru_cache(maxsize=8)
@@ -247,14 +257,31 @@ def _read_tfds_cached(name: str, split: str, data_dir: str | None, download: boo
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
 
   spec = catalog.DATASETS[name]
-  try:
-    ds = tfds.load(name, split=split, data_dir=data_dir, download=download, batch_size=-1,
-                   as_supervised=True)
-  except AssertionError as e:  # TFDS's "could not find data in <dir>" when download=False.
-    raise DatasetFileNotFoundError(
-        f"{data_dir or '~/tensorflow_datasets'}: TFDS data set {name!r} split {split!r} is not prepared "
-        f"there ({e}). To get it: call with download=True (needs internet), or {spec.hint}") from e
-  x, y = tfds.as_numpy(ds)
+  where = data_dir or "~/tensorflow_datasets"
+  builder = tfds.builder(name, data_dir=data_dir)
+  if not builder.is_prepared():
+    if not download:
+      raise DatasetFileNotFoundError(
+          f"{where}: TFDS data set {name!r} split {split!r} is not prepared there. To get it: call with "
+          f"download=True (needs internet), or {spec.hint}")
+    builder.download_and_prepare(file_format="array_record")
+  file_format = str(getattr(builder.info.file_format, "value", builder.info.file_format))
+  if file_format == "array_record":
+    source = builder.as_data_source(split=split)
+    examples = [source[i] for i in range(len(source))]
+    x = np.stack([np.asarray(e["image"]) for e in examples]) if examples else np.zeros((0,) + spec.image_shape)
+    y = np.asarray([int(e["label"]) for e in examples])
+  else:
+    try:
+      import tensorflow  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
+    except ImportError:
+      raise DatasetFileError(
+          f"{where}: TFDS data set {name!r} is prepared as {file_format}, which only TensorFlow reads. "
+          f"Install the extra ({TFRECORD_EXTRA}), or prepare it as ArrayRecord "
+          f"(tfds.builder({name!r}).download_and_prepare(file_format='array_record')), or use "
+          f"source='dir'") from None
+    ds = builder.as_dataset(split=split, batch_size=-1, as_supervised=True)
+    x, y = tfds.as_numpy(ds)
   x, y = np.asarray(x, np.uint8), np.asarray(y).astype(np.uint8)
   if x.shape[1:] != spec.image_shape or y.shape != x.shape[:1]:
     raise DatasetFileError(f"{data_dir}: TFDS {name!r} gave images {x.shape} and labels {y.shape}, "
