@@ -47,3 +47,32 @@ def check_matrix(x, name: str) -> jnp.ndarray:
   if not jnp.issubdtype(x.dtype, jnp.floating):
     x = x.astype(jnp.result_type(float))
   return check_finite_matrix(x, name, nonempty=True)
+
+
+def check_no_overflow(x, name: str, *, degree: int, terms: int = 1, factor: float = 1.0, what: str = "kernel"):
+  """Returns x unchanged after checking that a degree-``degree`` product of its rows fits its dtype.
+
+  Entries of a Gram-type product of rows are bounded by Cauchy–Schwarz: |xᵢ·xⱼ| ≤ max‖x‖² (degree 2), and
+  a sum of ``terms`` such products of degree p by terms·max‖x‖^p (e.g. X Xᵀ X: degree 3, n terms), times
+  ``factor`` for the norm of another operand (e.g. ‖q‖ in q X_trᵀ X_tr). Where
+  that bound exceeds the largest finite value of x's dtype the result may be inf (and then NaN), silently;
+  this raises instead. Traced values pass unchecked.
+
+  Raises:
+    ValueError: naming ``name``, the largest row norm, the bound and the dtype's limit.
+  """
+  if isinstance(x, jax.core.Tracer):
+    return x
+  a = np.asarray(x)
+  if not np.issubdtype(a.dtype, np.floating) or a.size == 0:
+    return x
+  limit = float(np.finfo(a.dtype).max)
+  with np.errstate(over="ignore"):
+    largest = float(np.max(np.linalg.norm(a.astype(np.float64), axis=-1)))
+    bound = float(terms) * float(factor) * np.float64(largest) ** degree
+  if not bound <= limit:
+    raise ValueError(
+        f"{name}: rows of ℓ2 norm up to {largest:.3g} overflow {a.dtype} in the {what} (a degree-{degree} "
+        f"product of rows, bounded by {bound:.3g} > {limit:.3g}, the largest finite {a.dtype}); rescale "
+        f"{name} (e.g. to the [0, 1] pixel scale) or pass float64 arrays under jax.enable_x64(True)")
+  return x

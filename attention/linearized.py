@@ -17,9 +17,10 @@ from typing import Literal
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from attention._checks import check_matrix
-from attention.safe_math import safe_norm
+from attention._checks import check_matrix, check_no_overflow
+from attention.safe_math import pow2_row_scale, safe_norm
 
 Stacking = Literal["values", "self"]
 
@@ -37,8 +38,12 @@ def normalize_rows(x_NxD: jnp.ndarray, eps: float = 1e-12) -> jnp.ndarray:
   Returns:
     Array with shape [n, d], rows of unit ℓ2 norm (or below eps).
   """
-  norms_N = safe_norm(x_NxD, axis=-1, keepdims=True)
-  return x_NxD / jnp.where(norms_N < eps, 1.0, norms_N)
+  # The norm of the row scaled by a power of two (exact, attention.safe_math.pow2_row_scale): the same unit
+  # row, and no overflow of Σx² for rows of norm above √(dtype max), ≈ 1.8e19 in float32.
+  scaled_NxD, scale_N = pow2_row_scale(x_NxD)
+  scaled_norms_N = safe_norm(scaled_NxD, axis=-1, keepdims=True)
+  small = scaled_norms_N * scale_N < eps
+  return jnp.where(small, x_NxD, scaled_NxD / jnp.where(small, 1.0, scaled_norms_N))
 
 
 def linearized_attention(x_NxD, *, normalize: bool = False) -> jnp.ndarray:
@@ -88,11 +93,23 @@ def linearized_attention_transductive(
     raise ValueError(
         f"queries has {q_QxD.shape[1]} features but keys_values has {x_NxD.shape[1]}; they must match")
   n, d = x_NxD.shape
+  if normalize:  # scale-invariant: scale by powers of two (exact), so X Xᵀ X cannot overflow
+    q_QxD = q_QxD / _pow2_global_scale(q_QxD)
+    x_NxD = x_NxD / _pow2_global_scale(x_NxD)
+  elif not isinstance(q_QxD, jax.core.Tracer):  # |(Q X_trᵀ X_tr)ᵢₖ| ≤ n·max‖q‖·max‖x‖²
+    query_norm = float(np.max(np.linalg.norm(np.asarray(q_QxD, np.float64), axis=1), initial=0.0))
+    check_no_overflow(x_NxD, "keys_values", degree=2, terms=n, factor=max(query_norm, 1.0),
+                      what="linearized attention Q X_trᵀ X_tr")
   if d <= n:
     out_QxD = q_QxD @ (x_NxD.T @ x_NxD)
   else:
     out_QxD = (q_QxD @ x_NxD.T) @ x_NxD
   return normalize_rows(out_QxD) if normalize else out_QxD
+
+
+def _pow2_global_scale(x) -> jnp.ndarray:
+  """The power of two 2^k with max|x| / 2^k in [0.5, 1) (1 for a zero matrix); no gradient."""
+  return pow2_row_scale(jnp.reshape(x, (1, -1)))[1][0, 0]
 
 
 @jax.default_matmul_precision("highest")

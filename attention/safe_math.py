@@ -69,3 +69,23 @@ def safe_arccos(c) -> jnp.ndarray:
   inside = jnp.abs(c) < 1
   boundary = jax.lax.stop_gradient(jnp.arccos(jnp.clip(c, -1.0, 1.0)))
   return jnp.where(inside, jnp.arccos(jnp.where(inside, c, jnp.zeros_like(c))), boundary)
+
+
+def pow2_row_scale(x, axis: int = -1):
+  """(x / 2^k, 2^k) with one power of two per row (along ``axis``), chosen so the row's largest |entry| of
+  x / 2^k lies in [0.5, 1). Multiplying by a power of two is exact in floating point (short of subnormals),
+  so anything scale-invariant computed from the scaled rows (a unit row, a cosine) is bit-identical to the
+  unscaled computation, and squares of the scaled rows cannot overflow. The scale carries no gradient.
+
+  Args:
+    x: real array of any shape with at least one axis.
+    axis: the axis that makes a row.
+
+  Returns:
+    (scaled, scale): scaled with the shape of x; scale with x's shape and ``axis`` of size 1 (1 for zero rows).
+  """
+  x = jnp.asarray(x)
+  largest = jax.lax.stop_gradient(jnp.max(jnp.abs(x), axis=axis, keepdims=True))
+  _, exponent = jnp.frexp(largest)
+  scale = jnp.ldexp(jnp.ones_like(largest), jnp.where(largest > 0, exponent, 0))
+  return x / scale, scale

@@ -104,11 +104,11 @@ class RateCache:
 def criterion_fields(result: CriterionResult, train: TrainConfig) -> dict:
   """The training-criterion fields of a record: optimizer, learning_rate (chosen; None for L-BFGS),
   lr_selection, train_loss (final mean data loss, no L2), train_accuracy, converged (loss target reached),
-  epochs_trained (L-BFGS: iterations), loss_target, max_epochs, and lr_candidates (one dict per grid entry
-  searched for this point; empty otherwise)."""
+  epochs_trained (L-BFGS: iterations), loss_target, max_epochs, lr_candidates (one dict per grid entry
+  searched for this point; empty otherwise), and stop_reason (why it stopped short, where known; "")."""
   rate = None if result.learning_rate is None else float(result.learning_rate)
   return dict(optimizer=train.optimizer, learning_rate=rate, lr_selection=train.selection(),
               train_loss=float(result.train_loss), train_accuracy=float(result.train_accuracy),
               converged=bool(result.reached), epochs_trained=int(result.epochs),
               loss_target=float(result.target_loss), max_epochs=int(result.max_epochs),
-              lr_candidates=[c._asdict() for c in result.candidates])
+              lr_candidates=[c._asdict() for c in result.candidates], stop_reason=result.stop_reason)

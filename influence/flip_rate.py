@@ -7,6 +7,7 @@ reported beside it (docs/theory.md#flip-rate).
 """
 from __future__ import annotations
 
+import fractions
 import math
 from typing import NamedTuple
 
@@ -29,15 +30,28 @@ def _check_fraction(top_fraction) -> None:
     raise ValueError(f"top_fraction must be a number in (0, 1], got {top_fraction!r}")
 
 
+def top_count(top_fraction: float, n: int) -> int:
+  """⌈τn⌉ in exact arithmetic, τ taken as the decimal it is written as (0.07, not 0.07000000000000000666).
+
+  Float arithmetic gives 0.07·100 = 7.000000000000001 and so ⌈·⌉ = 8; the count here is 7.
+
+  Raises:
+    ValueError: τ outside (0, 1], or n < 0.
+  """
+  _check_fraction(top_fraction)
+  if isinstance(n, bool) or int(n) != n or n < 0:
+    raise ValueError(f"n must be a non-negative integer, got {n!r}")
+  return math.ceil(fractions.Fraction(repr(float(top_fraction))) * int(n))
+
+
 def top_influential(scores_N, top_fraction: float) -> np.ndarray:
-  """Indices of the ⌈τn⌉ largest |I_j|, ties broken by index (stable).
+  """Indices of the ⌈τn⌉ largest |I_j| (``top_count``, exact), ties broken by index (stable).
 
   Raises:
     ValueError: τ outside (0, 1].
   """
-  _check_fraction(top_fraction)
   s = np.asarray(scores_N)
-  n_top = math.ceil(top_fraction * s.size)
+  n_top = top_count(top_fraction, s.size)
   order = np.lexsort((np.arange(s.size), -np.abs(s)))
   return order[:n_top]
 

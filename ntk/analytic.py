@@ -14,7 +14,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from attention.safe_math import safe_arccos, safe_divide, safe_norm
+from attention.safe_math import pow2_row_scale, safe_arccos, safe_divide, safe_norm
 from ntk._checks import check_inputs
 
 
@@ -27,8 +27,11 @@ def _angles(x1_NxD, x2_MxD):
   gradient 0, as the closed form and neural-tangents' own kernel give.
   """
   dots_NxM = x1_NxD @ x2_MxD.T
-  norms_NxM = safe_norm(x1_NxD, axis=1)[:, None] * safe_norm(x2_MxD, axis=1)[None, :]
-  cos_NxM = safe_divide(dots_NxM, norms_NxM, 0.0)
+  # Norms and cosines from rows scaled by powers of two (exact: the same values), so ‖x‖² cannot overflow.
+  (u1, s1), (u2, s2) = pow2_row_scale(x1_NxD), pow2_row_scale(x2_MxD)
+  n1, n2 = safe_norm(u1, axis=1), safe_norm(u2, axis=1)
+  norms_NxM = (n1 * s1[:, 0])[:, None] * (n2 * s2[:, 0])[None, :]
+  cos_NxM = safe_divide(u1 @ u2.T, n1[:, None] * n2[None, :], 0.0)
   return dots_NxM, norms_NxM, safe_arccos(cos_NxM)
 
 
@@ -47,8 +50,8 @@ def arccos_ntk(x1_NxD, x2_MxD=None, *, readout: str = "fixed") -> jnp.ndarray:
   Raises:
     ValueError: wrong ranks, mismatched d, NaN inputs, unknown readout.
   """
-  x1_NxD = check_inputs(x1_NxD, "x1")
-  x2_MxD = x1_NxD if x2_MxD is None else check_inputs(x2_MxD, "x2", x1_NxD.shape[1])
+  x1_NxD = check_inputs(x1_NxD, "x1", kernel=True, partner=x2_MxD)
+  x2_MxD = x1_NxD if x2_MxD is None else check_inputs(x2_MxD, "x2", x1_NxD.shape[1], kernel=True, partner=x1_NxD)
   if readout not in ("fixed", "trained"):
     raise ValueError(f"readout must be 'fixed' or 'trained', got {readout!r}")
   dots_NxM, norms_NxM, theta_NxM = _angles(jnp.asarray(x1_NxD), jnp.asarray(x2_MxD))
@@ -63,8 +66,8 @@ def arccos_nngp(x1_NxD, x2_MxD=None) -> jnp.ndarray:
 
   Args/Returns: as ``arccos_ntk``; shape [n, m].
   """
-  x1_NxD = check_inputs(x1_NxD, "x1")
-  x2_MxD = x1_NxD if x2_MxD is None else check_inputs(x2_MxD, "x2", x1_NxD.shape[1])
+  x1_NxD = check_inputs(x1_NxD, "x1", kernel=True, partner=x2_MxD)
+  x2_MxD = x1_NxD if x2_MxD is None else check_inputs(x2_MxD, "x2", x1_NxD.shape[1], kernel=True, partner=x1_NxD)
   dots_NxM, norms_NxM, theta_NxM = _angles(jnp.asarray(x1_NxD), jnp.asarray(x2_MxD))
   # ‖x‖‖x'‖cos θ written as xᵀx', so a zero row gets neural-tangents' gradient x'(π − θ)/(2π), θ = π/2.
   return (norms_NxM * jnp.sin(theta_NxM) + (jnp.pi - theta_NxM) * dots_NxM) / (2 * jnp.pi)

@@ -69,6 +69,8 @@ class CriterionResult(NamedTuple):
     reached: whether train_loss ≤ target_loss was reached within max_epochs.
     target_loss, max_epochs: the criterion, for the record.
     candidates: one ``Candidate`` per grid entry (empty for a one-entry grid: nothing to choose).
+    stop_reason: why training stopped short of the target where the optimizer knows ("" otherwise; e.g.
+      Gauss–Newton's "zero kernel …" when every ReLU is inactive).
   """
   params: object
   learning_rate: float
@@ -79,6 +81,7 @@ class CriterionResult(NamedTuple):
   target_loss: float
   max_epochs: int
   candidates: tuple
+  stop_reason: str = ""
 
 
 def validation_split(n: int, key, fraction: float = 0.2) -> tuple[np.ndarray, np.ndarray]:
@@ -276,11 +279,11 @@ def train_to_criterion(apply_fn: Callable, params, x_NxD, y_NxC, *, key,
     if loss != "mse" or l2 != 0:
       raise ValueError(f"optimizer='gauss_newton' trains ½·MSE without a penalty: loss must be 'mse' and l2 0, "
                        f"got loss={loss!r}, l2={l2!r}")
-    p, value, steps = train_gauss_newton(apply_fn, params, x, y, target_loss=float(target_loss),
-                                         max_iterations=int(max_epochs))
+    p, value, steps, reason = train_gauss_newton(apply_fn, params, x, y, target_loss=float(target_loss),
+                                                 max_iterations=int(max_epochs))
     acc = float(_evaluate(apply_fn, p, jnp.asarray(x), jnp.asarray(y), loss=loss)[1])
     return CriterionResult(p, None, value, acc, steps, bool(value <= target_loss), float(target_loss),
-                           int(max_epochs), ())
+                           int(max_epochs), (), reason)
   common["batch_size"] = batch_size
 
   candidates = []

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from attention._checks import check_no_overflow
 from attention.linearized import stacked_gram_power
 from ntk.conditioning import gram_spectrum
 
@@ -44,7 +45,8 @@ def cubing_check(x_NxD, *, layers=(1, 2, 3), eps=(0.1, 0.01), explicit_max_n: in
     ``log10_width_attn_eps{ε}`` = 6·log10 κ(G) + 2·log10(1/ε) and ``log10_width_relu_eps{ε}``.
 
   Raises:
-    ValueError: x not a finite [n, d] matrix, n < 2, or non-positive ε.
+    ValueError: x not a finite [n, d] matrix, n < 2, rows so large that F Fᵀ overflows float64, or
+      non-positive ε.
   """
   x = np.asarray(x_NxD, np.float64)
   if x.ndim != 2 or x.shape[0] < 2 or not np.isfinite(x).all():
@@ -52,6 +54,8 @@ def cubing_check(x_NxD, *, layers=(1, 2, 3), eps=(0.1, 0.01), explicit_max_n: in
   if any(isinstance(e, (str, bool)) or not (np.isfinite(e) and e > 0) for e in eps):
     raise ValueError(f"eps values must be finite numbers > 0, got {eps!r}")
   n, d = x.shape
+  # F Fᵀ with F = X Xᵀ X has entries ≤ n²·max‖x‖⁶ (Cauchy–Schwarz): refuse what float64 cannot hold.
+  check_no_overflow(x, "x", degree=6, terms=n * n, what="attention features' Gram F Fᵀ, F = X Xᵀ X")
   g = x @ x.T
   sg = gram_spectrum(g, rtol=rtol)
   feats = x @ (x.T @ x) if d <= n else g @ x

@@ -227,8 +227,8 @@ def two_layer_relu_ntk(model: Model, params, x1_NxD, x2_MxD=None, *,
     ValueError: bad input shapes, NaN inputs, or a budget too small for one row (``fast_path_block_rows``).
   """
   w_DxM = first_layer_weights(model, params)
-  x1_NxD = check_inputs(x1_NxD, "x1", w_DxM.shape[0])
-  x2_MxD = x1_NxD if x2_MxD is None else check_inputs(x2_MxD, "x2", w_DxM.shape[0])
+  x1_NxD = check_inputs(x1_NxD, "x1", w_DxM.shape[0], kernel=True, partner=x2_MxD)
+  x2_MxD = x1_NxD if x2_MxD is None else check_inputs(x2_MxD, "x2", w_DxM.shape[0], kernel=True, partner=x1_NxD)
   n, m = np.shape(x1_NxD)[0], np.shape(x2_MxD)[0]
   block = fast_path_block_rows(n, m, w_DxM.shape[0], w_DxM.shape[1], memory_bytes=memory_bytes,
                                itemsize=np.dtype(jnp.result_type(x1_NxD)).itemsize)

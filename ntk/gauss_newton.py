@@ -25,6 +25,8 @@ import numpy as np
 import scipy.linalg
 
 MAX_REFUSALS = 30  # consecutive refused steps (μ ×4 each) before giving up: μ has grown by 4³⁰ ≈ 1e18
+ZERO_KERNEL = "zero kernel (every ReLU inactive on every input: J = 0, no step can move f)"
+DAMPING_FLOOR = 1e-12  # μ never falls below this times max(1, largest kernel diagonal): K + μI stays definite
 
 
 def full_ntk_fixed_readout(params, x_NxD) -> np.ndarray:
@@ -66,8 +68,11 @@ def train_gauss_newton(apply_fn, params, x_NxD, y_NxC, *, target_loss: float, ma
     max_iterations: the cap on taken steps ≥ 0.
 
   Returns:
-    (params, loss, iterations): the last iterate, its ½·MSE (float64 of the float32 outputs) and the number
-    of steps taken. Stops early, short of the target, when MAX_REFUSALS steps in a row are refused.
+    (params, loss, iterations, stop_reason): the last iterate, its ½·MSE (float64 of the float32 outputs),
+    the number of steps taken, and why it stopped short of the target ("" when it reached it or ran
+    max_iterations): "zero kernel (every ReLU inactive on every input: J = 0, no step can move f)", or
+    "MAX_REFUSALS refused steps in a row". μ starts at 1e-3·tr(K)/(nC) and never falls below
+    DAMPING_FLOOR·max(1, max K_ii), so a singular or zero K never reaches the Cholesky factorisation.
 
   Raises:
     ValueError: params are not a fixed-readout dict, or apply_fn is not that network's.
@@ -94,9 +99,15 @@ def train_gauss_newton(apply_fn, params, x_NxD, y_NxC, *, target_loss: float, ma
   f = outputs(w)
   value = half_mse(f)
   kernel = full_ntk_fixed_readout(params, x)
-  mu = 1e-3 * float(np.trace(kernel)) / kernel.shape[0]
+
+  def floor(k):
+    return DAMPING_FLOOR * max(1.0, float(np.max(np.diag(k))))
+
+  mu = max(1e-3 * float(np.trace(kernel)) / kernel.shape[0], floor(kernel))
   iterations = refusals = 0
   while value > target_loss and math.isfinite(value) and iterations < max_iterations:
+    if not np.any(kernel):
+      return {"W": w, "a": readout}, value, iterations, ZERO_KERNEL
     residual = (np.asarray(f, np.float64) - y).reshape(-1)
     _, pullback = jax.vjp(outputs, w)
     while True:
@@ -110,8 +121,9 @@ def train_gauss_newton(apply_fn, params, x_NxD, y_NxC, *, target_loss: float, ma
         break
       mu, refusals = mu * 4, refusals + 1
       if refusals >= MAX_REFUSALS:
-        return {"W": w, "a": readout}, value, iterations
+        return {"W": w, "a": readout}, value, iterations, f"{MAX_REFUSALS} refused steps in a row"
     iterations += 1
     if value > target_loss:
       kernel = full_ntk_fixed_readout({"W": w, "a": readout}, x)
-  return {"W": w, "a": readout}, value, iterations
+      mu = max(mu, floor(kernel))
+  return {"W": w, "a": readout}, value, iterations, ""

@@ -2,6 +2,7 @@
 target or an epoch cap, and the chunked run equal to one continuous Adam run; full-batch L-BFGS stopped at
 the first iterate at or below the target."""
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -200,3 +201,20 @@ def test_gauss_newton_refuses_another_model_with_the_same_params():
   with pytest.raises(ValueError, match="two_layer_relu's fixed-readout apply_fn"):
     train_to_criterion(doubled, params, x, y, key=jax.random.PRNGKey(0), loss="mse", optimizer="gauss_newton",
                        max_epochs=3)
+
+
+def test_gauss_newton_on_dead_relus_records_not_reached_with_the_cause():
+  """Every ReLU inactive (W = −|W| on positive inputs): the empirical NTK is 0, so 1e-3·tr(K)/n damping was 0
+  and the Cholesky factorisation raised LinAlgError. Now: not reached, 0 steps, the cause named, f unchanged."""
+  from ntk.gauss_newton import ZERO_KERNEL, full_ntk_fixed_readout
+  x, y = _blobs(12, 0)
+  x = np.abs(x) + 0.1
+  model = two_layer_relu(16, D, out_dim=2, readout="fixed")
+  params = model.init_fn(jax.random.PRNGKey(0), (-1, D))[1]
+  dead = dict(params, W=-jnp.abs(params["W"]))
+  assert not np.any(full_ntk_fixed_readout(dead, x))
+  result = train_to_criterion(model.apply_fn, dead, x, y, key=jax.random.PRNGKey(1), loss="mse",
+                              target_loss=1e-3, max_epochs=5, optimizer="gauss_newton")
+  assert not result.reached and result.epochs == 0 and result.stop_reason == ZERO_KERNEL
+  np.testing.assert_allclose(result.train_loss, 0.5 * np.mean(np.asarray(y, np.float64) ** 2), rtol=1e-6)
+  np.testing.assert_array_equal(result.params["W"], dead["W"])

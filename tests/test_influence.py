@@ -9,7 +9,7 @@ import ntk
 from experiments.data import load_dataset
 from influence import (brute_force_loo_influence, default_ridge, filter_normalized_direction, flip_rate,
                        hessian_top_eigenvalues, influence_function, loss_landscape, ntk_loo_influence,
-                       top_influential, tracin)
+                       top_count, top_influential, tracin)
 
 
 def _psd(n, seed):
@@ -185,6 +185,47 @@ def test_top_fraction_rounds_up_and_ties_break_by_index():
   assert flip_rate(scores, scores, top_fraction=1.0).n_top == 7
   with pytest.raises(ValueError, match="top_fraction"):
     top_influential(scores, 0.0)
+
+
+def _brute_force_flip_rate(before, after, tau):
+  """The definition, written independently: the ⌈τn⌉ largest |before| (exact decimal τ; ties to the lower
+  index), and among them the share whose sign changes (strictly: before·after < 0)."""
+  from fractions import Fraction
+  n = len(before)
+  k = -(-Fraction(str(tau)) * n // 1)  # ceil
+  ranked = sorted(range(n), key=lambda i: (-abs(before[i]), i))[:int(k)]
+  flips = sum(1 for i in ranked if before[i] * after[i] < 0)
+  return flips / len(ranked), sorted(ranked)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_flip_rate_equals_brute_force_on_rankings_that_differ(seed):
+  """Random scores whose before and after rankings differ (after = a partial sign flip plus noise as large
+  as the scores), so the top set taken from the after scores is a different set with another flip count."""
+  rng = np.random.default_rng(seed)
+  n, tau = 50, 0.2
+  before = rng.normal(size=n) * rng.lognormal(size=n)
+  after = np.where(rng.random(n) < 0.4, -before, before) + rng.normal(size=n) * np.abs(before).mean()
+  got = flip_rate(before, after, top_fraction=tau)
+  rate, top = _brute_force_flip_rate(before.tolist(), after.tolist(), tau)
+  assert got.rate == rate and sorted(got.top_indices.tolist()) == top
+  wrong_rate, wrong_top = _brute_force_flip_rate(after.tolist(), before.tolist(), tau)
+  assert wrong_top != top  # the test can tell the before set from the after set
+  if seed == 0:
+    assert wrong_rate != rate or wrong_top != top
+
+
+def test_top_count_is_exact_at_decimal_fractions():
+  """⌈0.07·100⌉ is 7, although 0.07·100 = 7.000000000000001 in floats (it picked 8 images)."""
+  assert 0.07 * 100 > 7 and top_count(0.07, 100) == 7
+  assert len(top_influential(np.arange(100) + 1.0, 0.07)) == 7
+  assert flip_rate(np.arange(100) + 1.0, -(np.arange(100) + 1.0), top_fraction=0.07).n_top == 7
+  assert [top_count(t, 10) for t in (0.1, 0.11, 0.3, 1.0)] == [1, 2, 3, 10]
+  for tau in (0.01, 0.07, 0.1, 0.13, 0.29, 0.57):
+    for n in (7, 100, 512, 1000):
+      assert top_count(tau, n) == -(-round(tau * 100) * n // 100)  # τ = p/100 exactly
+  with pytest.raises(ValueError, match="n must be"):
+    top_count(0.1, -1)
 
 
 def test_zero_size_perturbation_flips_nothing():

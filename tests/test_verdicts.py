@@ -110,21 +110,55 @@ def test_fewer_than_five_seeds_is_inconclusive_however_clear_but_not_for_images(
   assert verdict(bootstrap_mean(values[:4], unit="images"), +1).direction == "holds"
 
 
-def test_ratio_verdict_uses_the_null_one_and_magnitude_checks_overlap_with_the_papers_range():
+def test_ratio_verdict_uses_the_null_one_and_magnitude_needs_the_interval_inside_the_band():
   b = np.array([2, 3, 2, 4, 3, 2, 3, 2, 3, 4])
   ratio = pooled_ratio(4 * b + np.array([1, 0, 2, 0, 1, 0, 0, 1, 2, 0]), b)  # about 4.2×
+  assert 4.0 < ratio.low < ratio.high < 4.6
   v = verdict(ratio, +1, null=1.0, paper_range=(6, 9))
-  assert v.direction == "holds" and v.magnitude == "differs"
+  assert v.direction == "holds" and v.magnitude == "matches"  # inside [6/1.5, 9·1.5] = [4, 13.5]
+  assert verdict(ratio, +1, null=1.0, paper_range=(7, 9)).magnitude == "differs"  # band [4.67, 13.5]
   assert verdict(ratio, +1, null=1.0, paper_range=(3, 6)).magnitude == "matches"
   assert verdict(ratio, -1, null=1.0).direction == "fails"
   assert verdict(ratio, +1, null=1.0).magnitude is None
 
 
-def test_magnitude_overlap_is_closed_at_the_ends():
-  ci = Interval(5.0, 4.0, 6.0, 0.95, 10, "seeds", "bootstrap")
-  assert verdicts.magnitude_verdict(ci, (6, 9)) == "matches"
-  assert verdicts.magnitude_verdict(ci, (6.01, 9)) == "differs"
-  assert verdicts.magnitude_verdict(ci, (4.5, 4.5)) == "matches"
+def _ci(low, high):
+  return Interval((low + high) / 2, low, high, 0.95, 10, "seeds", "bootstrap")
+
+
+@pytest.mark.parametrize("low, high, paper, expected", [
+    (4.0, 6.0, (6, 9), "matches"),          # band [4, 13.5]: both ends inside, closed
+    (4.0, 13.5, (6, 9), "matches"),
+    (3.99, 6.0, (6, 9), "undetermined"),    # reaches below the band
+    (5.0, 14.0, (6, 9), "undetermined"),    # reaches above it
+    (1.0, 20.0, (6, 9), "undetermined"),    # a wide interval no longer matches by overlapping
+    (1.0, 3.99, (6, 9), "differs"),         # disjoint below
+    (1.0, 4.0, (6, 9), "undetermined"),     # touching is not disjoint
+    (13.51, 20.0, (6, 9), "differs"),
+    (0.025, 0.045, (0.033, 0.033), "matches"),  # a single value: band [0.022, 0.0495]
+    (0.02, 0.045, (0.033, 0.033), "undetermined"),
+    (-2.9, -0.7, (-2, -1), "matches"),      # negative ends move outward: [-3, -0.667]
+    (-3.1, -0.7, (-2, -1), "undetermined"),
+    (float("nan"), float("nan"), (6, 9), "undetermined"),
+])
+def test_magnitude_rule_at_its_boundaries(low, high, paper, expected):
+  assert verdicts.magnitude_verdict(_ci(low, high), paper) == expected
+
+
+def test_stability_marks_a_changed_verdict_unstable_with_both_outcomes():
+  from experiments.verdicts import Verdict, stability_verdict
+  same = Verdict("holds", "matches", "r1")
+  assert stability_verdict(same, Verdict("holds", "matches", "r2")) is same
+  changed = stability_verdict(Verdict("holds", "matches", "a"), Verdict("inconclusive", "undetermined", "b"))
+  assert changed.direction == "unstable" and "holds, matches (a)" in changed.reason
+  assert "inconclusive, undetermined (b)" in changed.reason
+  # A constructed L-BFGS-like case: a verdict on an interval whose end sits at the null moves with
+  # rounding-level changes of the data, as it did between two CPUs.
+  base = np.array([0.0011, 0.0020, -0.0004, 0.0016, 0.0009, 0.0013, 0.0002, 0.0018, 0.0007, 0.0012])
+  first = verdict(bootstrap_mean(base - bootstrap_mean(base).low), +1)
+  second = verdict(bootstrap_mean(base - bootstrap_mean(base).low + 1e-7), +1)
+  assert first.direction != second.direction
+  assert stability_verdict(first, second).direction == "unstable"
 
 
 def test_nan_interval_is_inconclusive():
@@ -150,3 +184,26 @@ def test_nan_interval_is_inconclusive():
 def test_bad_input_raises_value_error_naming_the_argument(call, match):
   with pytest.raises(ValueError, match=match):
     call()
+
+
+def _coverage(draw, mean, method, replications=2000, n=10):
+  rng = np.random.default_rng(12345)
+  hits = 0
+  for r in range(replications):
+    ci = bootstrap_mean(draw(rng, n), unit="seeds", seed=r, n_resamples=1000, method=method)
+    hits += ci.low <= mean <= ci.high
+  return hits / replications
+
+
+@pytest.mark.slow
+def test_bootstrap_coverage_at_ten_seeds():
+  """2,000 samples of n = 10 per population, fixed seeds. The studentized interval covers the mean of a
+  normal population within ±3 points of 0.95. On a lognormal (σ = 1), the skewed case, it reaches 0.90,
+  short of that target (no standard one-sample interval reaches it at n = 10; README, Claims), but well
+  above the percentile interval used before (≈ 0.81)."""
+  normal = lambda rng, n: rng.normal(size=n)  # noqa: E731
+  lognormal = lambda rng, n: rng.lognormal(0.0, 1.0, size=n)  # noqa: E731
+  assert abs(_coverage(normal, 0.0, "studentized") - 0.95) <= 0.03
+  studentized = _coverage(lognormal, np.exp(0.5), "studentized")
+  percentile = _coverage(lognormal, np.exp(0.5), "percentile")
+  assert studentized >= 0.88 and studentized - percentile >= 0.05
