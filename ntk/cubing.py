@@ -14,10 +14,12 @@ above rtol·λ_max, reported with the rank.
 """
 from __future__ import annotations
 
+import jax
 import numpy as np
 
 from attention._checks import check_no_overflow
 from attention.linearized import stacked_gram_power
+from ntk.analytic import arccos_ntk
 from ntk.conditioning import gram_spectrum
 
 EXPLICIT_MAX_N = 100
@@ -42,7 +44,10 @@ def cubing_check(x_NxD, *, layers=(1, 2, 3), eps=(0.1, 0.01), explicit_max_n: in
     ``log10_kappa_Gtilde_normalised`` and ``cubing_deviation_normalised`` for ℓ2-normalised feature rows;
     ``explicit_identity_rel_error`` and ``explicit_identity_tolerance`` (κ(G)³·eps) when n ≤
     explicit_max_n; ``log10_kappa_values_k{k}`` (G^(2k+1)) and ``log10_kappa_self_k{k}`` (G^(3^k));
-    ``log10_width_attn_eps{ε}`` = 6·log10 κ(G) + 2·log10(1/ε) and ``log10_width_relu_eps{ε}``.
+    ``log10_width_attn_eps{ε}`` = 6·log10 κ(G) + 2·log10(1/ε) and ``log10_width_relu_eps{ε}``;
+    ``log10_kappa_Kinf_relu``, ``log10_kappa_Kinf_mlp_attn`` (the infinite-width fixed-readout NTK on each
+    model's unit feature rows) and ``log10_kappa_Kinf_gap`` (their difference; the cubing argument
+    predicts 2·log10 κ(G)).
 
   Raises:
     ValueError: x not a finite [n, d] matrix, n < 2, rows so large that F Fᵀ overflows float64, or
@@ -75,6 +80,15 @@ def cubing_check(x_NxD, *, layers=(1, 2, 3), eps=(0.1, 0.01), explicit_max_n: in
       "rank_Gtilde_normalised": s_norm.rank,
       "cubing_deviation_normalised": s_norm.log10_condition_number - 3 * sg.log10_condition_number,
   }
+  # The kernels the networks actually use: K∞ of the fixed-readout 2-layer ReLU on each model's unit
+  # feature rows (docs/theory.md#condition-number-cubing). The cubing argument predicts their log10 κ
+  # differ by 2·log10 κ(G) (κ(G̃) = κ(G)³ against κ(G)); these say by how much they do.
+  unit_rows = x / np.where((r := np.linalg.norm(x, axis=1, keepdims=True)) > 0, r, 1.0)
+  for model, rows in (("relu", unit_rows), ("mlp_attn", normed)):
+    with jax.enable_x64(True):
+      kernel = np.asarray(arccos_ntk(rows))
+    out[f"log10_kappa_Kinf_{model}"] = gram_spectrum(kernel, rtol=rtol).log10_condition_number
+  out["log10_kappa_Kinf_gap"] = out["log10_kappa_Kinf_mlp_attn"] - out["log10_kappa_Kinf_relu"]
   if n <= explicit_max_n:
     g3 = g @ g @ g
     out["explicit_identity_rel_error"] = float(np.linalg.norm(feats @ feats.T - g3) / np.linalg.norm(g3))
