@@ -7,7 +7,8 @@ Usage:
 Reads the workdirs of the other experiments — every subdirectory of DIR and every ``--from`` directory,
 each identified by its config.json (or, lacking one, its records) — and runs only the quick CPU experiments
 that are missing into DIR/<experiment>: the condition-number cubing check (MNIST and CIFAR-10, n ≤ 256, 5
-subsets per n), the width sweep on MNIST, the flip-rate study and the sharpness study (each experiment
+subsets per n), the width sweep on MNIST, the flip-rate study, the sharpness study and the dual-implications
+study (MNIST and CIFAR-10, n = 256; each experiment
 resumes itself; Ctrl-C keeps the finished points and rerunning the command resumes). It never runs the
 differential-attention or certification grids: their rows say "not run" and give the command that fills
 them (run it with ``--workdir DIR/<name>`` and the next claims run finds it).
@@ -38,15 +39,15 @@ from experiments.claim_rows import Source
 from experiments.workdir import _jsonable, _leaves, read_records
 
 ROWS_NAME = "claims.jsonl"
-RUN_HERE = ("cubing", "width_sweep", "flip_rate", "landscape")  # quick CPU experiments the job runs if missing
+RUN_HERE = ("cubing", "width_sweep", "flip_rate", "landscape", "dual_implications")  # quick CPU experiments the job runs if missing
 NEVER_RUN = ("diff_attention", "certify")
 # config.json fields that identify each experiment (checked in this order: diff_attention before train_vit).
-SIGNATURES = (("flip_rate", ("attacks", "top_fraction")), ("landscape", ("lanczos_iters",)),
+SIGNATURES = (("dual_implications", ("targets", "network_seeds")), ("flip_rate", ("attacks", "top_fraction")), ("landscape", ("lanczos_iters",)),
               ("width_sweep", ("kernel_path",)), ("cubing", ("ns", "layers")),
               ("diff_attention", ("eps_255", "lipschitz_samples")), ("certify", ("attention_bounds",)),
               ("train_vit", ("depths",)))
 # Record fields that identify each experiment when config.json is absent.
-RECORD_SIGNATURES = (("flip_rate", ("flip_rate", "attack")), ("landscape", ("top_eigenvalues",)),
+RECORD_SIGNATURES = (("dual_implications", ("kernel_error", "alignment")), ("flip_rate", ("flip_rate", "attack")), ("landscape", ("top_eigenvalues",)),
                      ("width_sweep", ("kernel_path",)), ("cubing", ("log10_kappa_G",)),
                      ("diff_attention", ("kind", "lambda_init", "attack")), ("certify", ("attention_bound",)),
                      ("train_vit", ("kind", "lambda_init")))
@@ -73,7 +74,8 @@ PROTOCOL_CHOICES = (
 CLAIM_EXPERIMENTS = {  # claim_id prefix -> experiment
     "ntk_distance": "width_sweep", "cubing": "cubing", "implied_width": "cubing", "flip_ratio": "flip_rate",
     "adv_training": "flip_rate", "sharpness": "landscape", "da_lipschitz": "diff_attention",
-    "lambda_peak": "diff_attention", "depth_crossover": "diff_attention", "certified": "certify"}
+    "lambda_peak": "diff_attention", "depth_crossover": "diff_attention", "certified": "certify",
+    "kernel_conditioning": "cubing", "dual": "dual_implications"}
 
 
 def experiment_of(claim_id: str) -> str:
@@ -250,7 +252,9 @@ def _not_run_rows(experiment: str, root: str) -> list[dict]:
                             ("ntk_distance_mlp_attn", "NTK distance does not fall with width for MLP-Attn")],
             "cubing": [("cubing", "κ(G̃) = κ(G)³"), ("implied_width", "the width κ(G)³ implies")],
             "flip_rate": [("flip_ratio_mnist", "MLP-Attn's flip rate is 6–9× 2L-ReLU's (MNIST)")],
-            "landscape": [("sharpness", "2L-ReLU sits in sharper minima than MLP-Attn")]}
+            "landscape": [("sharpness", "2L-ReLU sits in sharper minima than MLP-Attn")],
+            "dual_implications": [("dual_top", "MLP-Attn fits top-mode targets better than 2L-ReLU"),
+                                  ("dual_bottom", "MLP-Attn fits bottom-mode targets worse than 2L-ReLU")]}
   return [nr(cid, claim, claim_rows.ARXIV_NTK, "see docs/theory.md#reported-figures", cmd, why)
           for cid, claim in labels[experiment]]
 
@@ -306,7 +310,8 @@ def build_rows(sources: Sequence[Source], root: str = "DIR", *, include_not_run:
   for s in sorted(sources, key=lambda s: (not _is_quick(s), s.path)):
     by_exp.setdefault(s.experiment, []).append(s)
   rows: list[dict] = []
-  for experiment in ("width_sweep", "cubing", "flip_rate", "landscape", "diff_attention", "certify"):
+  for experiment in ("width_sweep", "cubing", "flip_rate", "landscape", "dual_implications", "diff_attention",
+                     "certify"):
     srcs = by_exp.get(experiment, [])
     if not srcs:
       if include_not_run:
@@ -325,6 +330,8 @@ def build_rows(sources: Sequence[Source], root: str = "DIR", *, include_not_run:
           rows += claim_rows.adversarial_training_rows(s, standard)
       elif experiment == "landscape":
         rows += claim_rows.sharpness_rows(s)
+      elif experiment == "dual_implications":
+        rows += claim_rows.dual_implication_rows(s)
       elif experiment == "diff_attention":
         rows += (claim_rows.lipschitz_rows(s) + claim_rows.lambda_peak_rows(s)
                  + claim_rows.depth_crossover_rows(s))

@@ -17,18 +17,21 @@ from experiments.plotting import plt, save
 from experiments.workdir import _decode
 
 ROWS_NAME = "claims.jsonl"
-DIRECTION_COLORS = {"holds": "tab:green", "fails": "tab:red", "inconclusive": "tab:gray"}
-SCALE_ORDER = ("ratio", "slope", "exponent", "log10 width", "difference", "proportion")
+DIRECTION_COLORS = {"holds": "tab:green", "fails": "tab:red", "inconclusive": "tab:gray", "unstable": "tab:orange",
+                    "context": "tab:blue"}
+SCALE_ORDER = ("ratio", "slope", "exponent", "log10 width", "log10 κ gap", "difference", "proportion")
 SCALE_LABELS = {"ratio": "ratio (log axis; null 1)", "slope": "log-log slope against width (null 0)",
                 "exponent": "log κ(G̃) / log κ(G) (null 1)", "log10 width": "log10 implied width",
+                "log10 κ gap": "log10 κ(K∞, MLP-Attn) − log10 κ(K∞, 2L-ReLU) (null 0)",
                 "difference": "difference (null 0)", "proportion": "certified accuracy"}
 
 VERDICT_RULES = """\
 ## Verdict rules
 
 - **Intervals** (95 %, `experiments.verdicts`):
-  - across seeds: a seed bootstrap (percentile), 10,000 resamples from a fixed seed, so the same records
-    give the same interval;
+  - across seeds: a studentized seed bootstrap (bootstrap-t), 10,000 resamples from a fixed seed, so the
+    same records give the same interval; it covers 0.94 at 10 normal seeds and 0.90 at 10 lognormal ones,
+    where the percentile interval used before covers 0.90 and 0.80 (docs/theory.md#intervals-and-verdicts);
   - for a ratio of flip rates: the ratio of pooled flip counts (each model's flips over its pooled top-10 %
     images), with the seeds resampled, paired (one seed trains both models on the same data);
   - for single-model accuracies and attack success rates (differential attention, certification):
@@ -40,9 +43,13 @@ VERDICT_RULES = """\
   0) excludes the no-effect value on the paper's side; *fails* if it excludes it on the other side;
   *inconclusive* otherwise, or with fewer than 5 seeds where seeds (or random subsets) are the unit,
   or when the grid cannot reach the paper's setting (the depth crossover below depth 8).
-- **Magnitude**, reported separately: *matches* if the interval overlaps the paper's value or range
-  (6–9× for the flip-rate ratio; 3 ± 0.01 for the cubing exponent), otherwise *differs*; "–" where the
-  paper gives no number.
+- **Magnitude**, reported separately, against the paper's value or range widened by 1.5× at each end
+  (6–9× becomes [4, 13.5]): *matches* only if the whole interval lies inside that band, *differs* if it is
+  disjoint from it, *undetermined* otherwise (an interval too wide to tell); "–" where the paper gives no
+  number. An interval no longer matches by merely overlapping.
+- **Stability**: a verdict that changes when its L-BFGS-trained networks start from initial parameters
+  perturbed by a relative 1e-7 is *unstable*, and the row gives both outcomes.
+- *context* rows (the dual-implications random-direction and real-label targets) carry no paper claim.
 - Points whose training did not reach the criterion (`converged` false in the records) are left out of
   every comparison; a row that left any out says how many.
 - A *variant* (↳) flips one protocol choice from the quick setting (ε unit, preprocessing, training

@@ -119,7 +119,7 @@ def test_a_workdir_with_another_protocol_is_a_variant_row(tmp_path):
   _write(tmp_path / "flip_rate_n", _flip_records([10] * 6, [1] * 6), big)
   sources = claims.discover(tmp_path)
   assert sorted(s.variant for s in sources) == [(), ("data.n_train=1000",)]
-  assert claims.missing_experiments(sources) == ["cubing", "width_sweep", "landscape"]
+  assert claims.missing_experiments(sources) == ["cubing", "width_sweep", "landscape", "dual_implications"]
   rows = [r for r in claims.build_rows(sources, str(tmp_path)) if r["claim_id"] == "flip_ratio_mnist_fgsm"]
   assert [r["variant"] for r in rows] == ["", "data.n_train=1000"]
   assert rows[0]["direction"] == "holds" and rows[1]["direction"] == "fails"
@@ -323,3 +323,27 @@ def test_cli_workdir_that_is_a_file_is_refused(tmp_path, capsys):
   with pytest.raises(SystemExit) as e:
     claims.main(["--workdir", str(tmp_path / "f"), "--no_run"])
   assert e.value.code == 2 and "not a directory" in capsys.readouterr().err
+
+
+def _dual_records(top_gap, bottom_gap, draws=6):
+  rng = np.random.default_rng(4)
+  out = []
+  for target, gap in (("top", top_gap), ("bottom", bottom_gap), ("labels", 0.0)):
+    for draw in range(draws if target != "labels" else 1):
+      base = rng.uniform(0.2, 0.4)
+      for model, err in (("relu", base + gap), ("mlp_attn", base)):
+        out.append(dict(dataset="mnist", target=target, draw=draw, model=model, kind="kinf", seed=None, n_train=64,
+                        n_test=32, k=10, kernel_error=err + 1e-3 * rng.normal(), alignment=0.1))
+  return out
+
+
+@pytest.mark.parametrize("top_gap, bottom_gap, directions", [
+    (0.1, -0.1, ("holds", "holds")),    # MLP-Attn lower on top, higher on bottom: the claim
+    (-0.1, 0.1, ("fails", "fails")),    # the other way round
+])
+def test_dual_implication_rows_sign_per_target(tmp_path, top_gap, bottom_gap, directions):
+  rows = _rows(tmp_path, "dual", _dual_records(top_gap, bottom_gap))
+  top, bottom = _main(rows, "dual_top"), _main(rows, "dual_bottom")
+  assert (top["direction"], bottom["direction"]) == directions
+  assert top["estimate"] == pytest.approx(top_gap, abs=2e-3) and top["n"] == 6
+  assert not any(r["claim_id"] == "dual_labels" for r in rows)  # one draw: no interval
