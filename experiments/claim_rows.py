@@ -395,6 +395,11 @@ def flip_ratio_rows(src: Source, tasks=("mnist", "cifar10")) -> list[dict]:
       claim = f"MLP-Attn's flip rate is 6–9× 2L-ReLU's ({ATTACK_NAMES[attack]}, {task})"
       arecs = [r for r in trecs if r["attack"] == attack]
       choices = [("", PAPER_EPS, f"ε = {PAPER_EPS:g} on [0, 1]")]
+      cal = calibrated_eps(trecs, task)
+      main_eps = _nearest_eps(arecs, PAPER_EPS)
+      if cal is not None and not (main_eps is not None and math.isclose(cal, main_eps)):
+        choices.append((f"ε calibrated: our 2L-ReLU's PGD flip rate first reaches the paper's "
+                        f"{PAPER_FLIP[task, 'relu'][1]} % at ε = {cal:g}", cal, f"ε = {cal:g} on [0, 1] (calibrated)"))
       if std_target is not None:
         choices.append((f"ε unit: {PAPER_EPS:g} on the standardised scale (= {std_target:.3g} on [0, 1])",
                         std_target, None))
@@ -409,7 +414,8 @@ def flip_ratio_rows(src: Source, tasks=("mnist", "cifar10")) -> list[dict]:
         label = label or f"ε = {eps:g} on [0, 1] (nearest grid value to {target:.3g})"
         n_tr = trecs[0].get("n_train", "?")
         ca, ta, cb, tb, left = paired_counts(arecs, dict(model="mlp_attn", eps=eps), dict(model="relu", eps=eps))
-        note = f"{left} seeds left out (training did not reach the criterion)" if left else ""
+        note = "; ".join(x for x in (f"{left} seeds left out (training did not reach the criterion)" if left
+                                     else "", floor_note(trecs, task, eps)) if x)
         if not ca:
           rows.append(not_measured(cid, claim, ARXIV_NTK, paper_text, "no seed with both models converged"
                                    + (f" ({note})" if note else ""), variant=full_variant, produced_by=src.command))
@@ -429,6 +435,85 @@ def flip_ratio_rows(src: Source, tasks=("mnist", "cifar10")) -> list[dict]:
                            paper_range=RATIO_RANGE, scale="ratio", variant=crit_variant, produced_by=src.command,
                            setting=f"{task}, n_train = {n_tr}, width {width}, {label}, "
                                    f"{sum(ta)} / {sum(tb)} top-10 % images pooled"))
+  return rows
+
+
+def calibrated_eps(records, task: str) -> Optional[float]:
+  """The calibration rule: the smallest grid ε > 0 at which our 2L-ReLU's pooled PGD flip rate (converged
+  seeds) reaches the paper's 2L-ReLU PGD flip rate at ε = 0.3 (3.3 % on MNIST, 3.1 % on CIFAR-10). The
+  paper's ε unit is not stated; this puts our 2L-ReLU where the paper's is, and compares MLP-Attn there."""
+  target = PAPER_FLIP[task, "relu"][ATTACKS.index("pgd")] / 100
+  for eps in sorted({float(r["eps"]) for r in records if float(r["eps"]) > 0}):
+    at = [r for r in records if r["task"] == task and r["model"] == "relu" and r["attack"] == "pgd"
+          and math.isclose(float(r["eps"]), eps) and _converged(r)]
+    if at and sum(r["n_flipped"] for r in at) / sum(r["n_top"] for r in at) >= target:
+      return eps
+  return None
+
+
+def _per_seed_rates(records, **match) -> dict:
+  out = {}
+  for r in records:
+    if all((math.isclose(float(r[k]), v) if k == "eps" else r.get(k) == v) for k, v in match.items()) \
+        and _converged(r):
+      out[r["seed"]] = float(r["flip_rate"])
+  return out
+
+
+def floor_note(records, task: str, eps: float) -> str:
+  """The two noise floors beside a flip rate: the random-sign flip rate at the same ε and the seed floor
+  (two initialisations, no attack), mean over seeds per model; "" when the records have neither."""
+  parts = []
+  for label, match in (("random sign at this ε", dict(attack="random_sign", eps=eps)),
+                       ("seed floor", dict(attack="seed_floor"))):
+    values = {m: _per_seed_rates(records, task=task, model=m, **match) for m in ("relu", "mlp_attn")}
+    if all(values.values()):
+      parts.append(f"{label}: " + ", ".join(f"{MODEL_NAMES[m]} {100 * np.mean(list(v.values())):.1f} %"
+                                            for m, v in values.items()))
+  return "; ".join(parts)
+
+
+def flip_excess_rows(src: Source, tasks=("mnist", "cifar10")) -> list[dict]:
+  """The malleability statistic against its floor: per seed, each model's flip rate under the attack minus
+  its flip rate under a random ±ε sign at the same ε (the attack's own effect), and the difference of
+  these excesses, MLP-Attn − 2L-ReLU, over the seeds that have all four (studentized bootstrap). Holds if
+  it is above 0: the attack moves MLP-Attn's influence more than 2L-ReLU's beyond what noise of the same
+  size does. At ε = 0.3 on [0, 1] (main) and at the calibrated ε (``calibrated_eps``, variant)."""
+  rows = []
+  recs = [r for r in src.records if not r.get("adversarial_training")]
+  width = _flip_width(recs)
+  if width is None:
+    return rows
+  recs = [r for r in recs if r["width"] == width]
+  for task in tasks:
+    if not any(r["task"] == task and r["attack"] == "random_sign" for r in recs):
+      continue
+    cal = calibrated_eps(recs, task)
+    for attack in ATTACKS:
+      cid = f"flip_excess_{task}_{attack}"
+      claim = (f"the attack's own effect (flip rate minus random sign) is larger for MLP-Attn than for "
+               f"2L-ReLU ({ATTACK_NAMES[attack]}, {task})")
+      for variant, target in (("", PAPER_EPS), (f"ε calibrated to the paper's 2L-ReLU PGD flip rate "
+                                               f"(ε = {cal:g})" if cal else "", cal)):
+        if target is None:
+          continue
+        eps = _nearest_eps([r for r in recs if r["task"] == task], target)
+        if eps is None or (variant and math.isclose(eps, _nearest_eps(recs, PAPER_EPS) or -1)):
+          continue
+        rates = {(m, a): _per_seed_rates(recs, task=task, model=m, attack=a, eps=eps)
+                 for m in ("relu", "mlp_attn") for a in (attack, "random_sign")}
+        seeds = sorted(set.intersection(*(set(v) for v in rates.values())))
+        if len(seeds) < 2:
+          continue
+        excess = {m: [rates[m, attack][s] - rates[m, "random_sign"][s] for s in seeds] for m in ("relu", "mlp_attn")}
+        interval = verdicts.paired_difference(excess["mlp_attn"], excess["relu"], unit="seeds")
+        full_variant = "; ".join(v for v in (variant, *src.variant) if v)
+        rows.append(_row(cid, claim, ARXIV_NTK, "6–9× flip-rate ratio (no floor given)", interval=interval,
+                         paper_sign=+1, null=0.0, variant=full_variant, produced_by=src.command,
+                         note=floor_note(recs, task, eps),
+                         setting=f"{task}, width {width}, ε = {eps:g} on [0, 1]; excess over random sign, "
+                                 f"MLP-Attn {100 * np.mean(excess['mlp_attn']):.1f} %, 2L-ReLU "
+                                 f"{100 * np.mean(excess['relu']):.1f} %, {len(seeds)} seeds"))
   return rows
 
 

@@ -55,19 +55,28 @@ RECORD_SIGNATURES = (("dual_implications", ("kernel_error", "alignment")), ("fli
 GRID_FIELDS = frozenset({
     "seeds", "widths", "tasks", "datasets", "eps", "attacks", "models", "ns", "layers", "save_arrays", "top_k",
     "grid_1d", "grid_2d", "span", "lanczos_iters", "data.source", "data.dir", "train.seeds", "train.datasets",
-    "train.max_width", "kernel_path"})
+    "train.max_width", "kernel_path", "seed_floor", "targets", "draws", "network_seeds"})
 # Protocol choices flipped one at a time from the quick setting: (choice, experiment, overrides). A choice
 # whose fields the experiment's config lacks is reported as not available in this version.
 PROTOCOL_CHOICES = (
     ("preprocessing: centred inputs", "flip_rate", ("data.preprocessing=centered",)),
-    ("training: Adam 1e-3 for at most 500 epochs (the paper's recipe)", "flip_rate",
+    ("training: Adam 1e-3 for at most 500 epochs, no L2 (the paper's recipe without its L2)", "flip_rate",
      ("train.optimizer=adam", "train.learning_rates=0.001", "train.max_epochs=500")),
+    ("training: the paper's recipe, Adam 1e-3, L2 1e-3, at most 500 epochs", "flip_rate",
+     ("train.optimizer=adam", "train.learning_rates=0.001", "train.max_epochs=500", "train.l2=0.001")),
+    ("training: L-BFGS with L2 1e-3 (the paper's penalty)", "flip_rate", ("train.l2=0.001",)),
+    ("data: one training subset for every seed", "flip_rate", ("data_seed_follows_seed=false",)),
+    ("influence kernel: K₀ (initial parameters)", "flip_rate", ("influence_kernel=init",)),
+    ("influence kernel: K∞ (infinite width, analytic)", "flip_rate", ("influence_kernel=infinite",)),
+    ("ridge: λ = 1e-5·tr(K)/n (×0.01)", "flip_rate", ("ridge_scale=1e-05",)),
+    ("ridge: λ = 1e-1·tr(K)/n (×100)", "flip_rate", ("ridge_scale=0.1",)),
     ("n: 1,000 training images", "flip_rate", ("data.n_train=1000",)),
     ("adversarial training (PGD, ε = 0.3)", "flip_rate", ("adversarial_training=true",)),
     ("task: CIFAR-10", "flip_rate", ("tasks=cifar10",)),
     ("preprocessing: centred inputs", "landscape", ("data.preprocessing=centered",)),
-    ("training: Adam 1e-3 for at most 500 epochs (the paper's recipe)", "landscape",
+    ("training: Adam 1e-3 for at most 500 epochs, no L2 (the paper's recipe without its L2)", "landscape",
      ("train.optimizer=adam", "train.learning_rates=0.001", "train.max_epochs=500")),
+    ("training: L-BFGS with L2 1e-3 (the paper's penalty)", "landscape", ("train.l2=0.001",)),
     ("n: 1,000 training images", "width_sweep", ("data.n_train=1000",)),
     ("ridge: λ = 1e-4·tr(K₀)/n", "width_sweep", ("ridge_scale=0.0001",)),
 )
@@ -75,7 +84,7 @@ CLAIM_EXPERIMENTS = {  # claim_id prefix -> experiment
     "ntk_distance": "width_sweep", "cubing": "cubing", "implied_width": "cubing", "flip_ratio": "flip_rate",
     "adv_training": "flip_rate", "sharpness": "landscape", "da_lipschitz": "diff_attention",
     "lambda_peak": "diff_attention", "depth_crossover": "diff_attention", "certified": "certify",
-    "kernel_conditioning": "cubing", "dual": "dual_implications"}
+    "kernel_conditioning": "cubing", "dual": "dual_implications", "flip_excess": "flip_rate"}
 
 
 def experiment_of(claim_id: str) -> str:
@@ -99,6 +108,9 @@ def quick_config(experiment: str):
                                converged=dataclasses.replace(config.converged, seeds=five))
   if experiment == "landscape":
     return dataclasses.replace(config, seeds=five)
+  if experiment == "flip_rate":
+    from experiments.flip_rate import CLAIMS_EPS
+    return dataclasses.replace(config, eps=CLAIMS_EPS, seed_floor=True, data_seed_follows_seed=True)
   return config
 
 
@@ -324,7 +336,7 @@ def build_rows(sources: Sequence[Source], root: str = "DIR", *, include_not_run:
         rows += claim_rows.cubing_rows(s)
       elif experiment == "flip_rate":
         if any(not r.get("adversarial_training") for r in s.records):
-          rows += claim_rows.flip_ratio_rows(s)
+          rows += claim_rows.flip_ratio_rows(s) + claim_rows.flip_excess_rows(s)
         if any(r.get("adversarial_training") for r in s.records):
           standard = next((t for t in srcs if any(not r.get("adversarial_training") for r in t.records)), None)
           rows += claim_rows.adversarial_training_rows(s, standard)

@@ -52,7 +52,12 @@ from experiments.workdir import Workdir
 
 KEY_FIELDS = ("task", "model", "width", "seed", "adversarial_training", "attack", "eps")
 ATTACKS = malleability.ATTACKS
-QUICK_EPS = (0.0, 0.05, 0.1, 0.2, 0.3)
+QUICK_EPS = (0.0, 0.0125, 0.05, 0.1, 0.2, 0.3)
+# The claims job's grid: fine below 0.1, where 2L-ReLU's PGD flip rate crosses the paper's 3.3 %.
+CLAIMS_EPS = tuple(round(0.0125 * i, 4) for i in range(9)) + (0.2, 0.3)
+INFLUENCE_KERNELS = ("trained", "init", "infinite")
+SEED_FLOOR = "seed_floor"  # the attack field of a seed-floor record (eps 0)
+SEED_FLOOR_OFFSET = 100_000  # the second network of the seed floor starts from seed + this
 FULL_EPS = tuple(round(0.025 * i, 3) for i in range(13))  # 0, 0.025, …, 0.3
 # Quick: full-batch L-BFGS, at most 2,000 iterations (measured: MLP-Attn reaches CE 0.05 in 785–1,092
 # iterations on all 10 seeds; minibatch Adam left it at CE 0.28–0.35 after 4,000 epochs).
@@ -67,7 +72,14 @@ class FlipRateConfig:
   target, epoch cap, batch_size, l2, optimizer) of the training to a criterion (train.l2 = 0 by default);
   pgd_steps and pgd_alpha (None: α = ε/30, which is Madry et al.'s α = 0.01 for 40 steps at ε = 0.3),
   mim_steps (α = ε/steps, Dong et al.); top_fraction τ; adversarial_training with at_eps, at_rounds,
-  at_epochs_per_round (Adam, at the clean network's rate or, after L-BFGS, at train.learning_rates[0])."""
+  at_epochs_per_round (Adam, at the clean network's rate or, after L-BFGS, at train.learning_rates[0]).
+  Protocol choices (defaults: the earlier behaviour): influence_kernel, the kernel of the NTK influence
+  ('trained': the empirical NTK at the trained parameters; 'init': at the initial ones, K₀; 'infinite': the
+  analytic K∞); ridge_scale, its ridge λ/(tr(K)/n); data_seed_follows_seed, draw each seed's training
+  subset with data.seed = that seed (so intervals over seeds cover the choice of subset) instead of one
+  subset for every seed; seed_floor, also train a second network from seed + 100,000 on the same data to
+  the same criterion and record the flip rate between the two networks' influence (no attack: the seed
+  noise floor; with adversarial_training the second network is the clean one)."""
   tasks: tuple[str, ...] = ("mnist",)
   models: tuple[str, ...] = config_lib.one_of(("relu", "mlp_attn"), ntk.MODEL_NAMES)
   widths: tuple[int, ...] = (256,)
@@ -84,6 +96,10 @@ class FlipRateConfig:
   at_eps: float = 0.3
   at_rounds: int = 10
   at_epochs_per_round: int = 50
+  influence_kernel: str = config_lib.one_of("trained", INFLUENCE_KERNELS)
+  ridge_scale: float = 1e-3
+  data_seed_follows_seed: bool = False
+  seed_floor: bool = False
 
   def validate(self) -> None:
     config_lib.check_common(self, dataset_fields=("tasks",), binary_tasks=True, centering=True,
@@ -111,6 +127,10 @@ class FlipRateConfig:
     for name in ("pgd_steps", "mim_steps", "at_rounds", "at_epochs_per_round"):
       if getattr(self, name) < 1:
         raise ValueError(f"{name} must be an integer >= 1, got {getattr(self, name)}")
+    if self.influence_kernel not in INFLUENCE_KERNELS:
+      raise ValueError(f"influence_kernel must be one of {INFLUENCE_KERNELS}, got {self.influence_kernel!r}")
+    if not (np.isfinite(self.ridge_scale) and self.ridge_scale > 0):
+      raise ValueError(f"ridge_scale must be finite and > 0, got {self.ridge_scale!r}")
     if self.pgd_alpha is not None and not 0 < self.pgd_alpha <= 1:
       raise ValueError(f"pgd_alpha must be in (0, 1] or None (α = ε/30), got {self.pgd_alpha}")
 
@@ -200,15 +220,18 @@ def run(config: FlipRateConfig, workdir, *, overwrite_config: bool = False) -> l
   wd = Workdir(workdir, KEY_FIELDS, config, overwrite_config=overwrite_config)
   done = wd.done()
   at = config.adversarial_training
+  wanted = [(a, e) for a in config.attacks for e in config.eps] + ([(SEED_FLOOR, 0.0)] if config.seed_floor else [])
   groups = [g for g in distributed.shard(list(_points(config)))  # this process's share of the trainings
-            if any((*g, at, a, e) not in done for a in config.attacks for e in config.eps)]
+            if any((*g, at, a, e) not in done for a, e in wanted)]
   data = {}
   rates = network_training.RateCache(config.train, config.seeds[0])
-  bar = tqdm(total=len(groups) * len(config.attacks) * len(config.eps), desc="flip rate", unit="point")
+  bar = tqdm(total=len(groups) * len(wanted), desc="flip rate", unit="point")
   for task, model_name, width, seed in groups:
-    if task not in data:
-      data[task] = config_lib.load_splits(config.data, task, flatten=True)
-    train, test = data[task]
+    data_seed = seed if config.data_seed_follows_seed else config.data.seed
+    if (task, data_seed) not in data:
+      data[task, data_seed] = config_lib.load_splits(dataclasses.replace(config.data, seed=data_seed), task,
+                                                     flatten=True)
+    train, test = data[task, data_seed]
     stats = network_training.channel_stats(train)
     mean_row = None if config.data.preprocessing == "raw" else network_training.mean_row(stats, train.x.shape[1])
     n_classes = len(train.info.class_ids)
@@ -226,7 +249,12 @@ def run(config: FlipRateConfig, workdir, *, overwrite_config: bool = False) -> l
         result, mean_row=mean_row)
     centre = (lambda v: v) if mean_row is None else (lambda v: v - mean_row)
     f_tr, f_te = ntk.model_features(model_name, centre(train.x), centre(test.x))
-    before = malleability.feature_influence(model, params, f_tr, f_te, y_tr, y_te)
+    kernel_params = params if config.influence_kernel != "init" else network_training.init_network(
+        model, model_name, x_in, network_training.split_key(jax.random.fold_in(jax.random.PRNGKey(seed), 0))[0])[1]
+    influence = lambda p, a, b: malleability.feature_influence(  # noqa: E731
+        model, p, a, b, y_tr, y_te, kernel="infinite" if config.influence_kernel == "infinite" else "empirical",
+        ridge_scale=config.ridge_scale)
+    before = influence(kernel_params, f_tr, f_te)
     train_acc = float(np.mean(np.argmax(np.asarray(model.apply_fn(params, f_tr)), 1) == train.y))
     test_acc = float(np.mean(np.argmax(np.asarray(model.apply_fn(params, f_te)), 1) == test.y))
     setup_s = time.perf_counter() - start
@@ -235,7 +263,26 @@ def run(config: FlipRateConfig, workdir, *, overwrite_config: bool = False) -> l
     criterion = network_training.criterion_fields(result, config.train)
     del criterion["train_accuracy"]  # measured below on the final (possibly adversarially trained) params
     units = dict(channel_mean=stats.as_record()["mean"], channel_std=stats.as_record()["std"],
-                 preprocessing=config.data.preprocessing)
+                 preprocessing=config.data.preprocessing, influence_kernel=config.influence_kernel,
+                 ridge_scale=config.ridge_scale, data_seed=data_seed)
+    common = dict(task=task, model=model_name, width=width, seed=seed, adversarial_training=at,
+                  train_accuracy=train_acc, test_accuracy=test_acc, n_train=len(train.y), n_test=len(test.y),
+                  n_classes=n_classes, setup_time_s=setup_s)
+    if config.seed_floor and (task, model_name, width, seed, at, SEED_FLOOR, 0.0) not in done:
+      t0 = time.perf_counter()
+      other_key = jax.random.fold_in(jax.random.PRNGKey(seed + SEED_FLOOR_OFFSET), 0)
+      other = network_training.train_network(config.train, model, model_name, x_in, y_tr.astype(np.float32),
+                                             n_classes, other_key, learning_rates=None if result.learning_rate
+                                             is None else (result.learning_rate,))
+      other_params = other.params if config.influence_kernel != "init" else network_training.init_network(
+          model, model_name, x_in, network_training.split_key(other_key)[0])[1]
+      fr = flip_rate(before.scores, influence(other_params, f_tr, f_te).scores, config.top_fraction)
+      wd.append(dict(**criterion, **units, **common, attack=SEED_FLOOR, eps=0.0, flip_rate=fr.rate,
+                     n_flipped=fr.n_flipped, n_top=fr.n_top, spearman=fr.spearman, mean_linf_over_eps=0.0,
+                     second_seed=seed + SEED_FLOOR_OFFSET, second_converged=bool(other.reached),
+                     second_train_loss=float(other.train_loss), ridge=before.ridge,
+                     wall_time_s=time.perf_counter() - t0))
+      bar.update()
     for a_i, attack in enumerate(config.attacks):
       for eps in config.eps:
         if (task, model_name, width, seed, at, attack, eps) in done:
@@ -247,18 +294,14 @@ def run(config: FlipRateConfig, workdir, *, overwrite_config: bool = False) -> l
             attack, logits_fn, x, jnp.asarray(train.y), eps=eps, key=attack_key, pgd_steps=config.pgd_steps,
             pgd_alpha=config.pgd_alpha, mim_steps=config.mim_steps))
         linf = np.abs(x_adv - train.x).max(axis=1)
-        after = malleability.feature_influence(
-            model, params, *ntk.model_features(model_name, centre(x_adv), centre(test.x)), y_tr, y_te)
+        after = influence(kernel_params, *ntk.model_features(model_name, centre(x_adv), centre(test.x)))
         fr = flip_rate(before.scores, after.scores, config.top_fraction)
         adv_acc = float(np.mean(np.argmax(np.asarray(logits_fn(jnp.asarray(x_adv))), 1) == train.y))
-        wd.append(dict(**criterion, **units, task=task, model=model_name, width=width, seed=seed,
-                       adversarial_training=at, attack=attack, eps=eps,
+        wd.append(dict(**criterion, **units, **common, attack=attack, eps=eps,
                        eps_standardized=[float(v) for v in scales.eps_to_standardized(eps, stats.std)],
                        flip_rate=fr.rate, n_flipped=fr.n_flipped, n_top=fr.n_top,
                        spearman=fr.spearman, mean_linf_over_eps=float(np.mean(linf) / eps) if eps else 0.0,
-                       train_accuracy=train_acc, test_accuracy=test_acc, attacked_row_accuracy=adv_acc,
-                       ridge=before.ridge, n_train=len(train.y), n_test=len(test.y), n_classes=n_classes,
-                       wall_time_s=time.perf_counter() - t0, setup_time_s=setup_s))
+                       attacked_row_accuracy=adv_acc, ridge=before.ridge, wall_time_s=time.perf_counter() - t0))
         bar.update()
   bar.close()
   return wd.records()

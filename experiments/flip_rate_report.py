@@ -112,6 +112,51 @@ def gaps(records) -> list[dict]:
   return out
 
 
+def ratio_curve(records) -> list[dict]:
+  """The flip-rate ratio MLP-Attn / 2L-ReLU against ε: per (task, width, attack, ε > 0) of standard training,
+  the ratio of pooled flip counts over the seeds where both models converged, with its seed-bootstrap
+  interval (``experiments.verdicts.pooled_ratio``)."""
+  from experiments.claim_rows import paired_counts
+  std = [r for r in records if not r.get("adversarial_training")]
+  out = []
+  for task, width, attack, eps in sorted({(r["task"], r["width"], r["attack"], float(r["eps"])) for r in std
+                                          if float(r["eps"]) > 0 and r["attack"] != "seed_floor"}):
+    sel = [r for r in std if (r["task"], r["width"], r["attack"]) == (task, width, attack)]
+    ca, ta, cb, tb, _ = paired_counts(sel, dict(model="mlp_attn", eps=eps), dict(model="relu", eps=eps))
+    if len(ca) < 2 or sum(cb) == 0:
+      continue
+    iv = verdicts.pooled_ratio(ca, cb, totals_a=ta, totals_b=tb)
+    out.append(dict(task=task, width=width, attack=attack, eps=eps, ratio=iv.estimate, low=iv.low,
+                    high=iv.high, n_seeds=iv.n))
+  return out
+
+
+def plot_ratio(curve: list[dict], calibrated: dict, path) -> None:
+  """flip_ratio_vs_eps.png: the ratio curve with its intervals, the paper's 6–9× band and the calibrated ε."""
+  panels = sorted({(c["task"], c["width"]) for c in curve})
+  if not panels:
+    return
+  fig, axes = subplots(len(panels), width=5.0, height=3.6)
+  for ax, (task, width) in zip(axes, panels):
+    for i, attack in enumerate(sorted({c["attack"] for c in curve})):
+      pts = [c for c in curve if (c["task"], c["width"], c["attack"]) == (task, width, attack)]
+      x = np.array([c["eps"] for c in pts]) * (1 + 0.02 * (i - 1))  # small offsets: equal curves stay visible
+      y = np.array([c["ratio"] for c in pts])
+      err = np.array([[c["ratio"] - c["low"] for c in pts], [c["high"] - c["ratio"] for c in pts]])
+      ax.errorbar(x, y, yerr=np.clip(err, 0, None), marker="o", capsize=3, label=attack)
+    ax.axhspan(6, 9, color="tab:orange", alpha=0.15, label="paper 6–9×")
+    ax.axhline(1, color="k", lw=0.8)
+    if calibrated.get(task):
+      ax.axvline(calibrated[task], color="tab:gray", ls="--", label=f"calibrated ε = {calibrated[task]:g}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("ε (L∞, [0, 1] pixel scale)")
+    ax.set_ylabel("flip-rate ratio MLP-Attn / 2L-ReLU")
+    ax.set_title(f"{task}, width {width}")
+    ax.legend(fontsize=7)
+  save(fig, path)
+
+
 def derive(records) -> dict:
   """{"intervals": one dict per (adversarial_training, task, model, attack, eps) with the mean flip rate in
   % (mean_pct), the half-width of its 95 % t-interval over seeds and widths (ci95_half_pct; 0 for one run)
@@ -126,7 +171,10 @@ def derive(records) -> dict:
     mean, half = mean_ci(100 * np.asarray(values))
     intervals.append(dict(adversarial_training=at, task=task, model=model, attack=attack, eps=float(eps),
                           mean_pct=mean, ci95_half_pct=half, n_runs=len(values)))
-  return {"intervals": intervals, "gaps": gaps(records),
+  from experiments.claim_rows import calibrated_eps
+  return {"intervals": intervals, "gaps": gaps(records), "ratio_curve": ratio_curve(records),
+          "calibrated_eps": {t: calibrated_eps([r for r in records if not r.get("adversarial_training")], t)
+                             for t in sorted({r["task"] for r in records}) if t in ("mnist", "cifar10")},
           "unconverged": [dict(task=t, model=m, width=w, seed=s) for t, m, w, s in left_out]}
 
 
@@ -220,6 +268,24 @@ def summary_markdown(records, derived, eps: float | None = None) -> str:
           f"{cells[e]['gap_pct']:.1f} [{cells[e]['low_pct']:.1f}, {cells[e]['high_pct']:.1f}] (n={cells[e]['n_seeds']})"
           if e in cells else "–" for e in all_eps) + " |")
     lines.append("")
+  if derived.get("ratio_curve"):
+    cal = derived.get("calibrated_eps", {})
+    lines += ["## Flip-rate ratio MLP-Attn / 2L-ReLU against ε (pooled counts, 95 % seed-bootstrap interval)", "",
+              "Calibration rule: the smallest ε at which our 2L-ReLU's pooled PGD flip rate reaches the paper's "
+              "2L-ReLU PGD flip rate (3.3 % MNIST, 3.1 % CIFAR-10; the paper's ε unit is not stated): "
+              + ", ".join(f"{t}: {'ε = %g' % e if e else 'not reached on this grid'}" for t, e in cal.items())
+              + ". Plot: flip_ratio_vs_eps.png.", "",
+              "| task | m | attack | " + " | ".join(f"ε={e:g}" for e in sorted({c['eps'] for c in derived['ratio_curve']}))
+              + " |", "|---|---|---|" + "---|" * len({c["eps"] for c in derived["ratio_curve"]})]
+    all_eps = sorted({c["eps"] for c in derived["ratio_curve"]})
+    cells = defaultdict(dict)
+    for c in derived["ratio_curve"]:
+      cells[c["task"], c["width"], c["attack"]][c["eps"]] = c
+    for (task, width, attack), row in sorted(cells.items()):
+      lines.append(f"| {task} | {width} | {attack} | " + " | ".join(
+          f"{row[e]['ratio']:.2f} [{row[e]['low']:.2f}, {row[e]['high']:.2f}]" if e in row else "–"
+          for e in all_eps) + " |")
+    lines.append("")
   lines += ["ε on the standardised scale: ε/σ_c with the training split's per-channel std (records: "
             "eps_standardized, channel_std).", "",
             "Intervals: derived.json. Plots: flip_rate_vs_eps.png (main figure), flip_rate_vs_width.png.", ""]
@@ -252,6 +318,7 @@ def write_report(workdir) -> str:
   plot_vs(std, "eps", workdir / "flip_rate_vs_eps.png")
   plot_vs(std, "width", workdir / "flip_rate_vs_width.png", at_eps=0.3 if any(
       np.isclose(r["eps"], 0.3) for r in std) else max(r["eps"] for r in std))
+  plot_ratio(derived["ratio_curve"], derived["calibrated_eps"], workdir / "flip_ratio_vs_eps.png")
   text = summary_markdown(records, derived)
   (workdir / "summary.md").write_text(text)
   return text

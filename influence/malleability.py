@@ -91,15 +91,36 @@ def perturb_rows(attack: str, logits_fn, x_NxD, y_N, *, eps: float, key, pgd_ste
   return attacks.mim(logits_fn, x_NxD, y_N, eps=eps, steps=mim_steps).x_adv
 
 
-def feature_influence(model: ntk.Model, params, f_train_NxD, f_test_TxD, y_train_NxC, y_test_TxC) -> LOOInfluence:
-  """NTK leave-one-out influence of every training row on the test loss, from feature rows, at fixed
-  parameters: the empirical NTK of the 2-layer network (``ntk.two_layer_relu_ntk``) on train [n, d] and
-  test-train [t, n], in float64, then ``ntk_loo_influence`` (default ridge λ = 1e-3·tr(K)/n; I_j > 0 =
-  helpful). Targets are one-hot, [n, C] and [t, C].
+INFLUENCE_KERNELS = ("empirical", "infinite")
+
+
+def feature_influence(model: ntk.Model, params, f_train_NxD, f_test_TxD, y_train_NxC, y_test_TxC, *,
+                      kernel: str = "empirical", ridge_scale: float = 1e-3) -> LOOInfluence:
+  """NTK leave-one-out influence of every training row on the test loss, from feature rows: the kernel on
+  train [n, d] and test-train [t, n], in float64, then ``ntk_loo_influence`` (ridge λ = ridge_scale·tr(K)/n;
+  I_j > 0 = helpful). Targets are one-hot, [n, C] and [t, C].
+
+  Args:
+    kernel: 'empirical', the 2-layer network's empirical NTK at ``params`` (``ntk.two_layer_relu_ntk``: pass
+      the trained parameters for the trained kernel, the initial ones for K₀), or 'infinite', its
+      infinite-width NTK K∞ (``ntk.arccos_ntk``, the model's readout; params unused).
+    ridge_scale: λ/(tr(K)/n) > 0 (1e-3, the default of ``influence.ntk_loo``).
 
   Raises:
-    ValueError: as ``ntk_loo_influence`` (shapes, non-finite kernels).
+    ValueError: an unknown kernel, ridge_scale ≤ 0, or as ``ntk_loo_influence`` (shapes, non-finite kernels).
   """
-  k_tr = np.asarray(ntk.two_layer_relu_ntk(model, params, f_train_NxD), np.float64)
-  k_te = np.asarray(ntk.two_layer_relu_ntk(model, params, f_test_TxD, f_train_NxD), np.float64)
-  return ntk_loo_influence(k_tr, k_te, y_train_NxC, y_test_TxC)
+  if kernel not in INFLUENCE_KERNELS:
+    raise ValueError(f"kernel must be one of {INFLUENCE_KERNELS}, got {kernel!r}")
+  if not (np.isfinite(ridge_scale) and ridge_scale > 0):
+    raise ValueError(f"ridge_scale must be finite and > 0, got {ridge_scale!r}")
+  if kernel == "empirical":
+    k_tr = np.asarray(ntk.two_layer_relu_ntk(model, params, f_train_NxD), np.float64)
+    k_te = np.asarray(ntk.two_layer_relu_ntk(model, params, f_test_TxD, f_train_NxD), np.float64)
+  else:
+    with jax.enable_x64(True):
+      tr = jnp.asarray(np.asarray(f_train_NxD, np.float64))
+      te = jnp.asarray(np.asarray(f_test_TxD, np.float64))
+      k_tr = np.asarray(ntk.arccos_ntk(tr, readout=model.readout))
+      k_te = np.asarray(ntk.arccos_ntk(te, tr, readout=model.readout))
+  ridge = float(ridge_scale * np.trace(k_tr) / k_tr.shape[0])
+  return ntk_loo_influence(k_tr, k_te, y_train_NxC, y_test_TxC, ridge=ridge if ridge > 0 else None)

@@ -105,11 +105,26 @@ def test_eps_on_the_standardised_scale_is_a_variant_that_can_flip_the_verdict(tm
              + _flip_records([10] * 6, [10] * 6, eps=0.1, extra=extra)
              + _flip_records([0] * 6, [0] * 6, eps=0.0, extra=extra))
   rows = _rows(tmp_path, "fr", records, claim_id="flip_ratio_mnist_pgd")
-  main, variant = rows
+  main, calibrated, variant = rows
   assert main["direction"] == "holds" and "ε = 0.3 on [0, 1]" in main["setting"]
   assert variant["variant"].startswith("ε unit") and "ε = 0.1 on [0, 1]" in variant["setting"]
   assert variant["estimate"] == 1.0 and variant["direction"] == "inconclusive"
-  assert [c["variant"] for c in main["protocol"]] == [variant["variant"]]
+  # 2L-ReLU's PGD flip rate is 10/26 ≥ 3.3 % already at ε = 0.1, the smallest grid ε > 0: the calibrated ε
+  assert calibrated["variant"].startswith("ε calibrated") and "at ε = 0.1" in calibrated["variant"]
+  assert [c["variant"] for c in main["protocol"]] == [calibrated["variant"], variant["variant"]]
+
+
+def test_excess_over_random_sign_and_the_floors_in_the_note(tmp_path):
+  """Attack minus random sign per seed: MLP-Attn 21 − 3 flips, 2L-ReLU 3 − 2 (of 26); the difference of
+  excesses is (18 − 1)/26 = 0.654 at every seed, so it holds. The ratio row names both floors."""
+  records = (_flip_records([3] * 6, [21] * 6) + _flip_records([2] * 6, [3] * 6, attacks=("random_sign",))
+             + _flip_records([1] * 6, [5] * 6, attacks=("seed_floor",), eps=0.0))
+  rows = _rows(tmp_path, "fr", records)
+  excess = _main(rows, "flip_excess_mnist_pgd")
+  assert excess["estimate"] == pytest.approx(17 / 26) and excess["direction"] == "holds" and excess["n"] == 6
+  ratio = _main(rows, "flip_ratio_mnist_pgd")
+  assert "random sign at this ε: 2L-ReLU 7.7 %, MLP-Attn 11.5 %" in ratio["note"]
+  assert "seed floor: 2L-ReLU 3.8 %, MLP-Attn 19.2 %" in ratio["note"]
 
 
 def test_a_workdir_with_another_protocol_is_a_variant_row(tmp_path):

@@ -75,6 +75,39 @@ def test_adversarial_training_makes_the_training_rows_robust_to_pgd(tmp_path):
   assert runs[True][0.3]["attacked_row_accuracy"] > runs[False][0.3]["attacked_row_accuracy"] + 0.2
 
 
+FLOOR = SMALL + ["models=relu", "attacks=random_sign", "eps=0", "seeds=0,1", "seed_floor=true", "top_fraction=1.0",
+                 "train.max_epochs=10"]
+
+
+def _floors(records):
+  return {r["seed"]: r for r in records if r["attack"] == flip_rate.SEED_FLOOR}
+
+
+def test_seed_floor_is_zero_for_identical_initialisations_and_positive_for_two_seeds(tmp_path, monkeypatch):
+  """The seed floor compares the influence of two networks trained on the same data from different seeds.
+  From the same seed (offset 0) the second network is the first, bit for bit: floor 0. From two seeds it
+  flips some of the top set at one seed or the other. With the infinite-width kernel, which no
+  initialisation enters, two seeds again give 0."""
+  records = flip_rate.run(apply_overrides(flip_rate.get_config(), FLOOR), tmp_path / "two")
+  floors = _floors(records)
+  assert set(floors) == {0, 1} and all(f["second_seed"] == f["seed"] + flip_rate.SEED_FLOOR_OFFSET
+                                       for f in floors.values())
+  assert max(f["flip_rate"] for f in floors.values()) > 0 and min(f["spearman"] for f in floors.values()) < 1
+  infinite = flip_rate.run(apply_overrides(flip_rate.get_config(), FLOOR + ["influence_kernel=infinite"]),
+                           tmp_path / "inf")
+  assert all(f["flip_rate"] == 0.0 and f["spearman"] == pytest.approx(1.0) for f in _floors(infinite).values())
+  monkeypatch.setattr(flip_rate, "SEED_FLOOR_OFFSET", 0)
+  same = flip_rate.run(apply_overrides(flip_rate.get_config(), FLOOR), tmp_path / "same")
+  assert all(f["flip_rate"] == 0.0 and f["spearman"] == pytest.approx(1.0) for f in _floors(same).values())
+
+
+def test_data_seed_follows_the_seed_when_asked(tmp_path):
+  records = flip_rate.run(apply_overrides(flip_rate.get_config(), FLOOR[:-2] + [
+      "seed_floor=false", "data_seed_follows_seed=true", "data.seed=7"]), tmp_path)
+  assert {(r["seed"], r["data_seed"]) for r in records} == {(0, 0), (1, 1)}
+  assert all(r["influence_kernel"] == "trained" and r["ridge_scale"] == 1e-3 for r in records)
+
+
 def test_landscape_runner(tmp_path):
   config = apply_overrides(landscape.get_config(), [
       "models=relu", "widths=32", "seeds=0", "data.n_train=30", "train.learning_rates=0.001",

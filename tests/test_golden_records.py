@@ -60,7 +60,10 @@ CONFIGS: dict[str, dict] = {
                       train=dict(learning_rates=(1e-3,), loss_target=0.0, max_epochs=5, check_every=5,
                                  batch_size=16, l2=0.0, validation_fraction=0.2, lr_selection="per_point", optimizer="adam"),
                       pgd_steps=3, pgd_alpha=None, mim_steps=2, top_fraction=0.1, adversarial_training=False,
-                      at_eps=0.3, at_rounds=1, at_epochs_per_round=2),
+                      at_eps=0.3, at_rounds=1, at_epochs_per_round=2,
+                      # Protocol fields added later, at their old-behaviour values.
+                      influence_kernel="trained", ridge_scale=1e-3, data_seed_follows_seed=False,
+                      seed_floor=False),
     # Before issue 11 landscape trained with FlipRateConfig's defaults (learning rate 1e-3, no L2, batch 128,
     # data seed 0); they are its own recorded fields now.
     "landscape": dict(tasks=("mnist",), models=("relu", "mlp_attn"), widths=(16,), seeds=(0,),
