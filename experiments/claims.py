@@ -55,7 +55,7 @@ RECORD_SIGNATURES = (("dual_implications", ("kernel_error", "alignment")), ("fli
 GRID_FIELDS = frozenset({
     "seeds", "widths", "tasks", "datasets", "eps", "attacks", "models", "ns", "layers", "save_arrays", "top_k",
     "grid_1d", "grid_2d", "span", "lanczos_iters", "data.source", "data.dir", "train.seeds", "train.datasets",
-    "train.max_width", "kernel_path", "seed_floor", "targets", "draws", "network_seeds"})
+    "train.max_width", "kernel_path", "seed_floor", "converged.common", "targets", "draws", "network_seeds"})
 # Protocol choices flipped one at a time from the quick setting: (choice, experiment, overrides). A choice
 # whose fields the experiment's config lacks is reported as not available in this version.
 PROTOCOL_CHOICES = (
@@ -84,7 +84,8 @@ CLAIM_EXPERIMENTS = {  # claim_id prefix -> experiment
     "ntk_distance": "width_sweep", "cubing": "cubing", "implied_width": "cubing", "flip_ratio": "flip_rate",
     "adv_training": "flip_rate", "sharpness": "landscape", "da_lipschitz": "diff_attention",
     "lambda_peak": "diff_attention", "depth_crossover": "diff_attention", "certified": "certify",
-    "kernel_conditioning": "cubing", "dual": "dual_implications", "flip_excess": "flip_rate"}
+    "kernel_conditioning": "cubing", "dual": "dual_implications", "flip_excess": "flip_rate",
+    "feature_learning": "width_sweep"}
 
 
 def experiment_of(claim_id: str) -> str:
@@ -105,7 +106,7 @@ def quick_config(experiment: str):
   if experiment == "width_sweep":
     return dataclasses.replace(config, datasets=("mnist",), seeds=five,
                                train=dataclasses.replace(config.train, seeds=five),
-                               converged=dataclasses.replace(config.converged, seeds=five))
+                               converged=dataclasses.replace(config.converged, seeds=five, common=True))
   if experiment == "landscape":
     return dataclasses.replace(config, seeds=five)
   if experiment == "flip_rate":
@@ -331,7 +332,7 @@ def build_rows(sources: Sequence[Source], root: str = "DIR", *, include_not_run:
       continue
     for s in srcs:
       if experiment == "width_sweep":
-        rows += claim_rows.ntk_distance_rows(s)
+        rows += claim_rows.ntk_distance_rows(s) + claim_rows.feature_learning_rows(s)
       elif experiment == "cubing":
         rows += claim_rows.cubing_rows(s)
       elif experiment == "flip_rate":

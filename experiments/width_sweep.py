@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from typing import Optional
 import jax
 import numpy as np
 from tqdm.auto import tqdm
@@ -37,6 +38,8 @@ from experiments import distributed
 from experiments.workdir import Workdir
 
 KEY_FIELDS = ("dataset", "model", "readout", "width", "seed", "kind")
+COMMON_FACTOR = 1.5  # the common target: 1.5 × MLP-Attn's largest converged ½·MSE (widths ≥ COMMON_MIN_WIDTH)
+COMMON_MIN_WIDTH = 64
 KERNEL_PATHS = ("fast", "neural_tangents")
 
 
@@ -77,12 +80,17 @@ class ConvergedConfig:
   enabled: run it. datasets, widths, seeds: where. ridge_scale: λ / (tr(K₀)/n), ≥ 0.
   train: ``TrainConfig``; with lr_selection = 'per_model_dataset' the grid is searched once per (data set,
   model), at the largest width and the first seed, and that rate is used at every width and seed.
+  common: also train both models to one common ½·MSE target (kind = 'common' points), chosen by a rule
+  stated before the numbers (``common_target``): COMMON_FACTOR × the largest final ½·MSE MLP-Attn reaches
+  in this workdir's converged points at widths ≥ COMMON_MIN_WIDTH. Both reach it at every such width, so
+  the two models are compared where both have trained.
   """
   enabled: bool = True
   datasets: tuple[str, ...] = ("mnist",)
   widths: tuple[int, ...] = (16, 64, 256, 1024)
   seeds: tuple[int, ...] = (0, 1)
   ridge_scale: float = 1e-6
+  common: bool = False
   # L-BFGS: 2L-ReLU reaches ½·MSE 1e-3 in tens of iterations at width 1024; MLP-Attn reaches it at no width
   # (½·MSE 0.012–0.04 after 4,000 iterations at widths 16–1024, n = 256), so the cap bounds the quick job.
   train: config_lib.TrainConfig = config_lib.TrainConfig(loss_target=1e-3, max_epochs=300, optimizer="lbfgs")
@@ -170,13 +178,26 @@ def _points(config: WidthSweepConfig):
             yield dataset, model_name, width, seed, "converged"
 
 
-def _converged_network(config, width, d, n_classes, seed, f_train, y_onehot, learning_rates):
+def _converged_network(config, width, d, n_classes, seed, f_train, y_onehot, learning_rates, target=None):
   model = ntk.two_layer_relu(width, d, out_dim=n_classes, readout=config.readout)
   _, params = model.init_fn(jax.random.fold_in(jax.random.PRNGKey(seed), width), f_train.shape)
   t = config.converged.train
+  kwargs = t.criterion_kwargs()
+  if target is not None:
+    kwargs["target_loss"] = float(target)
   result = train_to_criterion(model.apply_fn, params, f_train, y_onehot, key=jax.random.PRNGKey(seed),
-                              learning_rates=learning_rates, loss="mse", **t.criterion_kwargs())
+                              learning_rates=learning_rates, loss="mse", **kwargs)
   return model, params, result
+
+
+def common_target(records, dataset: str) -> Optional[float]:
+  """The common ½·MSE target of ``dataset``: COMMON_FACTOR × the largest final train loss of MLP-Attn's
+  kind = 'converged' points at widths ≥ COMMON_MIN_WIDTH (None before any such point exists). 2L-ReLU
+  reaches MLP-Attn's losses easily; MLP-Attn reached each of them, so 1.5× its worst is within reach of
+  every seed and width (the rule is fixed before the common points are run)."""
+  losses = [float(r["train_loss"]) for r in records if r.get("kind") == "converged" and r["dataset"] == dataset
+            and r["model"] == "mlp_attn" and r["width"] >= COMMON_MIN_WIDTH]
+  return COMMON_FACTOR * max(losses) if losses else None
 
 
 def _ntk_float64(model, params, x1_NxD, x2_KxD) -> np.ndarray:
@@ -194,10 +215,12 @@ def _ntk_float64(model, params, x1_NxD, x2_KxD) -> np.ndarray:
   return k
 
 
-def converged_distance(config, model, f_train, f_test, y_train, y_test, n_classes, seed, rates, group) -> dict:
+def converged_distance(config, model, f_train, f_test, y_train, y_test, n_classes, seed, rates, group,
+                       target=None) -> dict:
   """The fields of a kind = 'converged' record: the network (initialised as the other points of this width
-  and seed) trained to ``config.converged.train``'s criterion on ½·MSE, against the kernel regression of its
-  empirical NTK at initialisation with its own f₀ (``ConvergedConfig``)."""
+  and seed) trained to ``config.converged.train``'s criterion on ½·MSE (or to ``target``, the common
+  target), against the kernel regression of its empirical NTK at initialisation with its own f₀
+  (``ConvergedConfig``); with the kernel movement ‖K_T − K₀‖_F/‖K₀‖_F on the training inputs."""
   t = config.converged.train
   y_onehot = np.eye(n_classes, dtype=np.float32)[y_train]
   d, width = f_train.shape[1], model.width
@@ -207,9 +230,11 @@ def converged_distance(config, model, f_train, f_test, y_train, y_test, n_classe
       rates[group] = (_converged_network(config, max(config.converged.widths), d, n_classes,
                                          config.converged.seeds[0], f_train, y_onehot, grid)[2].learning_rate,)
     grid = rates[group]
-  model, params, result = _converged_network(config, width, d, n_classes, seed, f_train, y_onehot, grid)
+  model, params, result = _converged_network(config, width, d, n_classes, seed, f_train, y_onehot, grid,
+                                             target)
   f0_train, f0_test = (np.asarray(model.apply_fn(params, f)) for f in (f_train, f_test))
   k0, k0_test = (_ntk_float64(model, params, f, f_train) for f in (f_train, f_test))
+  k_trained = _ntk_float64(model, result.params, f_train, f_train)
   pred = kernel_regression(k0, k0_test, y_onehot, fx_train_0=f0_train, fx_test_0=f0_test,
                            ridge_scale=config.converged.ridge_scale)
   f_net = np.asarray(model.apply_fn(result.params, f_test))
@@ -221,7 +246,8 @@ def converged_distance(config, model, f_train, f_test, y_train, y_test, n_classe
   out.update(function_distance=dist.distance, function_distance_rms=dist.rms,
              function_distance_relative=dist.relative, ridge=pred.ridge, ridge_scale=config.converged.ridge_scale,
              loss="mse", test_accuracy=float(np.mean(np.argmax(f_net, 1) == y_test)),
-             kernel_test_accuracy=float(np.mean(np.argmax(pred.test, 1) == y_test)))
+             kernel_test_accuracy=float(np.mean(np.argmax(pred.test, 1) == y_test)),
+             kernel_movement=float(np.linalg.norm(k_trained - k0) / np.linalg.norm(k0)))
   return out
 
 
@@ -270,11 +296,51 @@ def run(config: WidthSweepConfig, workdir, *, overwrite_config: bool = False) ->
       result = train_and_compare(model, params, f_train, f_test, y_onehot, test.y, inf,
                                  learning_rate=lr, steps=config.train.steps, path=config.kernel_path)
       record.update(result.metrics._asdict())
+      # How far this fixed training time gets: modes of K∞ whose GD factor steps·lr_scale·λᵢ/λ_max exceeds 1.
+      lam = np.linalg.eigvalsh(inf.train)
+      record.update(kinf_modes_fitted=int(np.sum(config.train.steps * config.train.lr_scale * lam / lam[-1] > 1)),
+                    kinf_modes=int(lam.size))
       if config.save_arrays:
         wd.save_arrays(wd.key(record), result.arrays)
     record["wall_time_s"] = time.perf_counter() - start
     wd.append(record)
+  if config.converged.enabled and config.converged.common:
+    _run_common(config, wd, cache, rates)
   return wd.records()
+
+
+def _run_common(config, wd, cache, rates) -> None:
+  """The kind = 'common' points: both models at every converged width ≥ COMMON_MIN_WIDTH and seed, trained
+  to ``common_target`` (computed from the converged records once they are all in)."""
+  distributed.barrier("width sweep: converged points done")
+  records = wd.records()
+  done = wd.done()
+  for dataset in config.converged.datasets:
+    target = common_target(records, dataset)
+    if target is None:
+      continue
+    points = [(dataset, m, w, s) for m in config.models for w in config.converged.widths
+              if w >= COMMON_MIN_WIDTH for s in config.converged.seeds]
+    todo = [p for p in distributed.shard(points) if (*p[:2], config.readout, *p[2:], "common") not in done]
+    for _, model_name, width, seed in tqdm(todo, desc=f"common target {target:.3g}", unit="point"):
+      if dataset not in cache:
+        cache[dataset] = config_lib.load_splits(config.data, dataset, flatten=True)
+      train, test = cache[dataset]
+      if (dataset, model_name) not in cache:
+        f_tr, f_te = (np.asarray(f) for f in ntk.model_features(model_name, train.x, test.x))
+        cache[dataset, model_name] = (f_tr, f_te, None)
+      f_train, f_test, _ = cache[dataset, model_name]
+      n_classes = int(train.y.max()) + 1
+      start = time.perf_counter()
+      model = ntk.two_layer_relu(width, f_train.shape[1], out_dim=n_classes, readout=config.readout)
+      record = dict(dataset=dataset, model=model_name, readout=config.readout, width=width, seed=seed,
+                    kind="common", n_train=len(f_train), n_test=len(f_test), kernel_path=config.kernel_path,
+                    common_target=target, common_rule=f"{COMMON_FACTOR:g} × MLP-Attn's largest converged ½·MSE "
+                                                      f"at widths ≥ {COMMON_MIN_WIDTH}")
+      record.update(converged_distance(config, model, f_train, f_test, train.y, test.y, n_classes, seed, rates,
+                                       (dataset, model_name), target=target))
+      record["wall_time_s"] = time.perf_counter() - start
+      wd.append(record)
 
 
 def main(argv=None) -> None:

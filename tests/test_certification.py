@@ -275,7 +275,11 @@ def test_layer_terms_comparison_attack_and_tightness():
   r_small, keys = np.full(4, 1e-3, np.float32), jax.random.split(jax.random.PRNGKey(2), 4)
   attained = np.asarray(C.attack_layer(a, w_v, inputs[0], r_small, keys, steps=10, restarts=1))
   np.testing.assert_allclose(attained / r_small, dense, rtol=1e-2)
-  assert np.all(np.asarray(C.attack_layer(a, w_v, inputs[0], 0 * r_small, keys, steps=10, restarts=1)) == 0)
+  # At r = 0 the deviation ‖G(X + 0) − G(X)‖ is 0 up to the rounding of two evaluations of G, which XLA may
+  # fuse differently (a few float32 ulps of ‖G(X)‖_F, not a bit-for-bit 0).
+  at_zero = np.asarray(C.attack_layer(a, w_v, inputs[0], 0 * r_small, keys, steps=10, restarts=1))
+  scale = np.array([np.linalg.norm(np.asarray(sensitivity.multi_head_attention(y, a, w_v))) for y in inputs[0]])
+  assert np.all(at_zero <= 16 * np.finfo(np.float32).eps * scale)
   with pytest.raises(ValueError, match="radii_LxB"):
     C.per_layer_bound_terms(consts, radii[:-1])
   with pytest.raises(ValueError, match="correct_B"):

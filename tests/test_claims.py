@@ -362,3 +362,22 @@ def test_dual_implication_rows_sign_per_target(tmp_path, top_gap, bottom_gap, di
   assert (top["direction"], bottom["direction"]) == directions
   assert top["estimate"] == pytest.approx(top_gap, abs=2e-3) and top["n"] == 6
   assert not any(r["claim_id"] == "dual_labels" for r in rows)  # one draw: no interval
+
+
+def test_feature_learning_row_compares_kernel_movement_at_the_common_target(tmp_path):
+  """MLP-Attn's kernel moves 0.02 and 2L-ReLU's 0.10 at every (width, seed): the claim fails there; the
+  fixed-time variant is labelled with the K∞ modes fitted."""
+  recs = []
+  for kind in ("common", "train"):
+    for width in (64, 256):
+      for seed in range(3):
+        for model, move in (("relu", 0.10), ("mlp_attn", 0.02)):
+          recs.append(dict(dataset="mnist", model=model, width=width, seed=seed, kind=kind, readout="fixed",
+                           kernel_path="fast", kernel_movement=move + 0.001 * seed, common_target=0.035,
+                           function_distance=1.0, function_distance_relative=0.5, converged=True,
+                           kinf_modes_fitted=245 if model == "relu" else 4, kinf_modes=256))
+  rows = _rows(tmp_path, "ws", recs)
+  main = _main(rows, "feature_learning")
+  assert main["direction"] == "fails" and main["estimate"] == pytest.approx(-0.08) and main["n"] == 6
+  variant = [r for r in rows if r["claim_id"] == "feature_learning" and r["variant"]][0]
+  assert "2L-ReLU 245 of 256, MLP-Attn 4 of 256" in variant["variant"]

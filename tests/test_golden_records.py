@@ -46,7 +46,7 @@ CONFIGS: dict[str, dict] = {
                         train=dict(enabled=True, datasets=("mnist",), max_width=64, seeds=(0,), steps=10,
                                    lr_scale=1.0),
                         converged=dict(enabled=False, datasets=("mnist",), widths=(16,), seeds=(0,),
-                                       ridge_scale=1e-6,
+                                       ridge_scale=1e-6, common=False,
                                        train=dict(learning_rates=(1e-3,), loss_target=1e-3, max_epochs=1,
                                                   check_every=1, batch_size=128, l2=0.0, validation_fraction=0.2,
                                                   lr_selection="per_point", optimizer="adam")),

@@ -139,3 +139,27 @@ def test_report_is_drawn_from_records(finished_run):
 def test_bad_config_values(override, match):
   with pytest.raises(ValueError, match=match):
     apply_overrides(width_sweep.get_config(), [override])
+
+
+def test_common_target_rule_is_fixed_before_the_common_points():
+  """1.5 × MLP-Attn's largest converged ½·MSE at widths ≥ 64, per data set; width 16 and 2L-ReLU ignored."""
+  recs = [dict(kind="converged", dataset="mnist", model="mlp_attn", width=w, train_loss=l)
+          for w, l in ((16, 0.5), (64, 0.022), (256, 0.023), (1024, 0.021))]
+  recs += [dict(kind="converged", dataset="mnist", model="relu", width=64, train_loss=0.9),
+           dict(kind="train", dataset="mnist", model="mlp_attn", width=64, train_loss=0.9)]
+  assert width_sweep.common_target(recs, "mnist") == pytest.approx(1.5 * 0.023)
+  assert width_sweep.common_target(recs, "cifar10") is None
+
+
+def test_common_points_train_both_models_to_one_target_and_record_kernel_movement(tmp_path):
+  config = apply_overrides(width_sweep.get_config(), [
+      "datasets=mnist", "widths=64", "seeds=0", "data.n_train=32", "data.n_test=8", "train.enabled=false",
+      "converged.widths=16,64", "converged.seeds=0,1", "converged.common=true", "converged.train.max_epochs=20",
+      "save_arrays=false"])
+  records = width_sweep.run(config, tmp_path)
+  common = [r for r in records if r["kind"] == "common"]
+  target = width_sweep.common_target(records, "mnist")
+  assert {(r["model"], r["width"], r["seed"]) for r in common} == {(m, 64, s) for m in ("relu", "mlp_attn")
+                                                                    for s in (0, 1)}  # widths ≥ 64 only
+  assert all(r["common_target"] == target and r["train_loss"] <= target and r["converged"] for r in common)
+  assert all(r["kernel_movement"] > 0 and np.isfinite(r["function_distance_relative"]) for r in common)
