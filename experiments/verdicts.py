@@ -171,7 +171,7 @@ def bootstrap_mean(values, *, unit: str = "seeds", seed: int = 0, n_resamples: i
     low, high = _percentiles(means, level)
     return Interval(mean, low, high, level, int(n), unit, "bootstrap")
   se = float(v.std(ddof=1)) / math.sqrt(n) if n > 1 else 0.0
-  if se == 0.0:
+  if se <= 1e-12 * float(np.abs(v).max()):  # equal values up to rounding: t* would divide rounding by rounding
     return Interval(mean, mean, mean, level, int(n), unit, "studentized_bootstrap")
   sums = _resampled_sums(np.stack([v, v * v], axis=1), n_resamples, seed)
   means = sums[:, 0] / n

@@ -207,3 +207,12 @@ def test_bootstrap_coverage_at_ten_seeds():
   studentized = _coverage(lognormal, np.exp(0.5), "studentized")
   percentile = _coverage(lognormal, np.exp(0.5), "percentile")
   assert studentized >= 0.88 and studentized - percentile >= 0.05
+
+
+def test_studentized_interval_of_values_equal_up_to_rounding_is_the_value():
+  """Differences like 0.02 + 0.001·s − (0.10 + 0.001·s) are −0.08 up to float64 rounding; their spread is
+  rounding, and t* = (m* − m)/se* would divide rounding by rounding. They give the point interval."""
+  values = [(0.02 + 0.001 * s) - (0.10 + 0.001 * s) for s in range(6)]
+  assert np.ptp(values) > 0  # not exactly equal
+  ci = bootstrap_mean(values)
+  assert ci.low == ci.high == pytest.approx(-0.08) and verdict(ci, -1).direction == "holds"
