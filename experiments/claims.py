@@ -17,6 +17,10 @@ A workdir whose protocol fields (``data.*``, ``train.*``, readout, adversarial t
 the quick config is a *variant*: its rows are listed under the quick setting's row, and the choices whose
 variant changes the verdict are named there; variants not yet run are listed with their commands.
 
+``--stability`` (outside the 30-minute budget) reruns the width sweep, flip-rate and sharpness experiments,
+whose networks full-batch L-BFGS trains, from initial parameters perturbed by a relative 1e-7 into
+DIR/<name>_stability, and marks each verdict that changes there "unstable" with both outcomes.
+
 Writes DIR/claims.jsonl (one record per row, rebuilt on every run), and DIR/summary.md and
 DIR/claims_forest.png (``experiments.claims_report``, which redraws them from claims.jsonl alone).
 Row builders and the verdict rules: ``experiments.claim_rows``; statistics: ``experiments.verdicts``.
@@ -203,7 +207,8 @@ def discover(root=None, from_dirs: Sequence = ()) -> list[Source]:
   seen, out = set(), []
   candidates = []
   if root is not None and Path(root).is_dir():
-    candidates += [(p, False) for p in sorted(Path(root).iterdir()) if p.is_dir() and not p.name.startswith(".")]
+    candidates += [(p, False) for p in sorted(Path(root).iterdir()) if p.is_dir() and not p.name.startswith(".")
+                   and not p.name.endswith(STABILITY_SUFFIX)]  # the stability pass's reruns are read apart
   candidates += [(Path(p), True) for p in from_dirs]
   for path, required in candidates:
     if not required and identify(path) is None:
@@ -397,7 +402,8 @@ def write_rows(root, rows: Sequence[dict], choices: Sequence[dict] = ()) -> Path
   return path
 
 
-def run_claims(workdir, from_dirs: Sequence = (), *, run: bool = True, overwrite_config: bool = False) -> str:
+def run_claims(workdir, from_dirs: Sequence = (), *, run: bool = True, overwrite_config: bool = False,
+               stability: bool = False) -> str:
   """The whole job: discover, run the missing quick experiments (``run``), build and write the rows, and
   the report; returns the summary text.
 
@@ -414,8 +420,56 @@ def run_claims(workdir, from_dirs: Sequence = (), *, run: bool = True, overwrite
   if run:
     sources = run_missing(root, sources, overwrite_config=overwrite_config)
   rows = build_rows(sources, str(root))
+  if stability or any((root / f"{n}{STABILITY_SUFFIX}").is_dir() for n in STABILITY):
+    rows = apply_stability(rows, root, sources, run=run and stability, overwrite_config=overwrite_config)
   write_rows(root, rows, protocol_choices(sources, str(root)))
   return claims_report.write_report(root)
+
+
+STABILITY = ("width_sweep", "flip_rate", "landscape")  # the experiments whose networks L-BFGS trains
+STABILITY_SUFFIX = "_stability"
+STABILITY_PERTURBATION = 1e-7
+
+
+def stability_config(experiment: str):
+  """``quick_config(experiment)`` with the L-BFGS networks' initial parameters perturbed by a relative 1e-7."""
+  config = quick_config(experiment)
+  if experiment == "width_sweep":
+    return dataclasses.replace(config, converged=dataclasses.replace(config.converged, train=dataclasses.replace(
+        config.converged.train, init_perturbation=STABILITY_PERTURBATION)))
+  return dataclasses.replace(config, train=dataclasses.replace(config.train,
+                                                               init_perturbation=STABILITY_PERTURBATION))
+
+
+def apply_stability(rows: list[dict], root, sources: Sequence[Source], *, run: bool,
+                    overwrite_config: bool = False) -> list[dict]:
+  """The stability pass: reruns each of ``STABILITY``'s quick experiments with initial parameters perturbed
+  at float32 rounding level into ``root/<name>_stability`` (resuming), rebuilds its rows, and marks a quick
+  row whose verdict differs there as "unstable" (``verdicts.stability_verdict``), with both outcomes."""
+  from experiments import verdicts
+  root = Path(root)
+  for name in STABILITY:
+    if not any(s.experiment == name and _is_quick(s) for s in sources):
+      continue
+    path = root / f"{name}{STABILITY_SUFFIX}"
+    if run:
+      print(f"stability pass: {name} with initial parameters perturbed by {STABILITY_PERTURBATION:g} -> {path}",
+            flush=True)
+      importlib.import_module(f"experiments.{name}").run(stability_config(name), path,
+                                                          overwrite_config=overwrite_config)
+    if not path.is_dir():
+      continue
+    perturbed = {(r["claim_id"], r["variant"]): r for r in build_rows([load_source(path, name)], str(root),
+                                                                      include_not_run=False)}
+    for row in rows:
+      other = perturbed.get((row["claim_id"], row["variant"]))
+      if row["status"] != "measured" or other is None or other["status"] != "measured":
+        continue
+      v = verdicts.stability_verdict(verdicts.Verdict(row["direction"], row["magnitude"], row["reason"]),
+                                     verdicts.Verdict(other["direction"], other["magnitude"], other["reason"]))
+      if v.direction == "unstable":
+        row.update(direction="unstable", magnitude=None, reason=v.reason)
+  return rows
 
 
 def supported_rows_markdown(workdirs: Sequence) -> str:
@@ -437,10 +491,15 @@ def main(argv=None) -> None:
   parser.add_argument("--no_run", action="store_true", help="only read the workdirs; run nothing")
   parser.add_argument("--overwrite_config", action="store_true",
                       help="a sub-workdir the job runs holds another config's results: move them aside")
+  parser.add_argument("--stability", action="store_true",
+                      help="rerun the L-BFGS-trained experiments (width sweep, flip rate, sharpness) with initial "
+                           "parameters perturbed by a relative 1e-7 and mark verdicts that change 'unstable' "
+                           "(about as long again as those experiments)")
   args = parser.parse_args(argv)
   start = time.perf_counter()
   with config_lib.user_errors():
-    run_claims(args.workdir, args.from_dirs, run=not args.no_run, overwrite_config=args.overwrite_config)
+    run_claims(args.workdir, args.from_dirs, run=not args.no_run, overwrite_config=args.overwrite_config,
+               stability=args.stability)
   plot = " and claims_forest.png" if (Path(args.workdir) / "claims_forest.png").exists() else (
       " (no plot: no row is measured; every row names the command that fills it)")
   print(f"wrote {Path(args.workdir) / ROWS_NAME}, summary.md{plot} in {time.perf_counter() - start:.0f} s")

@@ -147,6 +147,9 @@ class TrainConfig:
   validation_fraction: the share of training rows held out to choose the rate, in (0, 1).
   lr_selection: 'per_point' (the grid is searched for every seed) or 'per_model_dataset' (searched once
     per model and data set, at the first seed, and reused for the others).
+  init_perturbation: δ ∈ [0, 0.01]: each initial parameter θ becomes θ·(1 + δξ), ξ ~ N(0, 1) from a fixed
+    key, before training (``experiments.network_training.perturb_initial``); 0 leaves it unchanged. The
+    claims job's ``--stability`` pass reruns L-BFGS-trained rows at δ = 1e-7 (float32 rounding level).
   """
   learning_rates: tuple[float, ...] = (1e-3, 3e-3, 1e-2, 3e-2)
   loss_target: float = 0.05
@@ -157,6 +160,7 @@ class TrainConfig:
   validation_fraction: float = 0.2
   lr_selection: str = one_of("per_point", LR_SELECTIONS)
   optimizer: str = one_of("adam", OPTIMIZERS)
+  init_perturbation: float = 0.0
 
   def selection(self) -> str:
     """The record's lr_selection: 'none' (L-BFGS or Gauss–Newton: no rate), 'fixed' (a one-entry grid), 'per_point' or
@@ -181,7 +185,9 @@ class TrainConfig:
               ("l2", math.isfinite(self.l2) and self.l2 >= 0, "finite and >= 0"),
               ("validation_fraction", 0 < self.validation_fraction < 1, "in (0, 1)"),
               ("lr_selection", self.lr_selection in LR_SELECTIONS, f"one of {LR_SELECTIONS}"),
-              ("optimizer", self.optimizer in OPTIMIZERS, f"one of {OPTIMIZERS}"))
+              ("optimizer", self.optimizer in OPTIMIZERS, f"one of {OPTIMIZERS}"),
+              ("init_perturbation", math.isfinite(self.init_perturbation) and 0 <= self.init_perturbation <= 0.01,
+               "in [0, 0.01]"))
     for field, ok, allowed in checks:
       if not ok:
         raise ValueError(f"{_field_name(group, field)} must be {allowed}, got {getattr(self, field)!r}")

@@ -50,6 +50,21 @@ def init_network(model, model_name: str, x_NxD, key):
   return feats, params
 
 
+def perturb_initial(params, relative: float, key):
+  """θ·(1 + relative·ξ) leaf by leaf, ξ ~ N(0, 1) drawn from ``fold_in(key, 7)``; params unchanged at 0.
+
+  The stability pass (``experiments.claims --stability``) uses relative = 1e-7, the size of float32
+  rounding: a verdict that moves under it is an artefact of the last bits (docs/theory.md#intervals-and-verdicts).
+  """
+  if relative == 0:
+    return params
+  leaves, treedef = jax.tree_util.tree_flatten(params)
+  keys = jax.random.split(jax.random.fold_in(key, 7), len(leaves))
+  return jax.tree_util.tree_unflatten(treedef, [
+      leaf * (1 + relative * jax.random.normal(k, np.shape(leaf), np.asarray(leaf).dtype))
+      for leaf, k in zip(leaves, keys)])
+
+
 def train_network(train: TrainConfig, model, model_name: str, x_NxD, y_NxC, n_classes: int, key, *,
                   learning_rates=None) -> CriterionResult:
   """Initialises ``model`` on the features of x and trains it to ``train``'s criterion.
@@ -69,6 +84,7 @@ def train_network(train: TrainConfig, model, model_name: str, x_NxD, y_NxC, n_cl
   """
   init_key, train_key, _ = split_key(key)
   feats, params = init_network(model, model_name, x_NxD, init_key)
+  params = perturb_initial(params, train.init_perturbation, init_key)
   return train_to_criterion(model.apply_fn, params, np.asarray(feats), y_NxC, key=train_key,
                             learning_rates=train.learning_rates if learning_rates is None else learning_rates,
                             loss=loss_for(n_classes), **train.criterion_kwargs())

@@ -33,7 +33,7 @@ from ntk.criterion import train_to_criterion
 from ntk.distance import function_distance, kernel_regression
 from ntk.loss_floor import fixed_readout_loss_floor
 from experiments import config as config_lib
-from experiments.network_training import criterion_fields
+from experiments.network_training import criterion_fields, perturb_initial
 from experiments import distributed
 from experiments.workdir import Workdir
 
@@ -180,8 +180,10 @@ def _points(config: WidthSweepConfig):
 
 def _converged_network(config, width, d, n_classes, seed, f_train, y_onehot, learning_rates, target=None):
   model = ntk.two_layer_relu(width, d, out_dim=n_classes, readout=config.readout)
-  _, params = model.init_fn(jax.random.fold_in(jax.random.PRNGKey(seed), width), f_train.shape)
+  init_key = jax.random.fold_in(jax.random.PRNGKey(seed), width)
+  _, params = model.init_fn(init_key, f_train.shape)
   t = config.converged.train
+  params = perturb_initial(params, t.init_perturbation, init_key)
   kwargs = t.criterion_kwargs()
   if target is not None:
     kwargs["target_loss"] = float(target)

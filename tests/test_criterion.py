@@ -218,3 +218,14 @@ def test_gauss_newton_on_dead_relus_records_not_reached_with_the_cause():
   assert not result.reached and result.epochs == 0 and result.stop_reason == ZERO_KERNEL
   np.testing.assert_allclose(result.train_loss, 0.5 * np.mean(np.asarray(y, np.float64) ** 2), rtol=1e-6)
   np.testing.assert_array_equal(result.params["W"], dead["W"])
+
+
+def test_perturb_initial_is_relative_and_zero_is_the_identity():
+  from experiments.network_training import perturb_initial
+  params = {"W": jnp.arange(1.0, 7.0).reshape(2, 3), "a": jnp.ones((3, 1))}
+  assert perturb_initial(params, 0.0, jax.random.PRNGKey(0)) is params
+  moved = perturb_initial(params, 1e-3, jax.random.PRNGKey(0))
+  rel = np.abs(np.asarray(moved["W"]) / np.asarray(params["W"]) - 1)
+  assert 0 < rel.max() < 5e-3 and rel.mean() > 1e-4  # ξ ~ N(0, 1) times 1e-3
+  again = perturb_initial(params, 1e-3, jax.random.PRNGKey(0))
+  np.testing.assert_array_equal(again["W"], moved["W"])

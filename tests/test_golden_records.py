@@ -49,7 +49,8 @@ CONFIGS: dict[str, dict] = {
                                        ridge_scale=1e-6, common=False,
                                        train=dict(learning_rates=(1e-3,), loss_target=1e-3, max_epochs=1,
                                                   check_every=1, batch_size=128, l2=0.0, validation_fraction=0.2,
-                                                  lr_selection="per_point", optimizer="adam")),
+                                                  lr_selection="per_point", optimizer="adam",
+                                 init_perturbation=0.0)),
                         save_arrays=False),
     "flip_rate": dict(tasks=("mnist",), models=("relu", "mlp_attn"), widths=(32,), seeds=(0,),
                       eps=(0.0, 0.3), attacks=("fgsm", "pgd", "mim", "random_sign"),
@@ -58,7 +59,8 @@ CONFIGS: dict[str, dict] = {
                       # The criterion that is the old fixed-epoch run: one rate (nothing to choose), a loss target
                       # of 0 (never reached) and the old epochs as the cap.
                       train=dict(learning_rates=(1e-3,), loss_target=0.0, max_epochs=5, check_every=5,
-                                 batch_size=16, l2=0.0, validation_fraction=0.2, lr_selection="per_point", optimizer="adam"),
+                                 batch_size=16, l2=0.0, validation_fraction=0.2, lr_selection="per_point", optimizer="adam",
+                                 init_perturbation=0.0),
                       pgd_steps=3, pgd_alpha=None, mim_steps=2, top_fraction=0.1, adversarial_training=False,
                       at_eps=0.3, at_rounds=1, at_epochs_per_round=2,
                       # Protocol fields added later, at their old-behaviour values.
@@ -70,7 +72,8 @@ CONFIGS: dict[str, dict] = {
                       data=dict(n_train=20, n_test=0, source="embedded", dir=None, seed=0, holdout=None,
                                 preprocessing="raw"),
                       train=dict(learning_rates=(1e-3,), loss_target=0.0, max_epochs=3, check_every=3,
-                                 batch_size=128, l2=0.0, validation_fraction=0.2, lr_selection="per_point", optimizer="adam"),
+                                 batch_size=128, l2=0.0, validation_fraction=0.2, lr_selection="per_point", optimizer="adam",
+                                 init_perturbation=0.0),
                       readouts=("fixed",), match_loss=False, top_k=2, lanczos_iters=5, grid_1d=3, grid_2d=3, span=1.0),
     "train_vit": dict(dataset="mnist",
                       data=dict(n_train=48, n_test=16, source="embedded", dir=None, seed=0, holdout=None,
