@@ -151,6 +151,7 @@ def feature_learning_rows(src: Source) -> list[dict]:
   above 0. Variant: the same at the fixed GD training time (kind = 'train')."""
   rows = []
   for i, (kind, label) in enumerate((("common", "both trained to the common ½·MSE target"),
+                                     ("matched", "GD to a matched fraction of each model's spectrum"),
                                      ("train", "fixed GD training time" + _modes_label(src.records)))):
     for dataset in sorted({r["dataset"] for r in src.records if r.get("kind") == kind}):
       by = {}
@@ -188,6 +189,9 @@ def ntk_distance_rows(src: Source) -> list[dict]:
             f"both trained to a common ½·MSE target {target:.3g} (1.5× MLP-Attn's largest converged loss) vs "
             "K₀ kernel regression, distance / ‖f_NTK − f₀‖" if target else ""),
            ("converged", "function_distance", "trained to the criterion vs K₀ kernel regression"),
+           ("matched", "function_distance_relative",
+            "matched fraction: GD until each model's K∞ predictor has fitted the same share of the train loss, "
+            "vs the NTK predictor, distance / ‖f_NTK − f₀‖"),
            ("train", "function_distance", "fixed training time vs the NTK predictor" + _modes_label(src.records)),
            ("init", "rel_frobenius_train", "kernel at initialisation, ‖K_m − K∞‖_F/‖K∞‖_F")]
   present = [k for k in kinds if any(r.get("kind") == k[0] for r in src.records)]

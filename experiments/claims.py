@@ -59,7 +59,7 @@ RECORD_SIGNATURES = (("dual_implications", ("kernel_error", "alignment")), ("fli
 GRID_FIELDS = frozenset({
     "seeds", "widths", "tasks", "datasets", "eps", "attacks", "models", "ns", "layers", "save_arrays", "top_k",
     "grid_1d", "grid_2d", "span", "lanczos_iters", "data.source", "data.dir", "train.seeds", "train.datasets",
-    "train.max_width", "kernel_path", "seed_floor", "converged.common", "targets", "draws", "network_seeds"})
+    "train.max_width", "kernel_path", "seed_floor", "converged.common", "train.matched_fraction", "targets", "draws", "network_seeds"})
 # Protocol choices flipped one at a time from the quick setting: (choice, experiment, overrides). A choice
 # whose fields the experiment's config lacks is reported as not available in this version.
 PROTOCOL_CHOICES = (
@@ -109,7 +109,7 @@ def quick_config(experiment: str):
     return dataclasses.replace(config, datasets=("mnist", "cifar10"), ns=(50, 100, 256), seeds=five)
   if experiment == "width_sweep":
     return dataclasses.replace(config, datasets=("mnist",), seeds=five,
-                               train=dataclasses.replace(config.train, seeds=five),
+                               train=dataclasses.replace(config.train, seeds=five, matched_fraction=0.5),
                                converged=dataclasses.replace(config.converged, seeds=five, common=True))
   if experiment == "landscape":
     return dataclasses.replace(config, seeds=five)

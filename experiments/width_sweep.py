@@ -28,7 +28,8 @@ import numpy as np
 from tqdm.auto import tqdm
 
 import ntk
-from ntk.sweep import default_learning_rate, infinite_width_kernels, kernel_distance, train_and_compare
+from ntk.sweep import (default_learning_rate, infinite_width_kernels, kernel_distance, matched_time,
+                       train_and_compare)
 from ntk.criterion import train_to_criterion
 from ntk.distance import function_distance, kernel_regression
 from ntk.loss_floor import fixed_readout_loss_floor
@@ -49,6 +50,9 @@ class SweepTrainConfig:
 
   enabled: run it. datasets, max_width, seeds: where it runs (widths ≤ max_width).
   steps, lr_scale: GD steps; η = lr_scale · nC/λ_max(K∞) (half the stability limit at 1).
+  matched_fraction: also run kind = 'matched' points (None: off): GD for as many steps as this model's K∞
+    predictor needs to bring the train loss to matched_fraction·L(0) (``ntk.sweep.matched_time``), so each
+    model has fitted the same fraction of its own target; at most max_steps (else recorded as not reached).
   """
   enabled: bool = True
   datasets: tuple[str, ...] = ("mnist",)
@@ -56,12 +60,18 @@ class SweepTrainConfig:
   seeds: tuple[int, ...] = (0, 1, 2)
   steps: int = 400
   lr_scale: float = 1.0
+  matched_fraction: Optional[float] = None
+  max_steps: int = 20_000
 
   def validate(self, group: str = "train") -> None:
     """Raises ValueError naming the dotted field and its allowed range."""
     config_lib.check_dataset_names(self.datasets, f"{group}.datasets")
     if self.max_width < 1:
       raise ValueError(f"{group}.max_width must be >= 1, got {self.max_width}")
+    if self.matched_fraction is not None and not 0 < self.matched_fraction < 1:
+      raise ValueError(f"{group}.matched_fraction must be in (0, 1) or None, got {self.matched_fraction}")
+    if self.max_steps < 1:
+      raise ValueError(f"{group}.max_steps must be >= 1, got {self.max_steps}")
     if self.steps < 0 or not self.lr_scale > 0:
       raise ValueError(f"{group}.steps must be ≥ 0 and {group}.lr_scale > 0, got {self.steps}, "
                        f"{self.lr_scale}")
@@ -172,6 +182,8 @@ def _points(config: WidthSweepConfig):
         if config.train.enabled and dataset in config.train.datasets and width <= config.train.max_width:
           for seed in config.train.seeds:
             yield dataset, model_name, width, seed, "train"
+            if config.train.matched_fraction is not None:
+              yield dataset, model_name, width, seed, "matched"
       if config.converged.enabled and dataset in config.converged.datasets:
         for width in config.converged.widths:
           for seed in config.converged.seeds:
@@ -295,8 +307,15 @@ def run(config: WidthSweepConfig, workdir, *, overwrite_config: bool = False) ->
     else:
       y_onehot = np.eye(n_classes, dtype=np.float32)[train.y]
       lr = default_learning_rate(inf, n_classes, config.train.lr_scale)
+      steps = config.train.steps
+      if kind == "matched":
+        t_star = matched_time(inf.train, y_onehot, loss_fraction=config.train.matched_fraction)
+        steps = min(config.train.max_steps, math.ceil(t_star / lr)) if math.isfinite(t_star) else \
+            config.train.max_steps
+        record.update(matched_fraction=config.train.matched_fraction, matched_time=t_star,
+                      converged=bool(math.isfinite(t_star) and steps * lr >= t_star))
       result = train_and_compare(model, params, f_train, f_test, y_onehot, test.y, inf,
-                                 learning_rate=lr, steps=config.train.steps, path=config.kernel_path)
+                                 learning_rate=lr, steps=steps, path=config.kernel_path)
       record.update(result.metrics._asdict())
       # How far this fixed training time gets: modes of K∞ whose GD factor steps·lr_scale·λᵢ/λ_max exceeds 1.
       lam = np.linalg.eigvalsh(inf.train)

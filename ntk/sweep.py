@@ -96,6 +96,58 @@ def kernel_distance(model: Model, params, train_NxD, test_TxD, inf: InfiniteWidt
   )
 
 
+def matched_time(k_train_NxN, y_train_NxC, *, loss_fraction: float) -> float:
+  """The training time t at which the kernel predictor from f₀ = 0 has train loss ``loss_fraction``·L(0).
+
+  Gradient descent on ½·mean‖f − y‖² in the kernel regime gives, with K = Σᵢ λᵢ uᵢuᵢᵀ and N = n·C outputs
+  (``nt.predict.gradient_descent_mse``'s convention), L(t) = ½/N · Σᵢ e^{−2λᵢt/N} ‖uᵢᵀY‖², falling from
+  L(0) = ½·mean(y²). Each model reaches the same fraction of its own target loss at its own t: a matched
+  fraction of its spectrum, where a fixed t fits 245 of 2L-ReLU's 256 modes but 4 of MLP-Attn's
+  (docs/theory.md#gradient-descent-vs-the-ntk-predictor). Solved by bisection on log t to 1e-10 relative.
+
+  Args:
+    k_train_NxN: the kernel [n, n], symmetric PSD (float64 recommended).
+    y_train_NxC: targets [n, C].
+    loss_fraction: in (0, 1).
+
+  Returns:
+    t > 0 (η·steps), or inf when the fraction lies below the loss of the kernel's null space (unreachable).
+
+  Raises:
+    ValueError: loss_fraction outside (0, 1), shapes that do not line up, non-finite entries, zero targets.
+  """
+  if not 0 < loss_fraction < 1:
+    raise ValueError(f"loss_fraction must be in (0, 1), got {loss_fraction!r}")
+  k = np.asarray(k_train_NxN, np.float64)
+  y = np.asarray(y_train_NxC, np.float64)
+  if y.ndim != 2 or k.shape != (y.shape[0], y.shape[0]):
+    raise ValueError(f"k_train_NxN [n, n] and y_train_NxC [n, C] do not line up: {k.shape}, {y.shape}")
+  if not (np.isfinite(k).all() and np.isfinite(y).all()):
+    raise ValueError("k_train_NxN and y_train_NxC must be finite")
+  lam, u = np.linalg.eigh((k + k.T) / 2)
+  energy = np.sum((u.T @ y) ** 2, axis=1)
+  total = float(energy.sum())
+  if total == 0:
+    raise ValueError("y_train_NxC is zero: every loss fraction is reached at t = 0")
+  n_out = y.size
+  positive = lam > max(lam.max(), 0.0) * lam.size * np.finfo(np.float64).eps
+
+  def fraction(t):
+    return float(np.sum(energy * np.where(positive, np.exp(-2 * np.clip(lam, 0, None) * t / n_out), 1.0))) / total
+
+  if sum(energy[~positive]) / total >= loss_fraction:  # the null space's share never decays
+    return float("inf")
+  lo, hi = 0.0, n_out / float(lam.max())
+  while fraction(hi) > loss_fraction:
+    lo, hi = hi, hi * 2
+  for _ in range(200):
+    mid = 0.5 * (lo + hi)
+    lo, hi = (mid, hi) if fraction(mid) > loss_fraction else (lo, mid)
+    if hi - lo <= 1e-10 * hi:
+      break
+  return hi
+
+
 def default_learning_rate(inf: InfiniteWidthKernels, n_outputs: int, scale: float = 1.0) -> float:
   """η = scale · nC / λ_max(K∞): half the gradient-descent stability limit 2nC/λ_max at scale 1
   (the loss is ½·mean over n·C entries, so the kernel step is η K / (nC))."""

@@ -96,3 +96,30 @@ def test_function_distance_closed_form():
   assert d.relative == pytest.approx(np.sqrt(5) / 2)
   with pytest.raises(ValueError, match="same"):
     function_distance(np.zeros(3), np.zeros(2), np.zeros(3))
+
+
+def test_matched_time_rule_closed_form_and_a_linear_model_at_that_time_is_its_predictor():
+  """L(t)/L(0) = Σᵢ e^{−2λᵢt/N}‖uᵢᵀy‖² / ‖y‖² for a diagonal kernel, so matched_time inverts it; and a model
+  linear in its parameters, trained by GD for t/η steps, sits on its NTK predictor at t (distance 0 up to
+  the rounding of the steps) with train loss ½·L(0)·fraction."""
+  from ntk.sweep import matched_time
+  from ntk.training import ntk_predict
+  lam, y = np.array([4.0, 1.0, 0.25]), np.array([[1.0], [2.0], [0.5]])
+  t = matched_time(np.diag(lam), y, loss_fraction=0.3)
+  assert np.sum(np.exp(-2 * lam * t / 3) * y[:, 0] ** 2) / np.sum(y ** 2) == pytest.approx(0.3, rel=1e-9)
+  assert matched_time(np.diag([1.0, 0.0, 0.0]), y, loss_fraction=0.3) == float("inf")  # null space holds 81 %
+  with pytest.raises(ValueError, match="loss_fraction"):
+    matched_time(np.diag(lam), y, loss_fraction=1.0)
+  with jax.enable_x64(True):
+    x, x_test, y = _data(0, C)
+    params0 = {"theta": jnp.zeros((P, C), jnp.float64)}  # f₀ = 0, as matched_time assumes
+    phi, phi_test = np.asarray(_features(x)), np.asarray(_features(x_test))
+    k, k_test = phi @ phi.T, phi_test @ phi.T
+    t = matched_time(k, y, loss_fraction=0.5)
+    steps = 4000
+    trained = train_gd(_linear_apply, params0, x, y, learning_rate=t / steps, steps=steps)
+    pred = ntk_predict(k, k_test, y, time=t)
+    f_test = np.asarray(_linear_apply(trained, x_test))
+    assert function_distance(f_test, pred.test, np.zeros_like(f_test)).relative < 5e-3  # Euler vs flow
+    loss = 0.5 * np.mean((np.asarray(_linear_apply(trained, x)) - y) ** 2)
+    assert loss == pytest.approx(0.5 * 0.5 * np.mean(y ** 2), rel=1e-2)

@@ -44,7 +44,7 @@ CONFIGS: dict[str, dict] = {
                                 preprocessing="raw"),
                         readout="fixed", kernel_path="fast",
                         train=dict(enabled=True, datasets=("mnist",), max_width=64, seeds=(0,), steps=10,
-                                   lr_scale=1.0),
+                                   lr_scale=1.0, matched_fraction=None, max_steps=20_000),
                         converged=dict(enabled=False, datasets=("mnist",), widths=(16,), seeds=(0,),
                                        ridge_scale=1e-6, common=False,
                                        train=dict(learning_rates=(1e-3,), loss_target=1e-3, max_epochs=1,
