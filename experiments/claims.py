@@ -89,7 +89,7 @@ CLAIM_EXPERIMENTS = {  # claim_id prefix -> experiment
     "adv_training": "flip_rate", "sharpness": "landscape", "da_lipschitz": "diff_attention",
     "lambda_peak": "diff_attention", "depth_crossover": "diff_attention", "certified": "certify",
     "kernel_conditioning": "cubing", "dual": "dual_implications", "flip_excess": "flip_rate",
-    "feature_learning": "width_sweep"}
+    "feature_learning": "width_sweep", "implied_vs_measured": "width_sweep"}
 
 
 def experiment_of(claim_id: str) -> str:
@@ -368,6 +368,10 @@ def build_rows(sources: Sequence[Source], root: str = "DIR", *, include_not_run:
             "8.0× / 6.2× / 6.4× (FGSM / PGD / MIM)",
             f"python -m experiments.flip_rate --workdir {root}/flip_rate_tasks tasks=cifar10",
             "no CIFAR-10 flip-rate workdir"))
+  cub = next((s for s in by_exp.get("cubing", []) if _is_quick(s)), None)
+  sweep = next((s for s in by_exp.get("width_sweep", []) if _is_quick(s)), None)
+  if cub is not None and sweep is not None:
+    rows += claim_rows.implied_width_rows(cub, sweep)
   return _order(rows)
 
 

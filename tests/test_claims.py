@@ -397,3 +397,21 @@ def test_stability_pass_marks_a_verdict_that_moves_under_perturbation(tmp_path):
   row = _main(rows, "flip_ratio_mnist_pgd")
   assert row["direction"] == "unstable" and "holds, matches" in row["reason"] and "holds, differs" in row["reason"]
   assert all(s.experiment != "flip_rate" or not s.path.endswith("_stability") for s in claims.discover(tmp_path))
+
+
+def test_implied_width_row_compares_the_bound_with_the_fitted_width(tmp_path):
+  """Spectral ratio 10/√m per seed reaches 1 at m = 100 (log10 2); the MLP-Attn bound 6·log10 κ(G) + 2 = 32
+  holds by 30 decades (vacuous), 2L-ReLU's 1/ε² = 10² exactly at the fitted width."""
+  sweep = [dict(dataset="mnist", model=m, readout="fixed", width=w, seed=s, kind="init", kernel_path="fast",
+                n_train=256, spectral_ratio=10 / np.sqrt(w) * (1 + 0.01 * s), rel_frobenius_train=0.1)
+           for m in ("relu", "mlp_attn") for w in (16, 64, 256, 1024) for s in range(5)]
+  cub = [dict(dataset="mnist", n=256, seed=s, full_rank=True, log10_kappa_G=5.0, log10_kappa_Gtilde_direct=15.0,
+              **{"log10_width_attn_eps0.1": 32.0}) for s in range(5)]
+  _write(tmp_path / "ws", sweep)
+  _write(tmp_path / "cub", cub)
+  rows = claims.build_rows(claims.discover(tmp_path), str(tmp_path), include_not_run=False)
+  attn = _main(rows, "implied_vs_measured_mlp_attn")
+  assert attn["estimate"] == pytest.approx(2.0, abs=0.03) and attn["direction"] == "holds"
+  assert "vacuous" in attn["setting"] and "+30.0 decades" in attn["setting"]
+  relu = _main(rows, "implied_vs_measured_relu")
+  assert relu["direction"] == "inconclusive" and "close" in relu["setting"]  # the bound sits at the estimate
