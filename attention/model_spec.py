@@ -154,6 +154,24 @@ def validate_model_spec(spec: ModelSpec, x_sample) -> jnp.ndarray:
       outside input_range; apply_fn failing on x_sample (data that does not fit the model); logits of
       the wrong shape or dtype, or holding NaN / inf.
   """
+  try:
+    return _validate(spec, x_sample)
+  except ValueError as error:
+    name = getattr(spec, "name", None)
+    if isinstance(spec, ModelSpec) and isinstance(name, str) and name.strip():
+      raise ValueError(f"model {name!r}: {error}") from error.__cause__
+    raise
+
+
+def range_tolerance(x_dtype, input_range) -> float:
+  """How far data may lie outside ``input_range`` and still count as inside: 4 ulps of x's dtype at the
+  range's magnitude, 4·eps·max(1, |low|, |high|) (a range computed in float64 against float32 data differs
+  by rounding only: [-0.4242, 2.821] against [-0.424212917883804, 2.82148653034729])."""
+  eps = float(np.finfo(x_dtype).eps) if np.issubdtype(np.dtype(x_dtype), np.floating) else 0.0
+  return 4 * eps * max(1.0, *(abs(float(v)) for v in input_range))
+
+
+def _validate(spec: ModelSpec, x_sample) -> jnp.ndarray:
   _check_fields(spec)
   x = np.asarray(x_sample)
   if x.ndim < 1 or x.shape[0] < 1:
@@ -161,8 +179,11 @@ def validate_model_spec(spec: ModelSpec, x_sample) -> jnp.ndarray:
   if not np.issubdtype(x.dtype, np.floating) or not np.isfinite(x).all():
     raise ValueError(f"x_sample must hold finite floats, got dtype {x.dtype}")
   low, high = (float(v) for v in spec.input_range)
-  if x.min() < low or x.max() > high:
-    raise ValueError(f"x_sample values lie in [{x.min():.4g}, {x.max():.4g}], outside input_range [{low}, {high}]")
+  tol = range_tolerance(x.dtype, spec.input_range)
+  x_min, x_max = float(x.min()), float(x.max())  # compared in float64 (NumPy compares a float32 in float32)
+  if x_min < low - tol or x_max > high + tol:
+    raise ValueError(f"x_sample values lie in [{x_min:.6g}, {x_max:.6g}], outside input_range [{low:.6g}, "
+                     f"{high:.6g}] (tolerance {tol:.2g})")
   try:
     logits = spec_logits(spec)(jnp.asarray(x))
   except Exception as error:  # noqa: BLE001 (any failure of user code is reported in one line)

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import hashlib
 import functools
 import importlib
 import sys
@@ -175,17 +176,18 @@ def _one_line(error: BaseException) -> str:
 
 
 def parse_model_ref(ref: str) -> tuple[str, str, dict]:
-  """'pkg.module:function' or 'pkg.module:function(key=literal, ...)' -> (module, function, kwargs).
+  """'pkg.module:function', 'path/to/file.py:function', or either with '(key=literal, ...)' -> (module or
+  file path, function, kwargs).
 
   Raises:
     ValueError: not of that form, or arguments that are not keyword literals.
   """
   text = ref.strip()
   head, _, rest = text.partition("(")
-  module, sep, function = head.strip().partition(":")
+  module, sep, function = head.strip().rpartition(":")
   if not sep or not module or not function.isidentifier():
-    raise ValueError(f"--model must look like pkg.module:function or pkg.module:function(key=value, ...), "
-                     f"got {ref!r}")
+    raise ValueError(f"--model must look like pkg.module:function, path/to/file.py:function, or either with "
+                     f"(key=value, ...), got {ref!r}")
   kwargs = {}
   if rest:
     try:
@@ -198,6 +200,21 @@ def parse_model_ref(ref: str) -> tuple[str, str, dict]:
   return module, function, kwargs
 
 
+def _import(module_name: str):
+  """A module by dotted name, or from a file when the name ends in .py (path/to/file.py)."""
+  if not module_name.endswith(".py"):
+    return importlib.import_module(module_name)
+  import importlib.util  # pylint: disable=g-import-not-at-top
+  path = Path(module_name).expanduser().resolve()
+  if not path.is_file():
+    raise FileNotFoundError(f"no file {path}")
+  spec = importlib.util.spec_from_file_location(f"_report_model_{path.stem}", path)
+  module = importlib.util.module_from_spec(spec)
+  sys.modules[spec.name] = module
+  spec.loader.exec_module(module)
+  return module
+
+
 def load_model(ref: str):
   """Imports and calls a ``--model`` reference; returns (ModelSpec, data dict or None).
 
@@ -207,9 +224,11 @@ def load_model(ref: str):
   """
   module_name, function, kwargs = parse_model_ref(ref)
   try:
-    module = importlib.import_module(module_name)
+    module = _import(module_name)
   except Exception as e:  # noqa: BLE001 (any import failure is the user's, in one line)
-    raise ValueError(f"--model {ref}: cannot import module {module_name!r}: {_one_line(e)}") from None
+    hint = ("" if module_name.endswith(".py") else "; the module must be importable: on PYTHONPATH (e.g. run from "
+            "its parent directory), or give a file path, path/to/file.py:function")
+    raise ValueError(f"--model {ref}: cannot import module {module_name!r}: {_one_line(e)}{hint}") from None
   fn = getattr(module, function, None)
   if not callable(fn):
     raise ValueError(f"--model {ref}: module {module_name!r} has no callable {function!r}")
@@ -424,7 +443,17 @@ def section_ntk(ctx: _Context) -> dict:
     k0, _ = model_ntk(ctx.fn, ctx.spec.init_params, x_tr, plan=plan)
     arrays["k_init"] = k0
     out["kernel_movement"] = kernel_movement(k_tr, k0)
-    out["init_condition_number"] = kernel_statistics(k0).condition_number
+    init_stats = kernel_statistics(k0)
+    out["init_condition_number"] = init_stats.condition_number
+    k0_64 = np.asarray(k0, np.float64)
+    # float32 kernels: eigenvalues below n·eps32·λ_max are rounding, not rank
+    rank = int(np.linalg.matrix_rank(k0_64, tol=k0.shape[0] * float(np.finfo(np.float32).eps)
+                                     * max(float(np.abs(np.linalg.eigvalsh(k0_64)).max()), 1e-300), hermitian=True))
+    out["init_rank"] = rank
+    if rank < k0.shape[0]:
+      out["notes"] = [f"K₀ is rank-deficient ({rank} of {k0.shape[0]}; e.g. a zero-initialised head): its "
+                      "condition number is infinite, and the kernel movement ‖K − K₀‖/‖K₀‖ compares with a "
+                      "degenerate kernel, so neither says how far the model left its kernel regime"]
   else:
     out["kernel_movement"] = None
     out["notes"] = ["no init_params: kernel movement not measured"]
@@ -576,6 +605,13 @@ def _resolve_models(models) -> list[tuple[ModelSpec, Optional[dict], str]]:
   return out
 
 
+def model_key(seed: int, name: str):
+  """The PRNG key of one model's random starts: ``fold_in(PRNGKey(seed), h)`` with h the first 31 bits of
+  sha256(name), so a model's records do not depend on its position in the ``--model`` list."""
+  digest = int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "big") & 0x7FFFFFFF
+  return jax.random.fold_in(jax.random.PRNGKey(seed), digest)
+
+
 def run_report(models: Sequence, config: Optional[ReportConfig] = None, workdir=None, *,
                overwrite_config: bool = False, verbose: bool = True) -> list[dict]:
   """Runs (or resumes) every section of the report for every model; returns the records.
@@ -613,11 +649,13 @@ def run_report(models: Sequence, config: Optional[ReportConfig] = None, workdir=
   if workdir is None:
     store, path = _MemoryStore(), None
   else:
-    store = Workdir(workdir, KEY_FIELDS, config, overwrite_config=overwrite_config)
+    # Keyed by model name: the workdir's config leaves the model list out, so adding a model to a finished
+    # workdir computes only the new model's sections.
+    store = Workdir(workdir, KEY_FIELDS, dataclasses.replace(config, models=()), overwrite_config=overwrite_config)
     path = Path(workdir)
   done = {(r["model"], r["section"]) for r in store.records() if r.get("status") in ("ok", "skipped")}
-  for m_i, (spec, data) in enumerate(prepared):
-    ctx = _Context(spec, data, config, jax.random.fold_in(jax.random.PRNGKey(config.seed), m_i), path, {})
+  for spec, data in prepared:
+    ctx = _Context(spec, data, config, model_key(config.seed, spec.name), path, {})
     for section in config.sections:
       if (spec.name, section) in done:
         continue

@@ -65,6 +65,8 @@ def headline_rows(by_key: dict, models: list) -> list[tuple[str, list[str]]]:
   eps = next((r["eps_255"] for r in rob if r and "eps_255" in r), [])
   rows.append(("clean accuracy", [cell(m, "robustness", lambda r: _with_ci(r["clean_accuracy"],
                                                                              r["clean_accuracy_ci"])) for m in models]))
+  rows.append(("attack pool: clean-correct test images (of n)", [cell(m, "robustness", lambda r: (
+      f"{r['n_clean_correct']} of {r['n_attack_pool']}")) for m in models]))
   for name, label in (("pgd", "PGD-L∞"), ("apgd_ce", "APGD-CE"), ("apgd_dlr", "APGD-DLR")):
     for j, e in enumerate(eps):
       rows.append((f"{label} ASR, ε = {e:g}/255", [cell(m, "robustness", lambda r, j=j, n=name: _with_ci(
@@ -77,8 +79,12 @@ def headline_rows(by_key: dict, models: list) -> list[tuple[str, list[str]]]:
   rows.append(("NTK condition number", [cell(m, "ntk", lambda r: _fmt(r["kernel_condition_number"])) for m in models]))
   rows.append(("NTK effective rank / n", [cell(m, "ntk", lambda r: f"{_fmt(r['kernel_effective_rank'])} / {r['n_train']}")
                                          for m in models]))
-  rows.append(("kernel movement ‖K_θ − K_θ₀‖/‖K_θ₀‖", [cell(m, "ntk", lambda r: _fmt(r["kernel_movement"]))
-                                                       for m in models]))
+  def movement(r):
+    if r.get("init_rank") is not None and r["init_rank"] < r["n_train"]:
+      return f"not meaningful: K₀ rank {r['init_rank']} of {r['n_train']} (movement {_fmt(r['kernel_movement'])})"
+    return _fmt(r["kernel_movement"])
+
+  rows.append(("kernel movement ‖K_θ − K_θ₀‖/‖K_θ₀‖", [cell(m, "ntk", movement) for m in models]))
 
   def flip(attack):
     def fn(r):

@@ -66,3 +66,19 @@ def test_from_nnx_takes_state_or_pure_dict_and_checks_init_params_shapes():
     validate_model_spec(ModelSpec.from_nnx("lin", model, num_classes=3, init_params=wrong), x)
   with pytest.raises(ValueError, match="flax.nnx.Module"):
     ModelSpec.from_nnx("lin", jax.numpy.zeros(3), num_classes=3)
+
+
+def test_float64_range_against_float32_data_is_accepted_within_the_stated_tolerance_and_errors_name_the_model():
+  """The standardised box computed in float64, the data in float32: the data's extremes round to just outside
+  it, by less than 4 float32 ulps; 1e-3 outside is still refused, and every error names the model."""
+  from attention.model_spec import range_tolerance
+  x = np.array([[-0.4242129, 2.8214865, 0.0, 1.0]], np.float32).reshape(1, 2, 2)
+  low, high = float(x.min()) + 1e-9, float(x.max()) - 1e-9  # the float64 box, a rounding inside the data
+  assert float(x.min()) < low and float(x.max()) > high
+  spec = _spec(input_range=(low, high))
+  validate_model_spec(spec, x)
+  assert range_tolerance(np.float32, (low, high)) == pytest.approx(4 * np.finfo(np.float32).eps * high)
+  with pytest.raises(ValueError, match=r"^model 'lin': x_sample values lie in .* \(tolerance"):
+    validate_model_spec(spec, x + 1e-3)
+  with pytest.raises(ValueError, match=r"^model 'lin': apply_fn failed"):
+    validate_model_spec(spec, X.reshape(2, 2, 2, 1)[:, :, :1])

@@ -280,3 +280,47 @@ def test_report_on_a_flax_nnx_transformer(tmp_path):
   assert [(layer["path"], layer["kind"]) for layer in layers] == [
       ("attn/0", "flax.nnx.MultiHeadAttention"), ("attn/1", "flax.nnx.MultiHeadAttention")]
   assert records["ntk"]["init_condition_number"] > 0
+
+
+def test_adding_a_model_computes_only_it_and_records_do_not_depend_on_list_position(tmp_path):
+  """Records keyed by model name: a second model added to a finished workdir is computed alone, equal to a
+  fresh run of it; a model listed second gets the same random starts as listed first."""
+  spec, data = _foreign()
+  other = spec._replace(name="other", params=init_jiggled(SmallTransformer(), data["x_train"][:2], 2))
+  tiny = dict(TINY, sections=("robustness", "lipschitz"))
+  first = run_report([(spec, data)], ReportConfig(**tiny), tmp_path / "wd", verbose=False)
+  both = run_report([(spec, data), (other, data)], ReportConfig(**tiny), tmp_path / "wd", verbose=False)
+  assert [r["wall_time_s"] for r in both if r["model"] == "foreign"] == [r["wall_time_s"] for r in first]
+  alone = run_report([(other, data)], ReportConfig(**tiny), None, verbose=False)
+  reversed_ = run_report([(other, data), (spec, data)], ReportConfig(**tiny), None, verbose=False)
+  bookkeeping = ("wall_time_s", "versions", "process_index", "process_count")  # a workdir's, not the model's
+  strip = lambda rs, m: [{k: v for k, v in r.items() if k not in bookkeeping}  # noqa: E731
+                         for r in rs if r["model"] == m]
+  assert strip(both, "other") == strip(alone, "other")
+  assert strip(reversed_, "foreign") == strip(first, "foreign")
+
+
+def test_a_zero_initialised_head_is_flagged_as_a_degenerate_initial_kernel():
+  """With a zero head every gradient but the head's vanishes at init: K₀ has rank ≤ the head's inputs (8 + 1
+  here, of 12 images), so kernel movement against it is flagged, not reported as movement."""
+  spec, data = _foreign()
+  init = jax.tree_util.tree_map(lambda a: a, spec.init_params)
+  head = sorted(k for k in init if k.startswith("Dense"))[-1]
+  init[head] = jax.tree_util.tree_map(jnp.zeros_like, init[head])
+  rec = run_report([(spec._replace(init_params=init), data)], ReportConfig(**dict(TINY, sections=("ntk",))),
+                   None, verbose=False)[0]
+  assert rec["init_rank"] < rec["n_train"] and "rank-deficient" in rec["notes"][0]
+  from experiments.report_report import headline_rows
+  rows = dict(headline_rows({("foreign", "ntk"): rec}, ["foreign"]))
+  assert rows["kernel movement ‖K_θ − K_θ₀‖/‖K_θ₀‖"][0].startswith("not meaningful: K₀ rank")
+
+
+def test_model_given_as_a_file_path(tmp_path):
+  from experiments.report import load_model
+  (tmp_path / "mymodel.py").write_text(
+      "import sys\nsys.path.insert(0, %r)\nfrom test_report import foreign_spec\n" % str(
+          __import__("pathlib").Path(__file__).parent))
+  spec, data = load_model(f"{tmp_path / 'mymodel.py'}:foreign_spec")
+  assert spec.name == "foreign" and data["x_test"].shape[0] == 12
+  with pytest.raises(ValueError, match="must be importable: on PYTHONPATH"):
+    load_model("no_such_module_xyz:f")
