@@ -110,6 +110,10 @@ class AttentionLayer(NamedTuple):
     augmented: whether the heads act on [X, 1] (query/key biases absorbed; module docstring).
     bound_applicable: whether ``attention.sensitivity``'s local bound applies (softmax self-attention).
     reason: why not ("" when applicable).
+    weights: for a Linen or NNX dot-product layer whose heads cannot be rebuilt (a mask, ``normalize_qk``,
+      cross-attention, ...), the attention weights the layer itself computed, [batch, H, T_q, T_k] (its
+      ``dot_product_attention_weights``, masks included), so that entropy and the largest weight, which
+      need no bound, can still be reported; None otherwise.
   """
   path: str
   kind: str
@@ -120,6 +124,7 @@ class AttentionLayer(NamedTuple):
   augmented: bool
   bound_applicable: bool
   reason: str
+  weights: Optional[jnp.ndarray] = None
 
 
 class Capture(NamedTuple):
@@ -357,20 +362,31 @@ def capture_attention(apply_fn: Callable, params, x) -> Capture:
   active: set[int] = set()
   seen: dict[str, int] = {}
 
+  weights_seen: list[list] = []  # one list per active recognised call: the weights its attention computed
+
   def record(module, kind: str, path: str, call, args, kwargs):
     # Only the outermost __call__ of a module: SelfAttention.__call__ calls its parent's __call__.
     if id(module) in active:
       return call(*args, **kwargs)
     active.add(id(module))
+    weights_seen.append([])
     try:
       out = call(*args, **kwargs)
     finally:
       active.discard(id(module))
+      computed = weights_seen.pop()
     seen[path] = seen.get(path, 0) + 1
     if seen[path] > 1:
       path = f"{path}#{seen[path]}"
-    layers.append(_read_layer(module, kind, path, args, kwargs, out))
+    layer = _read_layer(module, kind, path, args, kwargs, out)
+    if layer.heads is None and len(computed) == 1 and not _is_traced(computed[0]):
+      layer = layer._replace(weights=jnp.reshape(computed[0], (-1,) + tuple(computed[0].shape[-3:])))
+    layers.append(layer)
     return out
+
+  def on_weights(weights):
+    if weights_seen:
+      weights_seen[-1].append(weights)
 
   def interceptor(next_fun, args, kwargs, context):
     module = context.module
@@ -389,9 +405,32 @@ def capture_attention(apply_fn: Callable, params, x) -> Capture:
     call = functools.partial(original, module)
     return record(module, KIND_NNX, _nnx_path(nnx_paths, module), call, args, kwargs)
 
-  with jax.disable_jit(), nn.intercept_methods(interceptor), _wrapped_nnx_attention(nnx_call):
+  with jax.disable_jit(), nn.intercept_methods(interceptor), _wrapped_nnx_attention(nnx_call), \
+      _observed_attention_weights(on_weights):
     logits = apply_fn(params, x)
-  return Capture(logits, tuple(layers))
+  return Capture(logits, _drop_tracing_passes(layers))
+
+
+_TRACED = "unreadable layer: it runs inside a JAX transformation"
+
+
+def _drop_tracing_passes(layers: list[AttentionLayer]) -> tuple[AttentionLayer, ...]:
+  """Drops the traced call of a layer that also ran concretely, and renumbers the repeats.
+
+  ``nn.scan`` traces its body once (abstractly, to build the loop) and then, with jit disabled, runs it once
+  per step with concrete arrays: a scanned stack of d layers was seen d + 1 times, the first one traced and
+  unreadable. The traced pass is not a layer; layers that only ever run traced stay listed as unreadable.
+  """
+  base = lambda path: path.split("#")[0]  # noqa: E731
+  concrete = {base(l.path) for l in layers if not l.reason.startswith(_TRACED)}
+  kept = [l for l in layers if not (l.reason.startswith(_TRACED) and base(l.path) in concrete)]
+  counts: dict[str, int] = {}
+  out = []
+  for layer in kept:
+    counts[base(layer.path)] = counts.get(base(layer.path), 0) + 1
+    k = counts[base(layer.path)]
+    out.append(layer._replace(path=base(layer.path) if k == 1 else f"{base(layer.path)}#{k}"))
+  return tuple(out)
 
 
 def _nnx_paths(params) -> list[tuple[str, Any]]:
@@ -424,6 +463,31 @@ def _nnx_path(paths: list[tuple[str, Any]], module) -> str:
         np.array_equal(np.asarray(leaf), np.asarray(kernel)):
       return path
   return type(module).__name__
+
+
+@contextlib.contextmanager
+def _observed_attention_weights(on_weights):
+  """Hands every attention-weight array that Linen's and NNX's ``dot_product_attention`` compute to
+  ``on_weights`` while open (their module-level ``dot_product_attention_weights`` is wrapped)."""
+  import flax.linen.attention as linen_attention  # pylint: disable=g-import-not-at-top
+  import flax.nnx.nn.attention as nnx_attention  # pylint: disable=g-import-not-at-top
+  originals = [(m, m.dot_product_attention_weights) for m in (linen_attention, nnx_attention)]
+
+  def wrap(original):
+    @functools.wraps(original)
+    def wrapped(*args, **kwargs):
+      weights = original(*args, **kwargs)
+      on_weights(weights)
+      return weights
+    return wrapped
+
+  for module, original in originals:
+    module.dot_product_attention_weights = wrap(original)
+  try:
+    yield
+  finally:
+    for module, original in originals:
+      module.dot_product_attention_weights = original
 
 
 @contextlib.contextmanager

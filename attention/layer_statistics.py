@@ -47,10 +47,13 @@ class AttentionStatistics(NamedTuple):
 def attention_statistics(layer: AttentionLayer) -> AttentionStatistics:
   """Row entropy and largest weight of every head of a captured layer at its captured tokens.
 
+  A layer whose heads cannot be rebuilt (masked, ``normalize_qk``, cross-attention) uses the weights it
+  computed itself (``AttentionLayer.weights``); log_tokens is then log of its number of keys.
+
   Raises:
-    ValueError: the layer has no rebuilt heads (its reason).
+    ValueError: the layer has neither rebuilt heads nor recorded weights (its reason).
   """
-  probs = head_probs(layer)
+  probs = head_probs(layer) if layer.heads is not None or layer.weights is None else jnp.asarray(layer.weights)
   maps = ("map1", "map2") if isinstance(layer.heads, DifferentialHeads) else ("softmax",)
   probs = probs if isinstance(probs, tuple) else (probs,)
   ent, top = [], []

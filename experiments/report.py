@@ -512,7 +512,7 @@ def section_attention(ctx: _Context) -> dict:
   for i, layer in enumerate(cap.layers):
     row = dict(path=layer.path, kind=layer.kind, bound_applicable=layer.bound_applicable, reason=layer.reason,
                augmented=layer.augmented)
-    if layer.heads is not None:
+    if layer.heads is not None or layer.weights is not None:
       st = attention_statistics(layer)
       row.update(maps=list(st.maps), entropy=st.entropy.mean(axis=(1, 2)).tolist(),
                  entropy_per_head=st.entropy.mean(axis=1).tolist(), max_weight=st.max_weight.mean(axis=(1, 2)).tolist(),

@@ -217,3 +217,71 @@ def test_uncovered_nnx_layers_are_listed_with_their_reason(kwargs, call_kwargs, 
                           jax.random.normal(jax.random.PRNGKey(1), (2, 4, 6)))
   (captured,) = cap.layers
   assert not captured.bound_applicable and reason in captured.reason and captured.heads is None
+
+
+class _ScannedBlock(nn.Module):
+  @nn.compact
+  def __call__(self, x, _):
+    return x + nn.MultiHeadDotProductAttention(num_heads=2)(nn.LayerNorm()(x)), None
+
+
+class _ScannedEncoder(nn.Module):
+  """big_vision's layout: the encoder blocks under nn.scan (params stacked on a leading axis)."""
+  depth: int
+
+  @nn.compact
+  def __call__(self, x):
+    x = nn.Dense(8)(x)
+    x, _ = nn.scan(_ScannedBlock, variable_axes={"params": 0}, split_rngs={"params": True},
+                   length=self.depth)(name="blocks")(x, None)
+    return nn.Dense(3)(x.mean(axis=1))
+
+
+@pytest.mark.parametrize("depth", [1, 2, 4])
+def test_a_scanned_stack_of_d_layers_reports_d_layers(depth):
+  """nn.scan traces its body once before running it d times: that tracing pass is not a layer (it was
+  counted as an extra, unreadable one). Each of the d layers is rebuilt from its own slice of the weights."""
+  model = _ScannedEncoder(depth)
+  x = jax.random.normal(jax.random.PRNGKey(0), (2, 5, 6))
+  params = model.init(jax.random.PRNGKey(1), x)["params"]
+  cap = capture_attention(lambda p, v: model.apply({"params": p}, v), params, x)
+  base = "blocks/MultiHeadDotProductAttention_0"
+  assert [l.path for l in cap.layers] == [base] + [f"{base}#{k}" for k in range(2, depth + 1)]
+  assert all(l.bound_applicable for l in cap.layers)
+  for layer in cap.layers:
+    np.testing.assert_allclose(layer_output(layer), layer.output, atol=2e-5)
+  if depth > 1:
+    assert not np.allclose(cap.layers[0].heads.a, cap.layers[1].heads.a)
+
+
+@pytest.mark.parametrize("variant, reason", [
+    ("mask", "attention mask"), ("normalize_qk", "normalize_qk"), ("cross", "cross-attention")])
+def test_uncovered_layers_still_report_entropy_and_largest_weight(variant, reason):
+  """A masked, normalize_qk or cross-attention layer has no bound, but the weights it computed are kept:
+  rows sum to 1, masked keys get 0, and the entropy and largest weight follow from them."""
+  from attention.layer_statistics import attention_statistics
+
+  class Layer(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+      attn = nn.MultiHeadDotProductAttention(num_heads=2, normalize_qk=variant == "normalize_qk")
+      if variant == "mask":
+        return attn(x, mask=nn.make_causal_mask(x[..., 0]))
+      if variant == "cross":
+        return attn(x, x[:, :3] * 2.0)
+      return attn(x)
+
+  model = Layer()
+  x = jax.random.normal(jax.random.PRNGKey(0), (2, 5, 6))
+  params = model.init(jax.random.PRNGKey(1), x)["params"]
+  (layer,) = capture_attention(lambda p, v: model.apply({"params": p}, v), params, x).layers
+  assert not layer.bound_applicable and reason in layer.reason and layer.heads is None
+  w = np.asarray(layer.weights)
+  assert w.shape == (2, 2, 5, 3 if variant == "cross" else 5)
+  np.testing.assert_allclose(w.sum(axis=-1), 1.0, atol=1e-5)
+  if variant == "mask":
+    assert np.all(np.triu(w[0, 0], k=1) == 0)  # causal: no weight on later keys
+  stats = attention_statistics(layer)
+  expected = -np.sum(np.where(w > 0, w * np.log(np.where(w > 0, w, 1)), 0), axis=-1).mean(axis=-1)
+  np.testing.assert_allclose(stats.entropy[0], expected, rtol=1e-5)
+  np.testing.assert_allclose(stats.max_weight[0], w.max(axis=-1).mean(axis=-1), rtol=1e-6)
