@@ -337,6 +337,15 @@ def _batched(attack, logits_fn, x, y, batch: int, **kwargs):
 # --------------------------------------------------------------------------------------------- sections
 
 
+def eps_units(bounds) -> str:
+  """What ε = k/255 means for a model whose attacks clip to ``bounds``: pixel levels on [0, 1], otherwise
+  k/255 of one unit of that range (e.g. a standardised unit), never pixels."""
+  low, high = (float(v) for v in bounds)
+  if (low, high) == (0.0, 1.0):
+    return "[0, 1] pixel scale (k/255 = k 8-bit levels)"
+  return f"input_range [{low:.4g}, {high:.4g}] units (k/255 of one unit of that range, not of a pixel)"
+
+
 def section_robustness(ctx: _Context) -> dict:
   """Clean accuracy, ASR vs ε (PGD-L∞, APGD-CE, APGD-DLR), CW-L2 on a subset, zero-gradient counts."""
   c = ctx.config
@@ -347,6 +356,7 @@ def section_robustness(ctx: _Context) -> dict:
   correct = pred == y
   out = dict(n_attack_pool=len(y), n_clean_correct=int(correct.sum()), clean_accuracy=float(correct.mean()),
              clean_accuracy_ci=_interval(int(correct.sum()), len(y)), eps_255=list(c.eps_255),
+             input_range=list(ctx.bounds), eps_units=eps_units(ctx.bounds),
              convention="clean_correct", asr={}, asr_ci={}, n_success={}, n_zero_grad={}, notes=[])
   xc, yc = x[correct], y[correct]
   if len(yc) == 0:

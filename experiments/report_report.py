@@ -8,6 +8,7 @@ every section's status with its reason or error; then one part per section.
 from __future__ import annotations
 
 from pathlib import Path
+import matplotlib.ticker
 import numpy as np
 
 from experiments.config import experiment_records, report_cli
@@ -124,8 +125,13 @@ def _plots(by_key, models, workdir: Path) -> list[str]:
       ax_lip.errorbar(r["eps_255"], r["mean"], yerr=r["std"], marker="o", label=m)
       drawn = True
   if drawn:
-    ax_asr.set(xlabel="ε (1/255)", ylabel="PGD-L∞ ASR (clean-correct)", xscale="log", title="attack success")
-    ax_lip.set(xlabel="ε (1/255)", ylabel="local Lipschitz (logits)", xscale="log", title="local Lipschitz")
+    ticks = sorted({e for m in models for s_ in ("robustness", "lipschitz")
+                    for e in (by_key.get((m, s_)) or {}).get("eps_255", [])})
+    for ax, ylabel, title in ((ax_asr, "PGD-L∞ ASR (clean-correct)", "attack success"),
+                              (ax_lip, "local Lipschitz (logits)", "local Lipschitz")):
+      ax.set(xlabel="ε × 255 (on each model's input_range)", ylabel=ylabel, xscale="log", title=title)
+      ax.set_xticks(ticks, [f"{e:g}" for e in ticks])  # plain labels: no overlapping 3×10⁰-style minor ticks
+      ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax_asr.legend(fontsize=7)
     save(fig, workdir / "robustness.png")
     written.append("robustness.png")
@@ -139,7 +145,11 @@ def _plots(by_key, models, workdir: Path) -> list[str]:
     if r and r.get("points"):
       for attack in sorted({p["attack"] for p in r["points"]}):
         pts = [p for p in r["points"] if p["attack"] == attack]
-        ax.plot([p["eps"] for p in pts], [p["flip_rate"] for p in pts], marker="o", label=f"{m} {attack}")
+        # distinct markers and line styles, and a small horizontal offset: equal curves stay visible
+        k = len(ax.lines)
+        offset = 1 + 0.015 * (k - 2)
+        ax.plot([p["eps"] * offset for p in pts], [p["flip_rate"] for p in pts], marker="os^vDP"[k % 6],
+                linestyle=("-", "--", ":", "-.")[k % 4], alpha=0.85, label=f"{m} {attack}")
         drawn = True
   if drawn:
     ax.set(xlabel="ε (pixel scale)", ylabel="flip rate (top-τ)", title="influence malleability")
@@ -161,6 +171,10 @@ def summary_text(records) -> str:
            "| metric | " + " | ".join(models) + " |", "|---|" + "---|" * len(models)]
   for metric, cells in headline_rows(by_key, models):
     lines.append(f"| {metric} | " + " | ".join(cells) + " |")
+  units = [(m, by_key[(m, "robustness")].get("eps_units")) for m in models if (m, "robustness") in by_key]
+  if any(u for _, u in units):
+    lines += ["", "ε units (attacks clip to each model's input_range; ε is on that scale): "
+              + "; ".join(f"{m}: {u}" for m, u in units if u) + "."]
   lines += ["", "## Sections", "", "| model | section | status | seconds | note |", "|---|---|---|---|---|"]
   for m in models:
     for s in SECTIONS:

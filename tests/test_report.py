@@ -324,3 +324,18 @@ def test_model_given_as_a_file_path(tmp_path):
   assert spec.name == "foreign" and data["x_test"].shape[0] == 12
   with pytest.raises(ValueError, match="must be importable: on PYTHONPATH"):
     load_model("no_such_module_xyz:f")
+
+
+def test_standardised_input_model_summary_names_its_eps_units(tmp_path):
+  """A model whose apply_fn takes standardised inputs (input_range the standardised box) is attacked in those
+  units: the summary says so instead of calling ε pixel levels."""
+  spec, data = _foreign()
+  mean, std = 0.5, 0.25
+  scaled = {k: ((v - mean) / std if k.startswith("x_") else v) for k, v in data.items()}
+  standard = spec._replace(name="standardised", input_range=(-2.0, 2.0),
+                           apply_fn=lambda p, v: spec.apply_fn(p, v * std + mean))
+  run_report([(standard, scaled), (spec, data)], ReportConfig(**dict(TINY, sections=("robustness",))), tmp_path,
+             verbose=False)
+  text = report_report.write_report(tmp_path)
+  assert "standardised: input_range [-2, 2] units (k/255 of one unit of that range, not of a pixel)" in text
+  assert "foreign: [0, 1] pixel scale" in text and (tmp_path / "robustness.png").exists()
