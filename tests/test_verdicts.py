@@ -216,3 +216,11 @@ def test_studentized_interval_of_values_equal_up_to_rounding_is_the_value():
   assert np.ptp(values) > 0  # not exactly equal
   ci = bootstrap_mean(values)
   assert ci.low == ci.high == pytest.approx(-0.08) and verdict(ci, -1).direction == "holds"
+
+
+def test_tied_values_give_a_finite_studentized_interval():
+  """Exponents equal to 3 in most subsets and 3 ± 1e-6 in two: resamples of one repeated value have se* = 0;
+  their t* is bounded by the floor, so the interval stays finite (it was [−inf, inf]) and around 3."""
+  values = [3.0] * 8 + [3.0 + 1e-6, 3.0 - 2e-6]
+  ci = bootstrap_mean(values)
+  assert np.isfinite(ci.low) and np.isfinite(ci.high) and 3 - 1e-5 < ci.low <= ci.high < 3 + 1e-5
