@@ -458,6 +458,13 @@ def _flip_width(records) -> Optional[int]:
   return min(widths, key=lambda w: (abs(math.log(w / 1024)), -w)) if widths else None
 
 
+def _standard_at_flip_width(src: Source) -> tuple[list, Optional[int]]:
+  """(standard-training records at ``_flip_width``, that width), or ([], None) when no width has both models."""
+  recs = [r for r in src.records if not r.get("adversarial_training")]
+  width = _flip_width(recs)
+  return ([r for r in recs if r["width"] == width], width) if width is not None else ([], None)
+
+
 def flip_ratio_rows(src: Source, tasks=("mnist", "cifar10")) -> list[dict]:
   """Claim: MLP-Attn's flip rate is 6–9× 2L-ReLU's under FGSM / PGD / MIM, on MNIST and CIFAR-10.
 
@@ -468,11 +475,9 @@ def flip_ratio_rows(src: Source, tasks=("mnist", "cifar10")) -> list[dict]:
   Only standard training (adversarial_training false); the width nearest 1024 run for both models.
   """
   rows = []
-  recs = [r for r in src.records if not r.get("adversarial_training")]
-  width = _flip_width(recs)
+  recs, width = _standard_at_flip_width(src)
   if width is None:
     return rows
-  recs = [r for r in recs if r["width"] == width]
   std_target = standardized_eps_target(recs)
   for task in tasks:
     trecs = [r for r in recs if r["task"] == task]
@@ -571,11 +576,9 @@ def flip_excess_rows(src: Source, tasks=("mnist", "cifar10")) -> list[dict]:
   it is above 0: the attack moves MLP-Attn's influence more than 2L-ReLU's beyond what noise of the same
   size does. At ε = 0.3 on [0, 1] (main) and at the calibrated ε (``calibrated_eps``, variant)."""
   rows = []
-  recs = [r for r in src.records if not r.get("adversarial_training")]
-  width = _flip_width(recs)
+  recs, width = _standard_at_flip_width(src)
   if width is None:
     return rows
-  recs = [r for r in recs if r["width"] == width]
   for task in tasks:
     if not any(r["task"] == task and r["attack"] == "random_sign" for r in recs):
       continue
