@@ -171,7 +171,7 @@ def train_classifier(module, x_train, y_train, config: ClassifierTrainConfig, wo
     history.append(EpochMetrics(epoch=epoch + 1, loss=float(np.mean(losses)), train_accuracy=float(np.mean(accs)),
                                 seconds=time.perf_counter() - t0))
     if manager is not None:
-      # Host (numpy) copies: orbax 0.11.24 cannot serialise jax.Array on JAX 0.5.3 (it calls
+      # Host (numpy) copies, kept from orbax 0.11.24 on JAX 0.5.3, which could not serialise jax.Array (it calls
       # jax.monitoring.record_scalar, added in a later JAX); numpy leaves take another handler.
       manager.save(epoch + 1, args=ocp.args.StandardSave(
           jax.device_get({"params": params, "opt_state": opt_state})))

@@ -61,7 +61,8 @@ def empirical_ntk(
     x1_NxD: inputs, shape [n, d].
     x2_MxD: inputs, shape [m, d]; defaults to x1 (then only the upper block triangle is computed).
     implementation: ``'jacobian_contraction'`` (neural-tangents' default) or ``'ntk_vector_products'``.
-      STRUCTURED_DERIVATIVES and AUTO are broken in neural-tangents 0.6.5 on JAX 0.5 and not offered.
+      STRUCTURED_DERIVATIVES and AUTO need more of JAX's internals than ntk/_nt_compat.py supplies and
+      are not offered.
     memory_bytes: budget for the two Jacobian blocks held at once (float32); sets the block size.
 
   Returns:

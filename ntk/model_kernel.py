@@ -2,7 +2,7 @@
 
 For a model f(θ, x) ∈ R^C (any pytree θ, any input shape), the empirical NTK on a sample is
 Θ(x, x') = (1/C) Σ_c ∂f_c(x)/∂θ · ∂f_c(x')/∂θ, neural-tangents' ``trace_axes=(-1,)`` convention (as
-``ntk.empirical``). Two of neural-tangents' implementations work on JAX 0.5.3 (STRUCTURED_DERIVATIVES and
+``ntk.empirical``). Two of neural-tangents' implementations work with ntk/_nt_compat.py (STRUCTURED_DERIVATIVES and
 AUTO do not): JACOBIAN_CONTRACTION, which materialises the Jacobians of a block of rows, and
 NTK_VECTOR_PRODUCTS, which never does (one VJP per column, then JVPs). ``plan_kernel`` picks between them
 from a memory budget, with this accounting (float32, P parameters, C outputs, b rows per block):

@@ -142,7 +142,7 @@ def test_two_process_flip_rate_gives_the_records_of_one(tmp_path):
 
 
 def test_two_process_width_sweep_killed_restarted_gives_the_records_of_one(tmp_path):
-  """Process 1 is killed after its first record, so the job stops (JAX 0.5.3 cannot rejoin a process);
+  """Process 1 is killed after its first record, so the job stops (JAX's runtime does not rejoin a process);
   restarting both completes the sweep: every point once, nothing recorded lost, the 1-process records."""
   two = tmp_path / "two"
   procs = _launch("width_sweep", two, WIDTH_SWEEP)
