@@ -43,9 +43,9 @@ def check_matrix(x, name: str) -> jnp.ndarray:
     ValueError: naming ``name``, if x is not rank 2, is empty, or holds NaN/inf (checked only for
       concrete arrays; traced values pass through).
   """
+  if not isinstance(x, jax.core.Tracer) and not np.issubdtype(np.asarray(x).dtype, np.floating):
+    x = np.asarray(x, np.float32)  # through numpy: JAX would narrow int64 to int32 (and wrap) first
   x = jnp.asarray(x)
-  if not jnp.issubdtype(x.dtype, jnp.floating):
-    x = x.astype(jnp.result_type(float))
   return check_finite_matrix(x, name, nonempty=True)
 
 

@@ -33,16 +33,24 @@ def normalize_rows(x_NxD: jnp.ndarray, eps: float = 1e-12) -> jnp.ndarray:
 
   Args:
     x_NxD: array with shape [n, d].
-    eps: norms below this are treated as zero (the row is returned unchanged).
+    eps: ≥ 0; norms below this are treated as zero (the row is returned unchanged).
 
   Returns:
     Array with shape [n, d], rows of unit ℓ2 norm (or below eps).
+
+  Raises:
+    ValueError: eps < 0, or NaN/inf entries (concrete inputs).
   """
   # The norm of the row scaled by a power of two (exact, attention.safe_math.pow2_row_scale): the same unit
   # row, and no overflow of Σx² for rows of norm above √(dtype max), ≈ 1.8e19 in float32.
+  if not eps >= 0:
+    raise ValueError(f"eps must be ≥ 0 (rows of norm below it are left unchanged), got {eps!r}")
+  if not isinstance(x_NxD, jax.core.Tracer) and not bool(np.isfinite(np.asarray(x_NxD)).all()):
+    raise ValueError("x_NxD holds NaN or inf values; expected finite floats")
   scaled_NxD, scale_N = pow2_row_scale(x_NxD)
   scaled_norms_N = safe_norm(scaled_NxD, axis=-1, keepdims=True)
-  small = scaled_norms_N * scale_N < eps
+  # (a zero row is small whatever eps rounds to in x's dtype: 1e-12 is 0 in float16)
+  small = (scaled_norms_N * scale_N < eps) | (scaled_norms_N == 0)
   return jnp.where(small, x_NxD, scaled_NxD / jnp.where(small, 1.0, scaled_norms_N))
 
 

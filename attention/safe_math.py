@@ -73,7 +73,7 @@ def safe_arccos(c) -> jnp.ndarray:
 
 def pow2_row_scale(x, axis: int = -1):
   """(x / 2^k, 2^k) with one power of two per row (along ``axis``), chosen so the row's largest |entry| of
-  x / 2^k lies in [0.5, 1). Multiplying by a power of two is exact in floating point (short of subnormals),
+  x / 2^k lies in [1, 2) (so 2^k ≤ the largest entry and is representable, float16 included). Multiplying by a power of two is exact in floating point (short of subnormals),
   so anything scale-invariant computed from the scaled rows (a unit row, a cosine) is bit-identical to the
   unscaled computation, and squares of the scaled rows cannot overflow. The scale carries no gradient.
 
@@ -86,6 +86,6 @@ def pow2_row_scale(x, axis: int = -1):
   """
   x = jnp.asarray(x)
   largest = jax.lax.stop_gradient(jnp.max(jnp.abs(x), axis=axis, keepdims=True))
-  _, exponent = jnp.frexp(largest)
-  scale = jnp.ldexp(jnp.ones_like(largest), jnp.where(largest > 0, exponent, 0))
+  _, exponent = jnp.frexp(largest)  # largest = m·2^e, m ∈ [0.5, 1): scale by 2^(e − 1)
+  scale = jnp.ldexp(jnp.ones_like(largest), jnp.where(largest > 0, exponent - 1, 0))
   return x / scale, scale

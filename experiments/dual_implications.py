@@ -106,6 +106,9 @@ def _targets(config, x_train, x_test, labels, target: str, draw: int, dataset_in
 
 
 def _kernel_fields(k_train, k_test_train, k_test, y_train, y_test, ridge_scale: float) -> dict:
+  if not np.abs(k_train).max(initial=0) > 0:  # e.g. every ReLU of a tiny network inactive at init
+    return dict(kernel_error=None, kernel_train_error=None, alignment=None, ridge=0.0,
+                note="zero kernel: no kernel regression or alignment (every unit inactive on every input?)")
   zeros = np.zeros_like
   reg = kernel_regression(k_train, k_test_train, y_train, fx_train_0=zeros(y_train), fx_test_0=zeros(y_test),
                           ridge_scale=ridge_scale)

@@ -41,6 +41,7 @@ import dataclasses
 import hashlib
 import functools
 import importlib
+import importlib.util
 import sys
 import time
 from pathlib import Path
@@ -204,7 +205,6 @@ def _import(module_name: str):
   """A module by dotted name, or from a file when the name ends in .py (path/to/file.py)."""
   if not module_name.endswith(".py"):
     return importlib.import_module(module_name)
-  import importlib.util  # pylint: disable=g-import-not-at-top
   path = Path(module_name).expanduser().resolve()
   if not path.is_file():
     raise FileNotFoundError(f"no file {path}")
@@ -225,7 +225,7 @@ def load_model(ref: str):
   module_name, function, kwargs = parse_model_ref(ref)
   try:
     module = _import(module_name)
-  except Exception as e:  # noqa: BLE001 (any import failure is the user's, in one line)
+  except (Exception, SystemExit) as e:  # noqa: BLE001 (any import failure, sys.exit too, is the user's, in one line)
     hint = ("" if module_name.endswith(".py") else "; the module must be importable: on PYTHONPATH (e.g. run from "
             "its parent directory), or give a file path, path/to/file.py:function")
     raise ValueError(f"--model {ref}: cannot import module {module_name!r}: {_one_line(e)}{hint}") from None

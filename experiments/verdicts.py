@@ -166,13 +166,19 @@ def bootstrap_mean(values, *, unit: str = "seeds", seed: int = 0, n_resamples: i
   level, unit, n_resamples = _check_level(level), _check_unit(unit), _check_resamples(n_resamples)
   if method not in MEAN_METHODS:
     raise ValueError(f"method must be one of {MEAN_METHODS}, got {method!r}")
+  scale = float(np.abs(v).max())
+  if scale > 0 and np.isfinite(scale):  # equivariant: compute on v/scale (no overflow of v² or of the mean)
+    out = bootstrap_mean(v / scale, unit=unit, seed=seed, n_resamples=n_resamples, level=level, method=method) \
+        if scale != 1.0 else None
+    if out is not None:
+      return out._replace(estimate=out.estimate * scale, low=out.low * scale, high=out.high * scale)
   n, mean = v.size, float(v.mean())
   if method == "percentile":
     means = _resampled_sums(v[:, None], n_resamples, seed)[:, 0] / n
     low, high = _percentiles(means, level)
     return Interval(mean, low, high, level, int(n), unit, "bootstrap")
   se = float(v.std(ddof=1)) / math.sqrt(n) if n > 1 else 0.0
-  if se <= 1e-12 * float(np.abs(v).max()):  # equal values up to rounding: t* would divide rounding by rounding
+  if se <= 1e-12:  # (|v| ≤ 1 here) equal values up to rounding: t* would divide rounding by rounding
     return Interval(mean, mean, mean, level, int(n), unit, "studentized_bootstrap")
   sums = _resampled_sums(np.stack([v, v * v], axis=1), n_resamples, seed)
   means = sums[:, 0] / n

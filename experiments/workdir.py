@@ -311,9 +311,13 @@ def _leaves(config: dict, prefix: str = "") -> dict[str, Any]:
 
 def _read_config(path: Path) -> dict:
   try:
-    return json.loads(path.read_text())
-  except json.JSONDecodeError as e:
+    config = json.loads(path.read_text())
+  except (json.JSONDecodeError, UnicodeDecodeError) as e:
     raise ValueError(f"{path} is not valid JSON ({e}); delete it or use a new workdir") from None
+  if not isinstance(config, dict):
+    raise ValueError(f"{path} holds a JSON {type(config).__name__}, not a config object; delete it or use a "
+                     "new workdir")
+  return config
 
 
 def read_records(workdir) -> list[dict]:
@@ -322,14 +326,25 @@ def read_records(workdir) -> list[dict]:
   Reads every process's results file (``results.jsonl``, then ``results-<i>-of-<P>.jsonl`` in name order).
   A truncated line (from a killed run) is skipped. Non-finite numbers (stored as the strings 'nan',
   'inf', '-inf') come back as floats; so would a string field whose value is literally one of those.
+
+  Raises:
+    ValueError: a results file that is not UTF-8, or a line that is valid JSON but not an object.
   """
   out = []
   for path in results_files(workdir):
-    for line in path.read_text().splitlines():
+    try:
+      text = path.read_text()
+    except UnicodeDecodeError as e:
+      raise ValueError(f"{path} is not a UTF-8 results file ({e}); move it aside or use a new workdir") from None
+    for line in text.splitlines():
       try:
-        out.append(_decode(json.loads(line)))
+        record = _decode(json.loads(line))
       except json.JSONDecodeError:
         continue
+      if not isinstance(record, dict):
+        raise ValueError(f"{path}: a line holds a JSON {type(record).__name__}, not a record object; move the "
+                         "file aside or use a new workdir")
+      out.append(record)
   return out
 
 

@@ -39,9 +39,13 @@ def top_count(top_fraction: float, n: int) -> int:
     ValueError: τ outside (0, 1], or n < 0.
   """
   _check_fraction(top_fraction)
-  if isinstance(n, bool) or int(n) != n or n < 0:
+  if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
     raise ValueError(f"n must be a non-negative integer, got {n!r}")
-  return math.ceil(fractions.Fraction(repr(float(top_fraction))) * int(n))
+  # The shortest decimal that reads back as τ in its own precision: '0.1' for np.float32(0.1), not
+  # '0.10000000149011612' (which gave 11 of 100).
+  text = (np.format_float_positional(top_fraction, unique=True, trim="0")
+          if isinstance(top_fraction, np.floating) else repr(float(top_fraction)))
+  return math.ceil(fractions.Fraction(text) * int(n))
 
 
 def top_influential(scores_N, top_fraction: float) -> np.ndarray:
@@ -51,6 +55,8 @@ def top_influential(scores_N, top_fraction: float) -> np.ndarray:
     ValueError: τ outside (0, 1].
   """
   s = np.asarray(scores_N)
+  if s.ndim != 1 or not np.issubdtype(s.dtype, np.number) or not np.isfinite(s).all():
+    raise ValueError(f"scores_N must be a 1-D array of finite numbers, got shape {s.shape}, dtype {s.dtype}")
   n_top = top_count(top_fraction, s.size)
   order = np.lexsort((np.arange(s.size), -np.abs(s)))
   return order[:n_top]
@@ -77,7 +83,7 @@ def flip_rate(before_N, after_N, top_fraction: float = 0.1) -> FlipRate:
     raise ValueError("influence scores hold NaN or inf")
   _check_fraction(top_fraction)
   top = top_influential(b, top_fraction)
-  flipped = int(np.sum(b[top] * a[top] < 0))
+  flipped = int(np.sum(np.sign(b[top]) * np.sign(a[top]) < 0))  # signs: a product of 1e-200s underflows
   if np.ptp(b) == 0 or np.ptp(a) == 0:
     rho = float("nan")
   else:

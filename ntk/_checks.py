@@ -33,6 +33,17 @@ def check_inputs(x, name: str, d_in: int | None = None, *, kernel: bool = False,
   if kernel and partner is None:
     check_no_overflow(x, name, degree=2)
   elif kernel and not isinstance(partner, jax.core.Tracer):
-    partner_norm = float(np.max(np.linalg.norm(np.asarray(partner, np.float64), axis=-1), initial=0.0))
+    partner = np.asarray(partner, np.float64)
+    if not np.isfinite(partner).all():
+      return x  # the partner's own check names it
+    partner_norm = float(np.max(np.linalg.norm(partner, axis=-1), initial=0.0))
     check_no_overflow(x, name, degree=1, factor=partner_norm)
   return x
+
+
+def as_float(x):
+  """x as a floating array: integer or bool inputs become float32 through numpy first (a JAX int64 array
+  would be narrowed to int32, and wrap, before any conversion). Floats and tracers pass unchanged."""
+  if isinstance(x, jax.core.Tracer) or np.issubdtype(np.asarray(x).dtype, np.floating):
+    return x
+  return np.asarray(x, np.float32)

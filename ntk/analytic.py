@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from attention.safe_math import pow2_row_scale, safe_arccos, safe_divide, safe_norm
-from ntk._checks import check_inputs
+from ntk._checks import as_float, check_inputs
 
 
 @jax.default_matmul_precision("highest")
@@ -50,6 +50,9 @@ def arccos_ntk(x1_NxD, x2_MxD=None, *, readout: str = "fixed") -> jnp.ndarray:
   Raises:
     ValueError: wrong ranks, mismatched d, NaN inputs, unknown readout.
   """
+  x1_NxD, x2_MxD = as_float(x1_NxD), None if x2_MxD is None else as_float(x2_MxD)
+  if x2_MxD is not None:
+    check_inputs(x2_MxD, "x2")  # finite first, so an overflow check of x1 never reads a NaN partner
   x1_NxD = check_inputs(x1_NxD, "x1", kernel=True, partner=x2_MxD)
   x2_MxD = x1_NxD if x2_MxD is None else check_inputs(x2_MxD, "x2", x1_NxD.shape[1], kernel=True, partner=x1_NxD)
   if readout not in ("fixed", "trained"):
@@ -66,6 +69,9 @@ def arccos_nngp(x1_NxD, x2_MxD=None) -> jnp.ndarray:
 
   Args/Returns: as ``arccos_ntk``; shape [n, m].
   """
+  x1_NxD, x2_MxD = as_float(x1_NxD), None if x2_MxD is None else as_float(x2_MxD)
+  if x2_MxD is not None:
+    check_inputs(x2_MxD, "x2")  # finite first, so an overflow check of x1 never reads a NaN partner
   x1_NxD = check_inputs(x1_NxD, "x1", kernel=True, partner=x2_MxD)
   x2_MxD = x1_NxD if x2_MxD is None else check_inputs(x2_MxD, "x2", x1_NxD.shape[1], kernel=True, partner=x1_NxD)
   dots_NxM, norms_NxM, theta_NxM = _angles(jnp.asarray(x1_NxD), jnp.asarray(x2_MxD))

@@ -47,7 +47,7 @@ def mode_targets(x_train_NxD, x_test_TxD, *, kind: str, k: int, key, rtol: float
     kind: one of ``TARGET_KINDS``.
     k: the number of directions, 1 ≤ k ≤ rank(X).
     key: a JAX PRNG key (draws c ~ N(0, I_k), and the random directions).
-    rtol: singular values at or below rtol·σ₁ count as zero (default max(n, d)·eps64).
+    rtol: in (0, 1); singular values at or below rtol·σ₁ count as zero (default max(n, d)·eps64).
 
   Returns:
     ``ModeTargets``.
@@ -63,6 +63,8 @@ def mode_targets(x_train_NxD, x_test_TxD, *, kind: str, k: int, key, rtol: float
     raise ValueError(f"x_train_NxD [n, d] and x_test_TxD [t, d] must share d, got {x.shape} and {xt.shape}")
   if not (np.isfinite(x).all() and np.isfinite(xt).all()):
     raise ValueError("x_train_NxD and x_test_TxD must be finite")
+  if rtol is not None and not (isinstance(rtol, (int, float, np.floating)) and 0 < float(rtol) < 1):
+    raise ValueError(f"rtol must be a number in (0, 1) or None, got {rtol!r}")
   _, s, vt = np.linalg.svd(x, full_matrices=False)
   rtol = max(x.shape) * np.finfo(np.float64).eps if rtol is None else float(rtol)
   rank = int(np.sum(s > rtol * s[0])) if s.size and s[0] > 0 else 0
@@ -97,10 +99,10 @@ def kernel_target_alignment(k_NxN, y_NxC) -> float:
     raise ValueError(f"k_NxN must be [n, n] and y_NxC [n, C] with the same n, got {kk.shape} and {y.shape}")
   if not (np.isfinite(kk).all() and np.isfinite(y).all()):
     raise ValueError("k_NxN and y_NxC must be finite")
-  norm = np.linalg.norm(kk) * np.linalg.norm(y.T @ y)
-  if norm == 0:
+  if not (np.abs(kk).max(initial=0) > 0 and np.abs(y).max(initial=0) > 0):
     raise ValueError("kernel-target alignment is undefined for a zero kernel or zero targets")
-  return float(np.trace(y.T @ kk @ y) / norm)
+  kk, y = kk / np.abs(kk).max(), y / np.abs(y).max()  # scale-invariant: no overflow or underflow at 1e±200
+  return float(np.trace(y.T @ kk @ y) / (np.linalg.norm(kk) * np.linalg.norm(y.T @ y)))
 
 
 def relative_error(prediction_NxC, y_NxC) -> float:
@@ -114,7 +116,8 @@ def relative_error(prediction_NxC, y_NxC) -> float:
     raise ValueError(f"prediction and targets must have the same shape, got {f.shape} and {y.shape}")
   if not (np.isfinite(f).all() and np.isfinite(y).all()):
     raise ValueError("prediction and targets must be finite")
-  spread = float(np.sum((y - y.mean(axis=0)) ** 2))
-  if spread == 0:
+  scale = float(np.abs(y - y.mean(axis=0)).max(initial=0))
+  if scale == 0:
     raise ValueError("the relative error is undefined for constant targets")
-  return float(np.sum((f - y) ** 2) / spread)
+  f, y = f / scale, y / scale  # scale-invariant: no overflow or underflow at 1e±200
+  return float(np.sum((f - y) ** 2) / np.sum((y - y.mean(axis=0)) ** 2))

@@ -90,8 +90,13 @@ def cubing_check(x_NxD, *, layers=(1, 2, 3), eps=(0.1, 0.01), explicit_max_n: in
     out[f"log10_kappa_Kinf_{model}"] = gram_spectrum(kernel, rtol=rtol).log10_condition_number
   out["log10_kappa_Kinf_gap"] = out["log10_kappa_Kinf_mlp_attn"] - out["log10_kappa_Kinf_relu"]
   if n <= explicit_max_n:
-    g3 = g @ g @ g
-    out["explicit_identity_rel_error"] = float(np.linalg.norm(feats @ feats.T - g3) / np.linalg.norm(g3))
+    # Relative error, so scale-invariant: computed from X / 2^k (exact) with max|x| in [1, 2), where neither
+    # ‖G³‖ overflows (large x) nor underflows (tiny x).
+    xs = x / 2.0 ** (np.frexp(np.abs(x).max())[1] - 1) if np.abs(x).max() > 0 else x
+    gs = xs @ xs.T
+    fs = xs @ (xs.T @ xs) if d <= n else gs @ xs
+    g3 = gs @ gs @ gs
+    out["explicit_identity_rel_error"] = float(np.linalg.norm(fs @ fs.T - g3) / np.linalg.norm(g3))
     out["explicit_identity_tolerance"] = float(sg.condition_number ** 3 * np.finfo(np.float64).eps)
   for k in layers:
     for stacking, name in (("values", "values"), ("self", "self")):

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import neural_tangents as nt
 import numpy as np
 
-from ntk._checks import check_inputs
+from ntk._checks import as_float, check_inputs
 from ntk.models import Model, first_layer_weights, readout_weights
 
 Implementation = Literal["jacobian_contraction", "ntk_vector_products"]
@@ -228,6 +228,9 @@ def two_layer_relu_ntk(model: Model, params, x1_NxD, x2_MxD=None, *,
     ValueError: bad input shapes, NaN inputs, or a budget too small for one row (``fast_path_block_rows``).
   """
   w_DxM = first_layer_weights(model, params)
+  x1_NxD, x2_MxD = as_float(x1_NxD), None if x2_MxD is None else as_float(x2_MxD)
+  if x2_MxD is not None:
+    check_inputs(x2_MxD, "x2", w_DxM.shape[0])
   x1_NxD = check_inputs(x1_NxD, "x1", w_DxM.shape[0], kernel=True, partner=x2_MxD)
   x2_MxD = x1_NxD if x2_MxD is None else check_inputs(x2_MxD, "x2", w_DxM.shape[0], kernel=True, partner=x1_NxD)
   n, m = np.shape(x1_NxD)[0], np.shape(x2_MxD)[0]

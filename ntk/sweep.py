@@ -124,6 +124,8 @@ def matched_time(k_train_NxN, y_train_NxC, *, loss_fraction: float) -> float:
     raise ValueError(f"k_train_NxN [n, n] and y_train_NxC [n, C] do not line up: {k.shape}, {y.shape}")
   if not (np.isfinite(k).all() and np.isfinite(y).all()):
     raise ValueError("k_train_NxN and y_train_NxC must be finite")
+  if np.abs(y).max(initial=0) > 0:
+    y = y / np.abs(y).max()  # the time is scale-invariant in y: no overflow or underflow at 1e±200
   lam, u = np.linalg.eigh((k + k.T) / 2)
   energy = np.sum((u.T @ y) ** 2, axis=1)
   total = float(energy.sum())

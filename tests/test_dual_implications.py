@@ -92,3 +92,17 @@ def test_runner_tiny_grid_resumes_and_reports(tmp_path):
   assert "| top |" in text and (tmp_path / "errors.png").exists()
   with pytest.raises(ValueError, match="network_seeds"):
     apply_overrides(config, ["network_seeds=3"]).validate()
+
+
+def test_scale_invariant_measures_at_extreme_scales():
+  """Alignment, relative error and the matched time do not depend on the scale of K or y."""
+  from ntk.sweep import matched_time
+  rng = np.random.default_rng(0)
+  a = rng.normal(size=(6, 4))
+  k, y, f = a @ a.T, rng.normal(size=(6, 1)), rng.normal(size=(6, 1))
+  base = approximation.kernel_target_alignment(k, y)
+  for c in (1e200, 1e-200):
+    assert approximation.kernel_target_alignment(k * c, y) == pytest.approx(base)
+    assert approximation.kernel_target_alignment(k, y * c) == pytest.approx(base)
+    assert approximation.relative_error(f * c, y * c) == pytest.approx(approximation.relative_error(f, y))
+    assert matched_time(k, y * c, loss_fraction=0.5) == pytest.approx(matched_time(k, y, loss_fraction=0.5))

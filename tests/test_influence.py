@@ -399,3 +399,13 @@ def test_feature_influence_equals_brute_force_loo_on_the_neural_tangents_kernel(
   kt = np.asarray(ntk.empirical_ntk(model.apply_fn, params, f[20:], f[:20]), np.float64)
   ref = brute_force_loo_influence(k, kt, y[:20], y[20:], ridge=got.ridge).sum(axis=0)
   np.testing.assert_allclose(got.scores, ref, rtol=1e-3, atol=1e-3 * np.abs(ref).max())
+
+
+def test_flip_rate_at_tiny_scale_and_float32_fraction_and_nan_scores():
+  """Signs, not products (1e-200·1e-200 underflows to −0); τ read in its own precision (np.float32(0.1) is
+  0.1, not 0.10000000149, which picked 11 of 100); NaN scores refused."""
+  b = np.linspace(1.0, 2.0, 100) * 1e-200
+  assert flip_rate(b, -b, top_fraction=0.07).rate == 1.0
+  assert top_count(np.float32(0.1), 100) == 10 and top_count(np.float32(0.07), 100) == 7
+  with pytest.raises(ValueError, match="finite"):
+    top_influential(np.array([np.nan, 1.0, 2.0]), 0.34)

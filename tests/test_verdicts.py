@@ -155,8 +155,9 @@ def test_stability_marks_a_changed_verdict_unstable_with_both_outcomes():
   # A constructed L-BFGS-like case: a verdict on an interval whose end sits at the null moves with
   # rounding-level changes of the data, as it did between two CPUs.
   base = np.array([0.0011, 0.0020, -0.0004, 0.0016, 0.0009, 0.0013, 0.0002, 0.0018, 0.0007, 0.0012])
-  first = verdict(bootstrap_mean(base - bootstrap_mean(base).low), +1)
-  second = verdict(bootstrap_mean(base - bootstrap_mean(base).low + 1e-7), +1)
+  low = bootstrap_mean(base).low
+  first = verdict(bootstrap_mean(base - low - 1e-9), +1)   # the interval's end just below 0
+  second = verdict(bootstrap_mean(base - low + 1e-9), +1)  # and just above it
   assert first.direction != second.direction
   assert stability_verdict(first, second).direction == "unstable"
 
@@ -224,3 +225,13 @@ def test_tied_values_give_a_finite_studentized_interval():
   values = [3.0] * 8 + [3.0 + 1e-6, 3.0 - 2e-6]
   ci = bootstrap_mean(values)
   assert np.isfinite(ci.low) and np.isfinite(ci.high) and 3 - 1e-5 < ci.low <= ci.high < 3 + 1e-5
+
+
+def test_bootstrap_is_equivariant_at_extreme_scales():
+  """The interval of c·v is c times the interval of v (v² would overflow at 1e200, underflow at 1e-170)."""
+  v = np.array([1.0, 2.0, 3.0, 2.5, 1.5, 2.2])
+  base = bootstrap_mean(v)
+  for c in (1e200, 1e-170, 1e153):
+    ci = bootstrap_mean(v * c)
+    np.testing.assert_allclose([ci.estimate, ci.low, ci.high], np.array([base.estimate, base.low, base.high]) * c,
+                               rtol=1e-12)
