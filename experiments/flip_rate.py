@@ -73,11 +73,11 @@ class FlipRateConfig:
   pgd_steps and pgd_alpha (None: α = ε/30, which is Madry et al.'s α = 0.01 for 40 steps at ε = 0.3),
   mim_steps (α = ε/steps, Dong et al.); top_fraction τ; adversarial_training with at_eps, at_rounds,
   at_epochs_per_round (Adam, at the clean network's rate or, after L-BFGS, at train.learning_rates[0]).
-  Protocol choices (defaults: the earlier behaviour): influence_kernel, the kernel of the NTK influence
+  Protocol choices: influence_kernel, the kernel of the NTK influence
   ('trained': the empirical NTK at the trained parameters; 'init': at the initial ones, K₀; 'infinite': the
-  analytic K∞); ridge_scale, its ridge λ/(tr(K)/n); data_seed_follows_seed, draw each seed's training
-  subset with data.seed = that seed (so intervals over seeds cover the choice of subset) instead of one
-  subset for every seed; seed_floor, also train a second network from seed + 100,000 on the same data to
+  analytic K∞); ridge_scale, its ridge λ/(tr(K)/n); data_seed_follows_seed (default true), draw each
+  seed's training subset with data.seed = that seed (so intervals over seeds cover the choice of subset;
+  false: one subset, data.seed, for every seed, the behaviour before); seed_floor, also train a second network from seed + 100,000 on the same data to
   the same criterion and record the flip rate between the two networks' influence (no attack: the seed
   noise floor; with adversarial_training the second network is the clean one)."""
   tasks: tuple[str, ...] = ("mnist",)
@@ -98,7 +98,7 @@ class FlipRateConfig:
   at_epochs_per_round: int = 50
   influence_kernel: str = config_lib.one_of("trained", INFLUENCE_KERNELS)
   ridge_scale: float = 1e-3
-  data_seed_follows_seed: bool = False
+  data_seed_follows_seed: bool = True
   seed_floor: bool = False
 
   def validate(self) -> None:
