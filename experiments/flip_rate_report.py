@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
+import matplotlib.ticker
 import numpy as np
 import scipy.stats
 
@@ -150,6 +151,9 @@ def plot_ratio(curve: list[dict], calibrated: dict, path) -> None:
       ax.axvline(calibrated[task], color="tab:gray", ls="--", label=f"calibrated ε = {calibrated[task]:g}")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    ticks = sorted({c["eps"] for c in curve if (c["task"], c["width"]) == (task, width)})
+    ax.set_xticks(ticks, [f"{e:g}" for e in ticks])  # plain labels at the grid's ε
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("ε (L∞, [0, 1] pixel scale)")
     ax.set_ylabel("flip-rate ratio MLP-Attn / 2L-ReLU")
     ax.set_title(f"{task}, width {width}")
