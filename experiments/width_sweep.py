@@ -166,9 +166,9 @@ def get_config(full: bool = False) -> WidthSweepConfig:
   return WidthSweepConfig(data=config_lib.DataConfig(n_train=1000, n_test=500, source="dir"),
                           seeds=(0, 1, 2, 3, 4),
                           train=SweepTrainConfig(datasets=("mnist", "fashion_mnist", "cifar10"), max_width=4096,
-                                                 seeds=(0, 1, 2), steps=1000),
+                                                 seeds=(0, 1, 2), steps=1000, matched_fraction=0.5),
                           converged=ConvergedConfig(datasets=("mnist", "fashion_mnist", "cifar10"),
-                                                    widths=(16, 64, 256, 1024, 4096), seeds=(0, 1, 2),
+                                                    widths=(16, 64, 256, 1024, 4096), seeds=(0, 1, 2), common=True,
                                                     train=config_lib.TrainConfig(
                                                         loss_target=1e-3, optimizer="lbfgs")))
 
