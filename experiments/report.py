@@ -42,6 +42,7 @@ import hashlib
 import functools
 import importlib
 import importlib.util
+import math
 import sys
 import time
 from pathlib import Path
@@ -455,15 +456,16 @@ def section_ntk(ctx: _Context) -> dict:
     out["kernel_movement"] = kernel_movement(k_tr, k0)
     init_stats = kernel_statistics(k0)
     out["init_condition_number"] = init_stats.condition_number
-    k0_64 = np.asarray(k0, np.float64)
-    # float32 kernels: eigenvalues below n·eps32·λ_max are rounding, not rank
-    rank = int(np.linalg.matrix_rank(k0_64, tol=k0.shape[0] * float(np.finfo(np.float32).eps)
-                                     * max(float(np.abs(np.linalg.eigvalsh(k0_64)).max()), 1e-300), hermitian=True))
-    out["init_rank"] = rank
-    if rank < k0.shape[0]:
-      out["notes"] = [f"K₀ is rank-deficient ({rank} of {k0.shape[0]}; e.g. a zero-initialised head): its "
-                      "condition number is infinite, and the kernel movement ‖K − K₀‖/‖K₀‖ compares with a "
-                      "degenerate kernel, so neither says how far the model left its kernel regime"]
+    zero = _zero_weight_paths(ctx.spec.init_params)
+    out["init_zero_weights"] = zero
+    out["init_degenerate"] = bool(zero) or not math.isfinite(init_stats.condition_number)
+    if out["init_degenerate"]:
+      why = (f"all-zero initial weights at {', '.join(zero[:3])}{' …' if len(zero) > 3 else ''} (e.g. a "
+             "zero-initialised head: no gradient reaches the layers before it)" if zero else
+             "λ_min(K₀) ≤ 0")
+      out["notes"] = [f"K₀ is degenerate ({why}): its condition number says nothing, and the kernel movement "
+                      "‖K − K₀‖/‖K₀‖ is measured from a kernel most parameters do not enter, so neither says how "
+                      "far the model left its kernel regime"]
   else:
     out["kernel_movement"] = None
     out["notes"] = ["no init_params: kernel movement not measured"]
@@ -472,6 +474,16 @@ def section_ntk(ctx: _Context) -> dict:
     path = ctx.workdir / "arrays" / f"{_file_name(ctx.spec.name)}_ntk.npz"
     np.savez(path, **arrays)
     out["arrays"] = str(path.relative_to(ctx.workdir))
+  return out
+
+
+def _zero_weight_paths(params) -> list[str]:
+  """Paths of the ≥ 2-D parameter arrays that are all zero (weight matrices; biases are zero by design)."""
+  out = []
+  for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+    a = np.asarray(leaf)
+    if a.ndim >= 2 and a.size and not np.any(a):
+      out.append("/".join(str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k)))) for k in path))
   return out
 
 

@@ -81,8 +81,8 @@ def headline_rows(by_key: dict, models: list) -> list[tuple[str, list[str]]]:
   rows.append(("NTK effective rank / n", [cell(m, "ntk", lambda r: f"{_fmt(r['kernel_effective_rank'])} / {r['n_train']}")
                                          for m in models]))
   def movement(r):
-    if r.get("init_rank") is not None and r["init_rank"] < r["n_train"]:
-      return f"not meaningful: K₀ rank {r['init_rank']} of {r['n_train']} (movement {_fmt(r['kernel_movement'])})"
+    if r.get("init_degenerate"):
+      return f"not meaningful: K₀ degenerate (movement {_fmt(r['kernel_movement'])}; see the NTK section note)"
     return _fmt(r["kernel_movement"])
 
   rows.append(("kernel movement ‖K_θ − K_θ₀‖/‖K_θ₀‖", [cell(m, "ntk", movement) for m in models]))

@@ -301,18 +301,21 @@ def test_adding_a_model_computes_only_it_and_records_do_not_depend_on_list_posit
 
 
 def test_a_zero_initialised_head_is_flagged_as_a_degenerate_initial_kernel():
-  """With a zero head every gradient but the head's vanishes at init: K₀ has rank ≤ the head's inputs (8 + 1
-  here, of 12 images), so kernel movement against it is flagged, not reported as movement."""
+  """With a zero head every gradient but the head's vanishes at init: K₀ is the head's kernel alone, so the
+  kernel movement against it is flagged, not reported as movement; an ordinary init is not flagged."""
   spec, data = _foreign()
   init = jax.tree_util.tree_map(lambda a: a, spec.init_params)
   head = sorted(k for k in init if k.startswith("Dense"))[-1]
   init[head] = jax.tree_util.tree_map(jnp.zeros_like, init[head])
   rec = run_report([(spec._replace(init_params=init), data)], ReportConfig(**dict(TINY, sections=("ntk",))),
                    None, verbose=False)[0]
-  assert rec["init_rank"] < rec["n_train"] and "rank-deficient" in rec["notes"][0]
+  assert rec["init_degenerate"] and rec["init_zero_weights"] == [f"{head}/kernel"]
+  assert "zero-initialised head" in rec["notes"][0]
   from experiments.report_report import headline_rows
   rows = dict(headline_rows({("foreign", "ntk"): rec}, ["foreign"]))
-  assert rows["kernel movement ‖K_θ − K_θ₀‖/‖K_θ₀‖"][0].startswith("not meaningful: K₀ rank")
+  assert rows["kernel movement ‖K_θ − K_θ₀‖/‖K_θ₀‖"][0].startswith("not meaningful: K₀ degenerate")
+  ordinary = run_report([(spec, data)], ReportConfig(**dict(TINY, sections=("ntk",))), None, verbose=False)[0]
+  assert not ordinary["init_degenerate"]  # an ill-conditioned but full K₀ is not flagged
 
 
 def test_model_given_as_a_file_path(tmp_path):
