@@ -478,12 +478,16 @@ def section_ntk(ctx: _Context) -> dict:
 
 
 def _zero_weight_paths(params) -> list[str]:
-  """Paths of the ≥ 2-D parameter arrays that are all zero (weight matrices; biases are zero by design)."""
+  """Paths of the Flax layer weights (leaves named ``kernel``) that are all zero: such a layer passes no
+  gradient to the layers before it (biases, tokens and embeddings start at zero by design and do not)."""
   out = []
   for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+    keys = [str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k)))) for k in path]
+    if keys[-1:] == ["value"]:
+      keys = keys[:-1]  # an nnx.State leaf
     a = np.asarray(leaf)
-    if a.ndim >= 2 and a.size and not np.any(a):
-      out.append("/".join(str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k)))) for k in path))
+    if keys and keys[-1] == "kernel" and a.size and not np.any(a):
+      out.append("/".join(keys))
   return out
 
 
