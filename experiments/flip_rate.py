@@ -77,9 +77,10 @@ class FlipRateConfig:
   ('trained': the empirical NTK at the trained parameters; 'init': at the initial ones, K₀; 'infinite': the
   analytic K∞); ridge_scale, its ridge λ/(tr(K)/n); data_seed_follows_seed (default true), draw each
   seed's training subset with data.seed = that seed (so intervals over seeds cover the choice of subset;
-  false: one subset, data.seed, for every seed, the behaviour before); seed_floor, also train a second network from seed + 100,000 on the same data to
-  the same criterion and record the flip rate between the two networks' influence (no attack: the seed
-  noise floor; with adversarial_training the second network is the clean one)."""
+  false: one subset, data.seed, for every seed, the behaviour before); seed_floor, also train a second
+  network from seed + 100,000 on the same data to the same criterion and record the flip rate between the
+  two networks' influence (no attack: the seed noise floor; with adversarial_training the second network
+  is the clean one)."""
   tasks: tuple[str, ...] = ("mnist",)
   models: tuple[str, ...] = config_lib.one_of(("relu", "mlp_attn"), ntk.MODEL_NAMES)
   widths: tuple[int, ...] = (256,)
@@ -220,7 +221,8 @@ def run(config: FlipRateConfig, workdir, *, overwrite_config: bool = False) -> l
   wd = Workdir(workdir, KEY_FIELDS, config, overwrite_config=overwrite_config)
   done = wd.done()
   at = config.adversarial_training
-  wanted = [(a, e) for a in config.attacks for e in config.eps] + ([(SEED_FLOOR, 0.0)] if config.seed_floor else [])
+  wanted = [(a, e) for a in config.attacks for e in config.eps]
+  wanted += [(SEED_FLOOR, 0.0)] if config.seed_floor else []
   groups = [g for g in distributed.shard(list(_points(config)))  # this process's share of the trainings
             if any((*g, at, a, e) not in done for a, e in wanted)]
   data = {}
