@@ -148,18 +148,21 @@ def run(config: DualImplicationsConfig, workdir, *, overwrite_config: bool = Fal
     y_tr, y_te, extra = _targets(config, x_tr, x_te, labels, target, draw, config.datasets.index(dataset))
     record = dict(dataset=dataset, target=target, draw=draw, model=model_name, kind=kind, seed=seed,
                   n_train=len(x_tr), n_test=len(x_te), k=config.k, outputs=int(y_tr.shape[1]), **extra)
-    if kind == "kinf":
-      inf = infinite_width_kernels(f_tr, f_te, readout="fixed")
-      k_test = np.asarray(infinite_width_kernels(f_te, f_te[:1], readout="fixed").train)
-      record.update(_kernel_fields(inf.train, inf.test_train, k_test, y_tr, y_te, config.ridge_scale))
-    else:
-      model = ntk.two_layer_relu(config.width, f_tr.shape[1], out_dim=y_tr.shape[1], readout="fixed")
-      init_key, train_key = jax.random.split(jax.random.PRNGKey(seed))
-      _, params = model.init_fn(init_key, f_tr.shape)
-      k0 = finite_width_kernel(model, params, f_tr)
-      k0_te = finite_width_kernel(model, params, f_te, f_tr)
-      k0_tt = finite_width_kernel(model, params, f_te)
-      record.update(_kernel_fields(k0, k0_te, k0_tt, y_tr, y_te, config.ridge_scale), width=config.width)
+    # The kernels depend on (data set, model, seed, outputs), not on the target draw: computed once each.
+    kernel_key = (model_name, kind, seed, y_tr.shape[1])
+    model = ntk.two_layer_relu(config.width, f_tr.shape[1], out_dim=y_tr.shape[1], readout="fixed")
+    init_key, train_key = jax.random.split(jax.random.PRNGKey(seed if seed is not None else 0))
+    _, params = model.init_fn(init_key, f_tr.shape)
+    if kernel_key not in feats:
+      if kind == "kinf":
+        inf = infinite_width_kernels(f_tr, f_te, readout="fixed")
+        feats[kernel_key] = (inf.train, inf.test_train, infinite_width_kernels(f_te, f_te[:1], readout="fixed").train)
+      else:
+        feats[kernel_key] = tuple(finite_width_kernel(model, params, a, b)
+                                  for a, b in ((f_tr, None), (f_te, f_tr), (f_te, None)))
+    record.update(_kernel_fields(*feats[kernel_key], y_tr, y_te, config.ridge_scale))
+    if kind == "finite":
+      record["width"] = config.width
       if seed in config.network_seeds:
         result = train_to_criterion(model.apply_fn, params, f_tr, np.asarray(y_tr, np.float32), key=train_key,
                                     learning_rates=config.train.learning_rates, loss="mse",
