@@ -56,6 +56,21 @@ def accuracy(apply_fn: Callable, params, x, y, *, batch_size: int = 500) -> floa
   return correct / max(len(x), 1)
 
 
+CROP_PAD = 4  # pixels of zero padding of the "crop_flip" augmentation
+
+
+def crop_flip(x_BxHxWxC, key):
+  """The standard CIFAR-10 augmentation, per image: zero-pad by ``CROP_PAD`` pixels, take a random H×W crop,
+  flip horizontally with probability ½. Images [B, H, W, C] in, same shape and dtype out."""
+  b, h, w, c = x_BxHxWxC.shape
+  shift_key, flip_key = jax.random.split(key)
+  offsets = jax.random.randint(shift_key, (b, 2), 0, 2 * CROP_PAD + 1)
+  padded = jnp.pad(x_BxHxWxC, ((0, 0), (CROP_PAD, CROP_PAD), (CROP_PAD, CROP_PAD), (0, 0)))
+  crops = jax.vmap(lambda im, o: jax.lax.dynamic_slice(im, (o[0], o[1], 0), (h, w, c)))(padded, offsets)
+  flip = jax.random.bernoulli(flip_key, 0.5, (b, 1, 1, 1))
+  return jnp.where(flip, crops[:, :, ::-1], crops)
+
+
 def _optimizer(config: ClassifierTrainConfig, steps_per_epoch: int):
   total = max(1, config.epochs * steps_per_epoch)
   warmup = min(total - 1, config.warmup_epochs * steps_per_epoch)
@@ -143,6 +158,9 @@ def train_classifier(module, x_train, y_train, config: ClassifierTrainConfig, wo
                  if history_path.exists() else [])
 
   def loss_fn(p, xb, yb, key):
+    if config.augment == "crop_flip":
+      key, augment_key = jax.random.split(key)
+      xb = crop_flip(xb, augment_key)
     logits = module.apply({"params": p}, xb, train=True, rngs={"dropout": key})
     loss = jnp.mean(attacks.cross_entropy(logits, yb))
     if config.l2:

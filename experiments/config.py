@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import inspect
 import math
 import sys
 import typing
@@ -196,13 +197,17 @@ class TrainConfig:
 @dataclasses.dataclass(frozen=True)
 class ClassifierTrainConfig(AdamConfig):
   """``AdamConfig`` plus warmup_epochs of linear warm-up then cosine decay of the learning rate, seed
-  (initialisation, shuffling, dropout) and max_to_keep checkpoints (``experiments.classifier_training``)."""
+  (initialisation, shuffling, dropout, augmentation), augment ("none"; "crop_flip": a random 4-pixel shift
+  of the zero-padded image and a random horizontal flip per training image and step, the standard CIFAR-10
+  augmentation) and max_to_keep checkpoints (``experiments.classifier_training``)."""
   warmup_epochs: int = 1
   seed: int = 0
+  augment: str = one_of("none", ("none", "crop_flip"))
   max_to_keep: int = 2
 
   def _checks(self):
-    return super()._checks() + (("warmup_epochs", self.warmup_epochs >= 0, ">= 0"),
+    return super()._checks() + (("augment", self.augment in ("none", "crop_flip"), "'none' or 'crop_flip'"),
+                                ("warmup_epochs", self.warmup_epochs >= 0, ">= 0"),
                                 ("seed", self.seed >= 0, ">= 0"), ("max_to_keep", self.max_to_keep >= 1, ">= 1"))
 
 
@@ -360,12 +365,17 @@ def cli(description: str, get_config, argv=None):
   parser.add_argument("--overwrite_config", action="store_true",
                       help="the workdir holds results of another config: move them into previous-<time>/ "
                            "and start afresh")
+  has_standard = "standard" in inspect.signature(get_config).parameters
+  if has_standard:
+    parser.add_argument("--standard", nargs="?", const=True, default=None, metavar="DATASET",
+                        help="the standard CPU grid (optionally of one data set) instead of the quick one")
   parser.add_argument("overrides", nargs="*", help="field=value (group.field=value for a group's field)")
   from experiments import distributed
   distributed.add_arguments(parser)
   args = parser.parse_args(argv)
   with user_errors():
-    config = apply_overrides(get_config(full=args.full), args.overrides)
+    kwargs = dict(standard=args.standard) if has_standard else {}
+    config = apply_overrides(get_config(full=args.full, **kwargs), args.overrides)
   return config, args
 
 

@@ -46,7 +46,7 @@ from experiments import vit_training
 from experiments.vit_training import NO_LAMBDA, Point, TrainViTConfig
 from experiments.workdir import Workdir
 
-KEY_FIELDS = ("kind", "model", "depth", "lambda_init", "attack", "eps", "layer")
+KEY_FIELDS = ("kind", "model", "depth", "lambda_init", "seed_index", "attack", "eps", "layer")
 NA = "-"          # key value of a field that does not apply
 LOGITS_LAYER = -1  # "layer" of a logits-level measurement
 
@@ -125,8 +125,56 @@ class DiffAttentionConfig(TrainViTConfig):
                        f"got {self.models}")
 
 
-def get_config(full: bool = False) -> DiffAttentionConfig:
-  """The quick CPU config, or with ``full`` the accelerator grid (module docstring)."""
+STANDARD = ("fashion_mnist", "cifar10")
+
+
+def standard_config(dataset: str = "fashion_mnist") -> DiffAttentionConfig:
+  """The standard CPU grids (about 45 minutes together on 2 idle cores; module docstring).
+
+  "fashion_mnist": the full Fashion-MNIST files (60,000 train, 10,000 test) from ATTN_DATA_DIR, or the
+  embedded subset (with a warning) when it is unset; patch 7, width 64, ViT / DiffViT at depths {1, 2, 4, 8},
+  λ_init 0.8 and at depth 1 also 0.5 and 0.95, 3 training seeds at depth 1; 8 epochs (4 at depth ≥ 2), batch
+  64, target accuracy 0.85. "cifar10": the depth-1 pair on the full CIFAR-10 training files (crop/flip
+  augmentation, warm-up and cosine schedule, patch 4), tested on the data directory's CIFAR-10 test split.
+
+  Raises:
+    ValueError: an unknown ``dataset``.
+  """
+  import os
+  import warnings
+  from experiments.data.loader import DATA_DIR_ENV
+  if dataset not in STANDARD:
+    raise ValueError(f"the standard config's data set must be one of {STANDARD}, got {dataset!r}")
+  source = "dir" if os.environ.get(DATA_DIR_ENV) else "embedded"
+  if source == "embedded":
+    warnings.warn(f"{DATA_DIR_ENV} is not set: the standard differential-attention grid falls back to the "
+                  "embedded subsets (the accuracy target may not be reached); set it to the directory of the "
+                  "full data files", RuntimeWarning, stacklevel=2)
+  data = config_lib.DataConfig(source=source, n_train=None, n_test=None)
+  attack_fields = dict(attack_samples=1000, attack_batch_size=500, pgd_steps=10, apgd_steps=20, cw_samples=100,
+                       cw_steps=100, cw_search_steps=5, lipschitz_samples=200, alignment_samples=64,
+                       target_accuracy=0.85 if dataset == "fashion_mnist" else 0.0)
+  if dataset == "fashion_mnist":
+    return DiffAttentionConfig(
+        dataset="fashion_mnist", data=data, depths=(1, 2, 4, 8), lambda_inits=("0.8",),
+        single_layer_lambda_inits=("0.5", "0.95"), patch_size=7, dim=64, num_heads=4, mlp_ratio=2.0,
+        train=config_lib.ClassifierTrainConfig(epochs=8, batch_size=64, learning_rate=2e-3, warmup_epochs=1),
+        depth1_seeds=3, deep_epochs=4, cw_depths=(1, 2, 4, 8), **attack_fields)
+  return DiffAttentionConfig(
+      dataset="cifar10", data=data, depths=(1,), lambda_inits=("0.8",), single_layer_lambda_inits=(),
+      patch_size=4, dim=64, num_heads=4, mlp_ratio=2.0,
+      train=config_lib.ClassifierTrainConfig(epochs=20, batch_size=128, learning_rate=2e-3, warmup_epochs=2,
+                                             augment="crop_flip"),
+      cw_depths=(1,), **attack_fields)
+
+
+def get_config(full: bool = False, standard=None) -> DiffAttentionConfig:
+  """The quick CPU config (a smoke run), ``standard`` (True or a data set of ``STANDARD``: the standard CPU
+  grid, ``standard_config``), or with ``full`` the accelerator grid (module docstring)."""
+  if standard and full:
+    raise ValueError("--full and --standard are exclusive")
+  if standard:
+    return standard_config("fashion_mnist" if standard is True else standard)
   if not full:
     return DiffAttentionConfig()
   base = vit_training.full_config()
@@ -138,7 +186,8 @@ def get_config(full: bool = False) -> DiffAttentionConfig:
 
 
 def _record(kind, point: Point, **fields) -> dict:
-  base = dict(kind=kind, model=point.model, depth=point.depth, lambda_init=point.lambda_init, attack=NA,
+  base = dict(kind=kind, model=point.model, depth=point.depth, lambda_init=point.lambda_init,
+              seed_index=point.seed_index, attack=NA,
               eps=0.0, layer=LOGITS_LAYER, name=point.name)
   base.update(fields)
   return base
@@ -241,7 +290,7 @@ def _lipschitz_records(config, tm, x, key, is_done):
     values = np.asarray(local_lipschitz(_layer_partial(tm, layer), x, eps=e255 / 255.0,
                                         key=jax.random.fold_in(key, 1000 + layer)))
     yield _record("lipschitz", tm.point, attack=NA, eps=e255 / 255.0, eps_255=e255, layer=layer,
-                  mean=float(values.mean()), std=float(values.std()), n=len(values),
+                  mean=float(values.mean()), std=float(values.std()), n=len(values), values=values.tolist(),
                   output="tokens after block (flattened, L1 over n·dim)", wall_time_s=time.perf_counter() - start)
 
 
@@ -316,7 +365,7 @@ def run(config: DiffAttentionConfig, workdir, *, overwrite_config: bool = False)
 
   for point, tm in tqdm([(p, m) for p, m in models.items() if p.model == "diffvit"], desc="alignment",
                         unit="model"):
-    vit_point = Point("vit", point.depth, NO_LAMBDA)
+    vit_point = point.matched_vit()
     if not is_done(point, "alignment", eps=config.lipschitz_layer_eps_255 / 255.0, layer=point.depth):
       append(_alignment_records(config, tm, models[vit_point], x_align, lipschitz_values(point),
                                 lipschitz_values(vit_point)))

@@ -25,7 +25,7 @@ from experiments import config as config_lib
 from experiments.vit_training import TrainViTConfig, full_config, load_data, points, train_point
 from experiments.workdir import Workdir
 
-KEY_FIELDS = ("kind", "model", "depth", "lambda_init")
+KEY_FIELDS = ("kind", "model", "depth", "lambda_init", "seed_index")
 
 
 def get_config(full: bool = False) -> TrainViTConfig:
@@ -38,7 +38,7 @@ def run(config: TrainViTConfig, workdir, *, overwrite_config: bool = False) -> l
   config.validate()
   wd = Workdir(workdir, KEY_FIELDS, config, overwrite_config=overwrite_config)
   done = wd.done()
-  todo = [p for p in points(config) if ("train", p.model, p.depth, p.lambda_init) not in done]
+  todo = [p for p in points(config) if ("train", p.model, p.depth, p.lambda_init, p.seed_index) not in done]
   if todo:
     train, test = load_data(config)
     for point in tqdm(todo, desc="train (Diff)ViT", unit="model"):

@@ -38,8 +38,14 @@ class TrainViTConfig:
     λ_init values trained at depth 1 only (the paper's single-layer sweep).
   patch_size, dim, num_heads (standard heads 2H; DiffViT gets H), mlp_ratio, pool ("cls" / "mean"):
     architecture (``attention.vit.ViTConfig``).
-  train: ``ClassifierTrainConfig`` (epochs, batch_size, learning_rate, l2, warmup_epochs, seed,
+  train: ``ClassifierTrainConfig`` (epochs, batch_size, learning_rate, l2, warmup_epochs, seed, augment,
     max_to_keep; ``experiments.classifier_training``).
+  depth1_seeds: training seeds of every depth-1 model (train.seed, train.seed + 1, ...); deeper models are
+    trained with train.seed only. Each seed is its own model (name suffix ``_s<k>`` for the k-th extra seed).
+  deep_epochs: epochs of the models of depth ≥ 2 (None: train.epochs); deeper models reach the accuracy
+    target in fewer epochs.
+  target_accuracy: the clean test accuracy a model must reach to enter the claims (0: no target); a model
+    below it is recorded with ``meets_target = False`` and flagged in the report.
   """
   dataset: str = "cifar10"
   data: config_lib.DataConfig = config_lib.DataConfig()
@@ -54,6 +60,9 @@ class TrainViTConfig:
   pool: str = "cls"
   train: config_lib.ClassifierTrainConfig = config_lib.ClassifierTrainConfig(
       epochs=15, batch_size=64, learning_rate=2e-3, l2=0.0, warmup_epochs=1, seed=0)
+  depth1_seeds: int = 1
+  deep_epochs: Optional[int] = None
+  target_accuracy: float = 0.0
 
   def validate(self) -> None:
     """Raises ValueError naming the field and its allowed values."""
@@ -65,6 +74,12 @@ class TrainViTConfig:
     bad = [m for m in self.models if m not in MODELS]
     if not self.models or bad:
       raise ValueError(f"models must be a non-empty subset of {MODELS}, got {self.models}")
+    if self.depth1_seeds < 1:
+      raise ValueError(f"depth1_seeds must be >= 1, got {self.depth1_seeds}")
+    if self.deep_epochs is not None and self.deep_epochs < 0:
+      raise ValueError(f"deep_epochs must be >= 0 or None (train.epochs), got {self.deep_epochs}")
+    if not 0.0 <= self.target_accuracy <= 1.0:
+      raise ValueError(f"target_accuracy must be in [0, 1], got {self.target_accuracy}")
     if not self.depths or any(d < 1 for d in self.depths):
       raise ValueError(f"depths must be integers >= 1, got {self.depths}")
     for field in ("lambda_inits", "single_layer_lambda_inits"):
@@ -108,27 +123,43 @@ def full_config() -> TrainViTConfig:
 
 
 class Point(NamedTuple):
-  """One model to train: model ("vit"/"diffvit"), depth, lambda_init ("-" for the ViT)."""
+  """One model to train: model ("vit"/"diffvit"), depth, lambda_init ("-" for the ViT), seed_index (k: trained
+  with train.seed + k)."""
   model: str
   depth: int
   lambda_init: str
+  seed_index: int = 0
 
   @property
   def name(self) -> str:
-    return f"{self.model}_d{self.depth}" + ("" if self.model == "vit" else f"_lam{self.lambda_init}")
+    return (f"{self.model}_d{self.depth}" + ("" if self.model == "vit" else f"_lam{self.lambda_init}")
+            + (f"_s{self.seed_index}" if self.seed_index else ""))
+
+  def matched_vit(self) -> "Point":
+    """The standard ViT this point is compared with: same depth and training seed."""
+    return Point("vit", self.depth, NO_LAMBDA, self.seed_index)
 
 
 def points(config: TrainViTConfig) -> list[Point]:
-  """All models of a config: ViT and DiffViT at every depth, plus the single-layer λ_init sweep."""
+  """All models of a config: ViT and DiffViT at every depth, plus the single-layer λ_init sweep; depth-1
+  models once per training seed (``depth1_seeds``)."""
   out = []
   for depth in config.depths:
+    seeds = range(config.depth1_seeds if depth == 1 else 1)
     if "vit" in config.models:
-      out.append(Point("vit", depth, NO_LAMBDA))
+      out += [Point("vit", depth, NO_LAMBDA, k) for k in seeds]
     if "diffvit" in config.models:
-      out += [Point("diffvit", depth, lam) for lam in config.lambda_inits]
+      out += [Point("diffvit", depth, lam, k) for k in seeds for lam in config.lambda_inits]
   if "diffvit" in config.models and 1 in config.depths:
-    out += [Point("diffvit", 1, lam) for lam in config.single_layer_lambda_inits if lam not in config.lambda_inits]
+    out += [Point("diffvit", 1, lam, k) for k in range(config.depth1_seeds)
+            for lam in config.single_layer_lambda_inits if lam not in config.lambda_inits]
   return list(dict.fromkeys(out))
+
+
+def point_train_config(config: TrainViTConfig, point: Point) -> config_lib.ClassifierTrainConfig:
+  """The training config of one point: seed train.seed + seed_index, and deep_epochs at depth ≥ 2."""
+  epochs = config.train.epochs if point.depth == 1 or config.deep_epochs is None else config.deep_epochs
+  return dataclasses.replace(config.train, seed=config.train.seed + point.seed_index, epochs=epochs)
 
 
 def load_data(config: TrainViTConfig):
@@ -176,13 +207,17 @@ def train_point(config: TrainViTConfig, point: Point, train, test, workdir) -> T
   """Trains (or resumes / loads) one model into ``<workdir>/models/<name>`` and measures test accuracy."""
   vit_config = config.vit_config(point.depth, point.lambda_init)
   start = time.perf_counter()
-  result = train_classifier(VisionTransformer(vit_config), train.x, train.y, config.train,
+  train_config = point_train_config(config, point)
+  result = train_classifier(VisionTransformer(vit_config), train.x, train.y, train_config,
                             Path(workdir) / "models" / point.name)
   fn = logits_function(vit_config, result.params)
+  clean_accuracy = float(np.mean(predict(fn, test.x) == test.y))
   record = dict(kind="train", model=point.model, depth=point.depth, lambda_init=point.lambda_init,
-                name=point.name, seed=config.train.seed, dataset=config.dataset, n_train=len(train.y),
+                seed_index=point.seed_index, name=point.name, seed=train_config.seed, epochs=train_config.epochs,
+                dataset=config.dataset, n_train=len(train.y),
                 n_test=len(test.y), parameters=parameter_count(result.params),
-                clean_accuracy=float(np.mean(predict(fn, test.x) == test.y)),
+                clean_accuracy=clean_accuracy, target_accuracy=config.target_accuracy,
+                meets_target=clean_accuracy >= config.target_accuracy,
                 train_accuracy_last_epoch=result.history[-1].train_accuracy if result.history else None,
                 train_seconds=float(sum(h.seconds for h in result.history)),
                 history=[h._asdict() for h in result.history], wall_time_s=time.perf_counter() - start)

@@ -82,7 +82,8 @@ CONFIGS: dict[str, dict] = {
                       single_layer_lambda_inits=(), patch_size=7, dim=16, num_heads=2, mlp_ratio=2.0,
                       pool="cls",
                       train=dict(epochs=1, batch_size=16, learning_rate=2e-3, l2=0.0, warmup_epochs=0, seed=0,
-                                 max_to_keep=2)),
+                                 augment="none", max_to_keep=2),
+                      depth1_seeds=1, deep_epochs=None, target_accuracy=0.0),
     "diff_attention": dict(dataset="mnist",
                            data=dict(n_train=48, n_test=16, source="embedded", dir=None, seed=0, holdout=None,
                                 preprocessing="raw"),
@@ -90,7 +91,8 @@ CONFIGS: dict[str, dict] = {
                            single_layer_lambda_inits=(), patch_size=7, dim=16, num_heads=2, mlp_ratio=2.0,
                            pool="cls",
                            train=dict(epochs=1, batch_size=16, learning_rate=2e-3, l2=0.0, warmup_epochs=0,
-                                      seed=0, max_to_keep=2),
+                                      seed=0, augment="none", max_to_keep=2),
+                           depth1_seeds=1, deep_epochs=None, target_accuracy=0.0,
                            eps_255=(1.0, 8.0), attack_samples=16, attack_batch_size=16, pgd_steps=2,
                            pgd_step_ratio=0.25, apgd_steps=3, apgd_restarts=1, cw_depths=(), cw_samples=4,
                            cw_steps=5, cw_search_steps=1, cw_l2_grid=(0.1, 0.5), lipschitz_samples=4,
@@ -101,7 +103,7 @@ CONFIGS: dict[str, dict] = {
                                 preprocessing="raw"),
                     dim=8, depth=1, num_heads=1, sll_hidden=8, value_bound=1.0, noise_std=0.0,
                     train=dict(epochs=1, batch_size=16, learning_rate=3e-3, l2=0.0, warmup_epochs=0, seed=0,
-                               max_to_keep=2),
+                               augment="none", max_to_keep=2),
                     power_iters=5, chunk=8, pgd=dict(steps=3, restarts=1), tightness_samples=2,
                     layer_pgd=dict(steps=5, restarts=1)),
 }
@@ -162,6 +164,9 @@ def _record_key(record: dict, key_fields) -> tuple:
 
 
 def _compare(name: str, golden: list[dict], key_fields, records: list[dict]) -> list[str]:
+  # A key field added after the fixture was recorded (e.g. diff_attention's seed_index) is left out of the
+  # match: the golden runs have one value of it (its old behaviour), so the records still pair one to one.
+  key_fields = [f for f in key_fields if all(f in g for g in golden)]
   by_key = {_record_key(r, key_fields): r for r in records}
   problems = []
   for g in golden:
