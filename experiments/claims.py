@@ -2,7 +2,7 @@
 verdict, and the protocol choices that change the verdict.
 
 Usage:
-  python -m experiments.claims --workdir DIR [--from WORKDIR ...] [--no_run] [--overwrite_config]
+  python -m experiments.claims --workdir DIR [--from WORKDIR ...] [--no_run] [--overwrite_config] [--standard]
 
 Reads the workdirs of the other experiments — every subdirectory of DIR and every ``--from`` directory,
 each identified by its config.json (or, lacking one, its records) — and runs only the quick CPU experiments
@@ -10,8 +10,11 @@ that are missing into DIR/<experiment>: the condition-number cubing check (MNIST
 subsets per n), the width sweep on MNIST, the flip-rate study, the sharpness study and the dual-implications
 study (MNIST and CIFAR-10, n = 256; each experiment
 resumes itself; Ctrl-C keeps the finished points and rerunning the command resumes). It never runs the
-differential-attention or certification grids: their rows say "not run" and give the command that fills
-them (run it with ``--workdir DIR/<name>`` and the next claims run finds it).
+differential-attention or certification grids unless ``--standard`` is given: without it their rows say "not
+run" and give the command that fills them. ``--standard`` runs the missing standard grids into
+DIR/diff_attention (Fashion-MNIST: ViT / DiffViT at depths 1–8, λ_init 0.5 / 0.8 / 0.95, 3 seeds at depth 1),
+DIR/diff_attention_cifar10 (the CIFAR-10 depth-1 pair) and DIR/certify; a standard workdir run elsewhere is
+read with ``--from``.
 
 A workdir whose protocol fields (``data.*``, ``train.*``, readout, adversarial training, ...) differ from
 the quick config is a *variant*: its rows are listed under the quick setting's row, and the choices whose
@@ -31,13 +34,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import inspect
 import json
 import os
 import time
 from pathlib import Path
 from typing import Optional, Sequence
 
-from experiments import claim_rows
+from experiments import claim_rows, diff_attention_claims
 from experiments import config as config_lib
 from experiments.claim_rows import Source
 from experiments.workdir import _jsonable, _leaves, read_records
@@ -86,7 +90,7 @@ PROTOCOL_CHOICES = (
 )
 CLAIM_EXPERIMENTS = {  # claim_id prefix -> experiment
     "ntk_distance": "width_sweep", "cubing": "cubing", "implied_width": "cubing", "flip_ratio": "flip_rate",
-    "adv_training": "flip_rate", "sharpness": "landscape", "da_lipschitz": "diff_attention",
+    "adv_training": "flip_rate", "sharpness": "landscape", "da_": "diff_attention",
     "lambda_peak": "diff_attention", "depth_crossover": "diff_attention", "certified": "certify",
     "kernel_conditioning": "cubing", "dual": "dual_implications", "flip_excess": "flip_rate",
     "feature_learning": "width_sweep", "implied_vs_measured": "width_sweep"}
@@ -190,6 +194,8 @@ def load_source(path, experiment: Optional[str] = None) -> Source:
     variant = tuple(_diffs(config, reference, protocol_only=True))
     overrides = _diffs(config, importlib.import_module(f"experiments.{experiment}").get_config(),
                        protocol_only=False)
+  elif experiment == "diff_attention" and config.get("dataset", "fashion_mnist") != "fashion_mnist":
+    variant, overrides = (f"dataset={config['dataset']}",), []  # the standard grid is on Fashion-MNIST
   else:
     variant, overrides = (), []
   command = f"python -m experiments.{experiment} --workdir {path}" + "".join(f" {o}" for o in overrides
@@ -255,13 +261,10 @@ def _not_run_rows(experiment: str, root: str) -> list[dict]:
   why = f"no {experiment} workdir; the claims job never runs it (see the command)"
   nr = claim_rows.not_run
   if experiment == "diff_attention":
-    why += " (quick grid: about 16 minutes on 2 CPU cores)"
-    return [nr("da_lipschitz", "differential attention is locally more sensitive than standard attention",
-               claim_rows.ARXIV_DA, "DiffViT higher everywhere (no number)", cmd, why),
-            nr("lambda_peak", "ASR peaks at λ_init = 0.8 (single layer, PGD, ε = 1/255)", claim_rows.ARXIV_DA,
-               "+0.434 (ASR 0.5 / 0.8 / 0.95: 0.407 / 0.850 / 0.416)", cmd, why),
-            nr("depth_crossover", "at ε = 1/255 DiffViT's ASR drops below ViT's by depth 8 (depth crossover)",
-               claim_rows.ARXIV_DA, "DiffViT − ViT < 0 by depth 8", cmd + " (depth 8 needs --full)", why)]
+    cmd = f"python -m experiments.claims --workdir {root} --standard"
+    why += " (the standard grid: about 45 minutes on 2 CPU cores, ATTN_DATA_DIR set)"
+    return [nr(cid, claim, claim_rows.ARXIV_DA, paper, cmd, why)
+            for cid, claim, paper in diff_attention_claims.DA_CLAIMS]
   if experiment == "certify":
     return [nr(f"certified_{eps:g}_{c.split()[0].lower()}", f"certified ℓ2 accuracy at ε = {eps:g} ({c})",
                claim_rows.LOFAST, f"{100 * claim_rows.PAPER_CERTIFIED[eps]:.1f} % (CIFAR-10, LoFAST)", cmd, why)
@@ -351,8 +354,7 @@ def build_rows(sources: Sequence[Source], root: str = "DIR", *, include_not_run:
       elif experiment == "dual_implications":
         rows += claim_rows.dual_implication_rows(s)
       elif experiment == "diff_attention":
-        rows += (claim_rows.lipschitz_rows(s) + claim_rows.lambda_peak_rows(s)
-                 + claim_rows.depth_crossover_rows(s))
+        rows += [r for r in diff_attention_claims.rows(s) if not (s.variant and r["status"] == "not measured")]
       else:
         rows += claim_rows.certify_rows(s)
     if experiment == "flip_rate":
@@ -406,8 +408,41 @@ def write_rows(root, rows: Sequence[dict], choices: Sequence[dict] = ()) -> Path
   return path
 
 
+def standard_runs() -> list[tuple]:
+  """(sub-workdir, experiment, config, matches) of the standard differential-attention and certification
+  grids that ``--standard`` runs when missing; ``matches(source)`` says whether a source already holds it."""
+  import warnings
+  from experiments import certify, diff_attention
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore", RuntimeWarning)  # the missing-ATTN_DATA_DIR warning comes when it runs
+    out = [(name, "diff_attention", diff_attention.standard_config(dataset),
+            lambda s, d=dataset: s.experiment == "diff_attention" and s.config.get("dataset") == d)
+           for name, dataset in (("diff_attention", "fashion_mnist"), ("diff_attention_cifar10", "cifar10"))]
+    if "standard" in inspect.signature(certify.get_config).parameters:
+      out.append(("certify", "certify", certify.get_config(standard=True), lambda s: s.experiment == "certify"))
+  return out
+
+
+def run_standard(root, sources: Sequence[Source], *, overwrite_config: bool = False) -> list[Source]:
+  """Runs (or resumes) each standard grid of ``standard_runs`` that no source holds into ``root/<name>``,
+  with its report; returns the sources with the new workdirs read in."""
+  root = Path(root)
+  todo = [(name, exp, cfg) for name, exp, cfg, matches in standard_runs() if not any(matches(s) for s in sources)]
+  for i, (name, experiment, config) in enumerate(todo):
+    module = importlib.import_module(f"experiments.{experiment}")
+    report = importlib.import_module(f"experiments.{experiment}_report")
+    print(f"[{i + 1}/{len(todo)}] {name} (standard grid) -> {root / name}", flush=True)
+    start = time.perf_counter()
+    module.run(config, root / name, overwrite_config=overwrite_config)
+    report.write_report(root / name)
+    print(f"  {name} done in {time.perf_counter() - start:.0f} s", flush=True)
+  fresh = {str((root / name).resolve()) for name, _, _ in todo}
+  kept = [s for s in sources if str(Path(s.path).resolve()) not in fresh]
+  return kept + [load_source(root / name, experiment) for name, experiment, _ in todo]
+
+
 def run_claims(workdir, from_dirs: Sequence = (), *, run: bool = True, overwrite_config: bool = False,
-               stability: bool = False) -> str:
+               stability: bool = False, standard: bool = False) -> str:
   """The whole job: discover, run the missing quick experiments (``run``), build and write the rows, and
   the report; returns the summary text.
 
@@ -423,6 +458,8 @@ def run_claims(workdir, from_dirs: Sequence = (), *, run: bool = True, overwrite
   sources = discover(root, from_dirs)
   if run:
     sources = run_missing(root, sources, overwrite_config=overwrite_config)
+  if run and standard:
+    sources = run_standard(root, sources, overwrite_config=overwrite_config)
   rows = build_rows(sources, str(root))
   if stability or any((root / f"{n}{STABILITY_SUFFIX}").is_dir() for n in STABILITY):
     rows = apply_stability(rows, root, sources, run=run and stability, overwrite_config=overwrite_config)
@@ -499,11 +536,15 @@ def main(argv=None) -> None:
                       help="rerun the L-BFGS-trained experiments (width sweep, flip rate, sharpness) with initial "
                            "parameters perturbed by a relative 1e-7 and mark verdicts that change 'unstable' "
                            "(about as long again as those experiments)")
+  parser.add_argument("--standard", action="store_true",
+                      help="also run the missing standard differential-attention (Fashion-MNIST grid and the "
+                           "CIFAR-10 depth-1 pair) and certification grids (about 45 + 15 minutes on 2 CPU "
+                           "cores; set ATTN_DATA_DIR to the full data files)")
   args = parser.parse_args(argv)
   start = time.perf_counter()
   with config_lib.user_errors():
     run_claims(args.workdir, args.from_dirs, run=not args.no_run, overwrite_config=args.overwrite_config,
-               stability=args.stability)
+               stability=args.stability, standard=args.standard)
   plot = " and claims_forest.png" if (Path(args.workdir) / "claims_forest.png").exists() else (
       " (no plot: no row is measured; every row names the command that fills it)")
   print(f"wrote {Path(args.workdir) / ROWS_NAME}, summary.md{plot} in {time.perf_counter() - start:.0f} s")

@@ -1,0 +1,572 @@
+"""Claim rows of the differential-attention paper (arXiv 2510.00517) from an ``experiments.diff_attention``
+workdir: ASR comparisons, the λ_init peak, the depth crossover, local Lipschitz, gradient alignment, CW-L2
+distance per depth, and the theory as measurements (Theorem 2's ratio, Theorem 3's AUC, Corollary 1's D*).
+
+Which models count: those whose ``train`` record says ``meets_target`` (clean test accuracy at least the
+config's ``target_accuracy``; old records without the field count). Every row's setting says how many were
+left out.
+
+Intervals: a two-level bootstrap over training seeds and images (``seed_image_bootstrap``): each replicate
+draws the seeds with replacement, then each drawn seed's images with replacement, and recomputes the
+statistic; 95 % percentile interval, 4,000 replicates, fixed seed. An ASR is a mean of per-image success
+indicators over the model's clean-correct images; two models are resampled independently (their
+clean-correct sets differ), which ignores the positive pairing on shared images and so errs wide. With one
+seed (depths ≥ 2) it is an image bootstrap. With 3 seeds the seed level of the bootstrap is coarse (10
+distinct multisets) and understates between-seed spread by about (S − 1)/S; the rows give the seed count.
+Verdicts: ``experiments.verdicts`` (direction; magnitude with the ×1.5 band where the paper gives a number).
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+
+from attention import da_theory
+from experiments import verdicts
+from experiments.claim_rows import ARXIV_DA, LEVEL, PAPER_LAMBDA_ASR, Source, _row, not_measured
+from experiments.verdicts import Interval
+
+DA_CLAIMS = (  # (claim_id, claim, paper value) of every row, for the "not run" rows of experiments.claims
+    ("da_asr_pgd", "DiffViT's ASR exceeds ViT's at ε = 1/255 (PGD, depth 1)", "DiffViT higher"),
+    ("da_asr_apgd", "DiffViT's ASR exceeds ViT's at ε = 1/255 (APGD-CE, depth 1)", "DiffViT higher"),
+    ("lambda_peak", "ASR peaks at λ_init = 0.8 (single layer, PGD, ε = 1/255)",
+     "+0.434 (ASR 0.5 / 0.8 / 0.95: 0.407 / 0.850 / 0.416)"),
+    ("depth_crossover", "at ε = 1/255 DiffViT's ASR drops below ViT's by depth 8 (depth crossover)",
+     "DiffViT − ViT < 0 by depth 8"),
+    ("da_lipschitz", "DiffViT has the higher local Lipschitz estimate", "DiffViT higher everywhere (no number)"),
+    ("da_negative_alignment_d1", "negative gradient alignment occurs at depth 1", "present in single-layer models"),
+    ("da_negative_alignment_every_layer", "negative gradient alignment occurs in every DA layer", "every layer"),
+    ("da_negative_alignment_first_layer", "negative gradient alignment is most frequent in the first layer",
+     "most frequent in the first layer"),
+    ("da_cw_depth", "deeper DiffViT needs a larger CW-L2 perturbation (median ‖δ‖₂)", "grows with depth"),
+    ("da_theorem2", "Theorem 2's ratio predicts the measured sensitivity ratio (depth 1, per image)", "Theorem 2"),
+    ("da_theorem3_auc", "Theorem 3's condition predicts on which images DiffViT is more sensitive (AUC > ½)",
+     "Theorem 3"),
+    ("da_corollary1", "Corollary 1's D* (from ᾱ) locates the measured ASR crossover depth", "D* (Corollary 1)"),
+)
+N_BOOT = 4000
+BOOT_SEED = 0
+METHOD = "seed_image_bootstrap"
+UNIT = "seeds+images"
+LOGITS = -1
+
+
+# ----------------------------------------------------------------------------- statistics
+
+
+def seed_image_bootstrap(groups: Sequence[Sequence[Sequence[np.ndarray]]], statistic: Callable,
+                         *, n_resamples: int = N_BOOT, seed: int = BOOT_SEED, level: float = LEVEL):
+  """Two-level bootstrap over training seeds, then images.
+
+  Args:
+    groups: per training seed s, per model m, the per-image values x[s][m] (1-D arrays; models of one seed
+      that share images must be passed already paired, e.g. as one array of differences).
+    statistic: maps per-model means [n_seeds_drawn, n_models] to a number (e.g. mean over seeds of model 0
+      minus model 1).
+    n_resamples, seed, level: replicates, RNG seed, coverage.
+
+  Returns:
+    (estimate, low, high): the statistic on the observed means, and the percentile interval.
+
+  Raises:
+    ValueError: no seeds, models of different counts across seeds, or an empty image array.
+  """
+  if not groups:
+    raise ValueError("seed_image_bootstrap needs at least one seed")
+  n_models = len(groups[0])
+  if any(len(g) != n_models for g in groups):
+    raise ValueError("every seed must hold the same models")
+  arrays = [[np.asarray(x, np.float64) for x in g] for g in groups]
+  if any(a.size == 0 for g in arrays for a in g):
+    raise ValueError("every model of every seed needs at least one image value")
+  observed = np.array([[a.mean() for a in g] for g in arrays])
+  rng = np.random.default_rng(seed)
+  n_seeds = len(arrays)
+  seed_idx = rng.integers(n_seeds, size=(n_resamples, n_seeds))
+  means = np.empty((n_resamples, n_seeds, n_models))
+  for j in range(n_seeds):  # position j of the drawn seeds: an independent image resample per position
+    for s in range(n_seeds):
+      rows = seed_idx[:, j] == s
+      if not rows.any():
+        continue
+      for m, a in enumerate(arrays[s]):
+        picks = rng.integers(a.size, size=(int(rows.sum()), a.size))
+        means[rows, j, m] = a[picks].mean(axis=1)
+  stats = np.array([statistic(means[b]) for b in range(n_resamples)])
+  stats = stats[np.isfinite(stats)]
+  alpha = (1 - level) / 2
+  low, high = (np.quantile(stats, [alpha, 1 - alpha]) if stats.size else (math.nan, math.nan))
+  return float(statistic(observed)), float(low), float(high)
+
+
+def _interval(estimate_low_high, n_seeds: int) -> Interval:
+  est, low, high = estimate_low_high
+  return Interval(est, low, high, LEVEL, n_seeds, UNIT, METHOD)
+
+
+def _indicators(record: dict) -> np.ndarray:
+  """Per clean-correct image success indicators of an attack record (from its counts)."""
+  k, n = int(record["n_success"]), int(record["n_counted"])
+  return np.concatenate([np.ones(k), np.zeros(n - k)])
+
+
+# ----------------------------------------------------------------------------- record access
+
+
+class _Records:
+  """Index of one workdir's records by kind and model point, with the accuracy-target filter."""
+
+  def __init__(self, records: Sequence[dict]):
+    self.records = records
+    self.train = {r["name"]: r for r in records if r.get("kind") == "train"}
+    self.excluded = sorted(n for n, r in self.train.items() if r.get("meets_target") is False)
+    self.dataset = next((r.get("dataset") for r in self.train.values()), "?")
+
+  def ok(self, record: dict) -> bool:
+    return record.get("name") not in self.excluded
+
+  def select(self, kind: str, **match) -> list[dict]:
+    out = []
+    for r in self.records:
+      if r.get("kind") != kind or not self.ok(r):
+        continue
+      if all((math.isclose(float(r.get(k, math.nan)), float(v)) if isinstance(v, float) else r.get(k, 0 if k ==
+              "seed_index" else None) == v) for k, v in match.items()):
+        out.append(r)
+    return out
+
+  def by_seed(self, kind: str, **match) -> dict:
+    return {r.get("seed_index", 0): r for r in self.select(kind, **match)}
+
+  def main_lambda(self) -> str:
+    lams = defaultdict(set)
+    for r in self.train.values():
+      if r.get("model") == "diffvit":
+        lams[r["lambda_init"]].add(r["depth"])
+    return max(lams, key=lambda lam: (len(lams[lam]), lam == "0.8")) if lams else "0.8"
+
+  def depths(self) -> list[int]:
+    return sorted({r["depth"] for r in self.train.values()})
+
+  def setting(self, text: str) -> str:
+    left = f"; {len(self.excluded)} model(s) below the accuracy target left out ({', '.join(self.excluded)})" \
+        if self.excluded else ""
+    return f"{self.dataset}, {text}{left}"
+
+
+def _attack_pair(idx: _Records, depth: int, attack: str, eps_255: float, lam: str):
+  """{seed_index: (diffvit record, vit record)} with both models attacked and kept."""
+  d = idx.by_seed("attack", model="diffvit", depth=depth, lambda_init=lam, attack=attack, eps_255=eps_255)
+  v = idx.by_seed("attack", model="vit", depth=depth, attack=attack, eps_255=eps_255)
+  return {s: (d[s], v[s]) for s in sorted(set(d) & set(v))
+          if int(d[s]["n_counted"]) > 0 and int(v[s]["n_counted"]) > 0}
+
+
+def asr_difference(idx: _Records, depth: int, attack: str, eps_255: float, lam: str):
+  """(Interval of mean over seeds of ASR(DiffViT) − ASR(ViT), pairs) or (None, pairs) when none."""
+  pairs = _attack_pair(idx, depth, attack, eps_255, lam)
+  if not pairs:
+    return None, pairs
+  groups = [[_indicators(d), _indicators(v)] for d, v in pairs.values()]
+  return _interval(seed_image_bootstrap(groups, lambda m: float(np.mean(m[:, 0] - m[:, 1]))), len(pairs)), pairs
+
+
+# ----------------------------------------------------------------------------- rows
+
+
+def asr_rows(src: Source) -> list[dict]:
+  """Claim: DiffViT's ASR exceeds ViT's at ε = 1/255 (PGD and APGD; single layer, λ_init as trained).
+  Statistic: mean over training seeds of ASR(DiffViT) − ASR(ViT) at depth 1; two-level bootstrap."""
+  idx = _Records(src.records)
+  lam = idx.main_lambda()
+  rows = []
+  for attack, name in (("pgd", "PGD"), ("apgd", "APGD-CE")):
+    claim = f"DiffViT's ASR exceeds ViT's at ε = 1/255 ({name}, depth 1)"
+    paper = "DiffViT higher (λ_init 0.8: 0.850 at clean 87 %)"
+    interval, pairs = asr_difference(idx, 1, attack, 1.0, lam)
+    if interval is None:
+      rows.append(not_measured(f"da_asr_{attack}", claim, ARXIV_DA, paper, "no depth-1 pair attacked at 1/255",
+                               produced_by=src.command))
+      continue
+    asr = "; ".join(f"seed {s}: {float(d['asr']):.3f} vs {float(v['asr']):.3f} ({d['n_counted']}/"
+                    f"{v['n_counted']} clean-correct)" for s, (d, v) in pairs.items())
+    rows.append(_row(f"da_asr_{attack}", claim, ARXIV_DA, paper, interval=interval, paper_sign=+1, null=0.0,
+                     scale="difference", produced_by=src.command,
+                     setting=idx.setting(f"depth 1, λ_init {lam}, {name} at ε = 1/255, {len(pairs)} seed(s); "
+                                         f"ASR DiffViT vs ViT {asr}"),
+                     note="flips if the interval moves below 0 (ViT the easier to attack)"))
+  return rows
+
+
+def lambda_peak_rows(src: Source) -> list[dict]:
+  """Claim: ASR peaks at λ_init = 0.8 (single layer, PGD, ε = 1/255). Statistic: mean-over-seeds ASR at 0.8
+  minus the largest mean-over-seeds ASR of the other λ_init values; two-level bootstrap (same seeds drawn
+  for every λ_init). Magnitude against the paper's +0.434."""
+  idx = _Records(src.records)
+  claim = "ASR peaks at λ_init = 0.8 (single layer, PGD, ε = 1/255)"
+  paper_value = PAPER_LAMBDA_ASR["0.8"] - max(PAPER_LAMBDA_ASR["0.5"], PAPER_LAMBDA_ASR["0.95"])
+  paper = f"+{paper_value:.3f} (ASR 0.5 / 0.8 / 0.95: 0.407 / 0.850 / 0.416)"
+  by_lam = {}
+  for r in idx.select("attack", model="diffvit", depth=1, attack="pgd", eps_255=1.0):
+    if r["lambda_init"] != "depth" and int(r["n_counted"]) > 0:
+      by_lam.setdefault(r["lambda_init"], {})[r.get("seed_index", 0)] = r
+  seeds = sorted(set.intersection(*(set(v) for v in by_lam.values()))) if by_lam else []
+  if "0.8" not in by_lam or len(by_lam) < 2 or not seeds:
+    return [not_measured("lambda_peak", claim, ARXIV_DA, paper, f"needs single-layer DiffViTs at λ_init 0.8 "
+                         f"and another value on a common seed (have {sorted(by_lam)})", produced_by=src.command)]
+  lams = sorted(by_lam, key=float)
+  peak = lams.index("0.8")
+  groups = [[_indicators(by_lam[lam][s]) for lam in lams] for s in seeds]
+
+  def stat(m):
+    means = m.mean(axis=0)
+    return float(means[peak] - max(means[j] for j in range(len(lams)) if j != peak))
+
+  interval = _interval(seed_image_bootstrap(groups, stat), len(seeds))
+  asr = ", ".join(f"{lam}: {np.mean([float(by_lam[lam][s]['asr']) for s in seeds]):.3f}" for lam in lams)
+  return [_row("lambda_peak", claim, ARXIV_DA, paper, interval=interval, paper_sign=+1, null=0.0,
+               paper_range=(paper_value, paper_value), scale="difference", produced_by=src.command,
+               setting=idx.setting(f"depth 1, PGD at ε = 1/255, {len(seeds)} seed(s); mean ASR {asr}"),
+               note="flips if another λ_init's ASR is higher beyond the interval")]
+
+
+def crossover(idx: _Records, lam: str, eps_255: float) -> tuple[dict, Optional[tuple]]:
+  """Per depth the mean-over-seeds ASR(DiffViT) − ASR(ViT) (PGD), and the last sign change (d_prev, d) or None."""
+  diffs = {}
+  for depth in idx.depths():
+    pairs = _attack_pair(idx, depth, "pgd", eps_255, lam)
+    if pairs:
+      diffs[depth] = float(np.mean([float(d["asr"]) - float(v["asr"]) for d, v in pairs.values()]))
+  change = None
+  depths = sorted(diffs)
+  for a, b in zip(depths, depths[1:]):
+    if np.sign(diffs[a]) != np.sign(diffs[b]):
+      change = (a, b)
+  return diffs, change
+
+
+def depth_crossover_rows(src: Source, paper_depth: int = 8) -> list[dict]:
+  """Claim: at ε = 1/255 DiffViT's ASR drops below ViT's by depth 8 (the depth crossover). Statistic: the
+  ASR difference at the deepest depth ≤ 8 measured (two-level bootstrap); the setting names the largest
+  grid depth at which the sign changes at 1/255 and at 4/255, or "no crossover up to depth D"."""
+  idx = _Records(src.records)
+  lam = idx.main_lambda()
+  claim = f"at ε = 1/255 DiffViT's ASR drops below ViT's by depth {paper_depth} (depth crossover)"
+  paper = f"DiffViT − ViT < 0 by depth {paper_depth}; ≈ 0 at ε = 4/255"
+  diffs, change = crossover(idx, lam, 1.0)
+  if not diffs:
+    return [not_measured("depth_crossover", claim, ARXIV_DA, paper, "no depth with both models attacked",
+                         produced_by=src.command)]
+  depth = max(d for d in diffs if d <= paper_depth) if any(d <= paper_depth for d in diffs) else min(diffs)
+  interval, _ = asr_difference(idx, depth, "pgd", 1.0, lam)
+  diffs4, change4 = crossover(idx, lam, 4.0)
+  describe = lambda c, ds: (f"sign changes between depths {c[0]} and {c[1]}" if c else  # noqa: E731
+                            f"no crossover up to depth {max(ds)}" if ds else "not measured")
+  setting = idx.setting(
+      f"λ_init {lam}, PGD; ASR(DiffViT) − ASR(ViT) by depth at 1/255: "
+      + ", ".join(f"{d}: {v:+.3f}" for d, v in sorted(diffs.items())) + f" ({describe(change, diffs)}); at 4/255: "
+      + ", ".join(f"{d}: {v:+.3f}" for d, v in sorted(diffs4.items())) + f" ({describe(change4, diffs4)}); "
+      f"interval at depth {depth}")
+  row = _row("depth_crossover", claim, ARXIV_DA, paper, interval=interval, paper_sign=-1, null=0.0,
+             scale="difference", setting=setting, produced_by=src.command,
+             note="flips if DiffViT's ASR at the deepest depth moves above ViT's beyond the interval")
+  if depth < paper_depth:
+    row.update(direction="inconclusive", magnitude=None,
+               reason=f"the grid stops at depth {depth} < {paper_depth}: it says whether the difference changes "
+                      f"sign within depths {min(diffs)}–{depth}, not whether it is below 0 by depth {paper_depth}")
+  return [row]
+
+
+def lipschitz_rows(src: Source) -> list[dict]:
+  """Claim: DiffViT has the higher local Lipschitz estimate (logits, Yang et al. 2020). Statistic: mean over
+  seeds of the mean over images of L̂(DiffViT) − L̂(ViT) on the same images (paired); main row depth 1 at the
+  smallest ε, other depths and ε as variants."""
+  idx = _Records(src.records)
+  lam = idx.main_lambda()
+  claim = "DiffViT has the higher local Lipschitz estimate"
+  paper = "DiffViT higher everywhere (no number)"
+  keys = sorted({(r["depth"], float(r["eps"])) for r in idx.select("lipschitz", model="diffvit", lambda_init=lam)
+                 if r.get("layer") == LOGITS and "values" in r})
+  rows = []
+  for depth, eps in keys:
+    d = {r.get("seed_index", 0): r for r in idx.select("lipschitz", model="diffvit", lambda_init=lam, depth=depth,
+                                                       eps=eps, layer=LOGITS)}
+    v = {r.get("seed_index", 0): r for r in idx.select("lipschitz", model="vit", depth=depth, eps=eps, layer=LOGITS)}
+    seeds = [s for s in sorted(set(d) & set(v)) if len(d[s]["values"]) == len(v[s]["values"])]
+    if not seeds:
+      continue
+    groups = [[np.asarray(d[s]["values"]) - np.asarray(v[s]["values"])] for s in seeds]
+    interval = _interval(seed_image_bootstrap(groups, lambda m: float(m[:, 0].mean())), len(seeds))
+    main = (depth, eps) == keys[0] and not src.variant
+    rows.append(_row("da_lipschitz", claim, ARXIV_DA, paper, interval=interval, paper_sign=+1, null=0.0,
+                     scale="difference", produced_by=src.command,
+                     variant="" if main else "; ".join([f"depth={depth}, ε={eps * 255:g}/255", *src.variant]),
+                     setting=idx.setting(f"depth {depth}, λ_init {lam}, ε = {eps * 255:g}/255, {len(seeds)} seed(s) × "
+                                         f"{len(d[seeds[0]]['values'])} images; mean L̂(DiffViT) − L̂(ViT) of the logits"),
+                     note="flips if the paired difference moves below 0"))
+  return rows or [not_measured("da_lipschitz", claim, ARXIV_DA, paper, "no paired logits-level Lipschitz "
+                               "records with per-image values", produced_by=src.command)]
+
+
+def _alignment(idx: _Records, depth: int, lam: str) -> dict:
+  """{seed_index: {layer: alignment record}} of the DiffViT at (depth, λ_init)."""
+  out = defaultdict(dict)
+  for r in idx.select("alignment", model="diffvit", depth=depth, lambda_init=lam):
+    out[r.get("seed_index", 0)][int(r["layer"])] = r
+  return dict(out)
+
+
+def _negative_share(record: dict) -> np.ndarray:
+  """Per image, the share of the layer's heads with cos θ < 0 [S]."""
+  return (np.asarray(record["cos_theta"], np.float64) < 0).mean(axis=1)
+
+
+def alignment_rows(src: Source) -> list[dict]:
+  """Claims on negative gradient alignment (cos θ < 0 between the two maps' input Jacobians): it occurs at
+  depth 1 (share of (image, head) pairs > 0), in every layer of the deeper DiffViTs (the smallest layer
+  share > 0), and most often in the first layer (first-layer share minus the largest other layer's > 0)."""
+  idx = _Records(src.records)
+  lam = idx.main_lambda()
+  rows = []
+  paper = "present in every DA layer, also in single-layer models; most frequent in the first layer"
+  one = _alignment(idx, 1, lam)
+  claim1 = "negative gradient alignment occurs at depth 1"
+  if one:
+    groups = [[_negative_share(layers[1])] for layers in one.values() if 1 in layers]
+    interval = _interval(seed_image_bootstrap(groups, lambda m: float(m[:, 0].mean())), len(groups))
+    pairs = sum(np.size(layers[1]["cos_theta"]) for layers in one.values() if 1 in layers)
+    row = _row("da_negative_alignment_d1", claim1, ARXIV_DA, paper, interval=interval, paper_sign=+1, null=0.0,
+               scale="proportion", produced_by=src.command,
+               setting=idx.setting(f"depth 1, λ_init {lam}, {len(groups)} seed(s), {pairs} (image, head) pairs; "
+                                   "share with cos θ < 0"),
+               note="flips (to holds) as soon as negative alignment is observed on enough pairs")
+    if interval.estimate == 0.0:
+      row.update(direction="fails", reason=f"no (image, head) pair of {pairs} has cos θ < 0: the share is below "
+                 f"{3.0 / pairs:.3g} at 95 % (rule of three)")
+    rows.append(row)
+  else:
+    rows.append(not_measured("da_negative_alignment_d1", claim1, ARXIV_DA, paper, "no depth-1 alignment records",
+                             produced_by=src.command))
+  for depth in [d for d in idx.depths() if d > 1]:
+    deep = _alignment(idx, depth, lam)
+    seeds = [s for s, layers in deep.items() if set(layers) >= set(range(1, depth + 1))]
+    if not seeds:
+      continue
+    groups = [[_negative_share(deep[s][layer]) for layer in range(1, depth + 1)] for s in seeds]
+    shares = np.mean([[g.mean() for g in grp] for grp in groups], axis=0)
+    text = ", ".join(f"{layer}: {v:.3f}" for layer, v in enumerate(shares, 1))
+    every = _interval(seed_image_bootstrap(groups, lambda m: float(m.mean(axis=0).min())), len(seeds))
+    first = _interval(seed_image_bootstrap(groups, lambda m: float(m.mean(axis=0)[0] - m.mean(axis=0)[1:].max())),
+                      len(seeds))
+    common = f"depth {depth}, λ_init {lam}, {len(seeds)} seed(s) × {len(groups[0][0])} images; share per layer {text}"
+    main = depth == max(d for d in idx.depths()) and not src.variant
+    variant = "" if main else f"depth={depth}"
+    every_row = _row("da_negative_alignment_every_layer", "negative gradient alignment occurs in every DA layer",
+                     ARXIV_DA, paper, interval=every, paper_sign=+1, null=0.0, scale="proportion", variant=variant,
+                     produced_by=src.command, setting=idx.setting(common + "; statistic: the smallest layer share"),
+                     note="flips if some layer shows no negative alignment")
+    if every.estimate == 0.0:
+      every_row.update(direction="fails", reason="some layer has no (image, head) pair with cos θ < 0")
+    rows.append(every_row)
+    rows.append(_row("da_negative_alignment_first_layer", "negative gradient alignment is most frequent in the "
+                     "first layer", ARXIV_DA, paper, interval=first, paper_sign=+1, null=0.0, scale="difference",
+                     variant=variant, produced_by=src.command,
+                     setting=idx.setting(common + "; statistic: first layer's share − the largest other layer's"),
+                     note="flips if another layer's share exceeds the first's beyond the interval"))
+  return rows
+
+
+def cw_rows(src: Source) -> list[dict]:
+  """Claim: deeper DiffViT needs a larger CW-L2 perturbation (median ‖δ‖₂ of the smallest adversarial found
+  per clean-correct image; an image CW did not break counts as +inf). Statistic: median at the deepest
+  depth minus median at depth 1 (seed 0), image bootstrap."""
+  idx = _Records(src.records)
+  lam = idx.main_lambda()
+  claim = "deeper DiffViT needs a larger CW-L2 perturbation (median ‖δ‖₂)"
+  paper = "median ‖δ‖₂ grows with depth (DiffViT)"
+  dist = {}
+  for r in idx.select("attack", model="diffvit", lambda_init=lam, attack="cw_l2", seed_index=0):
+    if "l2_found" in r:
+      dist[r["depth"]] = np.array([math.inf if v is None else float(v) for v in r["l2_found"]])
+  vit = {}
+  for r in idx.select("attack", model="vit", attack="cw_l2", seed_index=0):
+    if "l2_found" in r:
+      vit[r["depth"]] = np.array([math.inf if v is None else float(v) for v in r["l2_found"]])
+  depths = sorted(dist)
+  if len(depths) < 2 or 1 not in dist:
+    return [not_measured("da_cw_depth", claim, ARXIV_DA, paper, f"needs CW-L2 per-image distances at depth 1 "
+                         f"and a deeper depth (have depths {depths})", produced_by=src.command)]
+  deepest = depths[-1]
+  rng = np.random.default_rng(BOOT_SEED)
+  a, b = dist[deepest], dist[1]
+  reps = np.array([np.median(a[rng.integers(a.size, size=a.size)]) - np.median(b[rng.integers(b.size, size=b.size)])
+                   for _ in range(N_BOOT)])
+  reps = np.where(np.isnan(reps), 0.0, reps)  # inf − inf: both medians unbroken, no difference measurable
+  low, high = np.quantile(reps, [(1 - LEVEL) / 2, 1 - (1 - LEVEL) / 2])
+  interval = Interval(float(np.median(a) - np.median(b)), float(low), float(high), LEVEL, int(min(a.size, b.size)),
+                      "images", "bootstrap_median_difference")
+  med = lambda ds: ", ".join(f"{d}: {np.median(ds[d]):.3g}" for d in sorted(ds))  # noqa: E731
+  return [_row("da_cw_depth", claim, ARXIV_DA, paper, interval=interval, paper_sign=+1, null=0.0,
+               scale="difference", produced_by=src.command,
+               setting=idx.setting(f"λ_init {lam}, CW-L2 on the first clean-correct images, seed 0; median ‖δ‖₂ by "
+                                   f"depth DiffViT {med(dist)}; ViT {med(vit)}; statistic: depth {deepest} − depth 1"),
+               note="flips if the deepest DiffViT's median falls below depth 1's beyond the interval")]
+
+
+# ----------------------------------------------------------------------------- theory as measurements
+
+
+def _layer_lipschitz(idx: _Records, model: str, depth: int, lam: str, layer: int, seed_index: int = 0):
+  recs = idx.select("lipschitz", model=model, depth=depth, layer=layer, seed_index=seed_index,
+                    **({"lambda_init": lam} if model == "diffvit" else {}))
+  recs = [r for r in recs if "values" in r and math.isclose(float(r.get("eps_255", 0)), 1.0)]
+  return np.asarray(recs[-1]["values"], np.float64) if recs else None
+
+
+def _spearman(a: np.ndarray, b: np.ndarray) -> float:
+  ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
+  if np.std(ra) == 0 or np.std(rb) == 0:
+    return math.nan
+  return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def theory_rows(src: Source) -> list[dict]:
+  """Theorem 2, Theorem 3 and Corollary 1 as measurements (``attention.da_theory``; docs/theory.md).
+
+  * Theorem 2: per image, the first layer's ratio √Σ‖∇A_DA,h‖²/√Σ‖∇A_std,h‖² from the measured γ, ρ, θ, λ,
+    against the measured ratio of the first block's token local Lipschitz estimates L̂_DiffViT,1/L̂_ViT,1
+    (depth 1): Spearman correlation over images, mean over seeds; holds if > 0.
+  * Theorem 3: AUC of the first layer's head-mean margin against "DiffViT's logits L̂ exceeds ViT's" per
+    image (depth 1), mean over seeds; holds if > ½ (a constant guess).
+  * Corollary 1: ᾱ and D* from the deepest pair's per-layer token L̂ ratios; holds if D*'s interval meets
+    the measured ASR crossover (between the two grid depths where the sign changes; beyond the deepest
+    depth when it never changes while DiffViT stays the easier to attack).
+  """
+  idx = _Records(src.records)
+  lam = idx.main_lambda()
+  rows = []
+  one = _alignment(idx, 1, lam)
+  t2_groups, t3_groups, geo = [], [], []
+  for s, layers in sorted(one.items()):
+    if 1 not in layers:
+      continue
+    rec = layers[1]
+    lip_d = _layer_lipschitz(idx, "diffvit", 1, lam, 1, s)
+    lip_v = _layer_lipschitz(idx, "vit", 1, lam, 1, s)
+    n = len(rec["cos_theta"])
+    if lip_d is None or lip_v is None or len(lip_d) < n or len(lip_v) < n:
+      continue
+    predicted = da_theory.layer_sensitivity_ratio(rec["norm_da"], rec["norm_std"])
+    measured = lip_d[:n] / lip_v[:n]
+    t2_groups.append((predicted, measured))
+    geo.append(float(np.exp(np.mean(np.log(predicted)) - np.mean(np.log(measured)))))
+    margin = da_theory.theorem3_margin(np.asarray(rec["cos_theta"]), np.asarray(rec["rho"]),
+                                       np.asarray(rec["gamma"]), float(rec["lam"])).mean(axis=1)
+    t3_groups.append((margin, np.asarray(rec["diffvit_more_sensitive"], bool)))
+  claim2 = "Theorem 2's ratio predicts the measured sensitivity ratio (depth 1, per image)"
+  if t2_groups:
+    interval = _paired_stat_interval(t2_groups, _spearman)
+    rows.append(_row("da_theorem2", claim2, ARXIV_DA, "ratio = γ√(1 + λ²ρ² − 2λρ cos θ) (Theorem 2)",
+                     interval=interval, paper_sign=+1, null=0.0, scale="correlation", produced_by=src.command,
+                     setting=idx.setting(f"depth 1, λ_init {lam}, {len(t2_groups)} seed(s) × {len(t2_groups[0][0])} "
+                                         "images; Spearman correlation of the first layer's Theorem 2 ratio with "
+                                         "L̂_DiffViT,1/L̂_ViT,1 (tokens, ε = 1/255); geometric-mean ratio predicted/"
+                                         "measured " + ", ".join(f"{g:.3g}" for g in geo)),
+                     note="flips if the correlation's interval lies at or below 0"))
+  else:
+    rows.append(not_measured("da_theorem2", claim2, ARXIV_DA, "Theorem 2", "needs depth-1 alignment records and "
+                             "per-image layer-1 Lipschitz values", produced_by=src.command))
+  claim3 = "Theorem 3's condition predicts on which images DiffViT is more sensitive (AUC > ½)"
+  usable = [(m, y) for m, y in t3_groups if 0 < y.sum() < y.size]
+  if usable:
+    interval = _paired_stat_interval(usable, lambda m, y: da_theory.roc_auc(m, y > 0.5) if 0 < (y > 0.5).sum()
+                                     < y.size else math.nan)
+    rows.append(_row("da_theorem3_auc", claim3, ARXIV_DA, "Theorem 3 (an equivalence for one head)",
+                     interval=interval, paper_sign=+1, null=0.5, scale="auc", produced_by=src.command,
+                     setting=idx.setting(f"depth 1, λ_init {lam}, {len(usable)} seed(s) × {len(usable[0][0])} images; "
+                                         "score: head-mean Theorem 3 margin of layer 1; outcome: L̂_DiffViT > L̂_ViT "
+                                         "(logits, ε = 1/255); constant guess 0.5"),
+                     note="flips if the AUC's interval lies at or below 0.5"))
+  else:
+    rows.append(not_measured("da_theorem3_auc", claim3, ARXIV_DA, "Theorem 3", "needs depth-1 alignment records "
+                             "with both outcomes among the images", produced_by=src.command))
+  rows.append(_corollary1_row(idx, lam, src))
+  return rows
+
+
+def _paired_stat_interval(groups, statistic) -> Interval:
+  """Mean over seeds of statistic(a, b) on each seed's paired per-image arrays; two-level bootstrap that
+  resamples seeds, then image pairs."""
+  rng = np.random.default_rng(BOOT_SEED)
+  observed = float(np.nanmean([statistic(a, b) for a, b in groups]))
+  reps = []
+  for _ in range(N_BOOT // 4):  # each replicate recomputes a rank statistic: 1,000 replicates
+    drawn = rng.integers(len(groups), size=len(groups))
+    vals = []
+    for s in drawn:
+      a, b = groups[s]
+      pick = rng.integers(len(a), size=len(a))
+      vals.append(statistic(np.asarray(a)[pick], np.asarray(b)[pick]))
+    if np.all(np.isfinite(vals)):
+      reps.append(float(np.mean(vals)))
+  low, high = np.quantile(reps, [(1 - LEVEL) / 2, 1 - (1 - LEVEL) / 2]) if reps else (math.nan, math.nan)
+  return Interval(observed, float(low), float(high), LEVEL, len(groups), UNIT, METHOD)
+
+
+def _corollary1_row(idx: _Records, lam: str, src: Source) -> dict:
+  claim = "Corollary 1's D* (from ᾱ) locates the measured ASR crossover depth"
+  paper = "crossover at D* (depth 8 in the paper's grid)"
+  deep = [d for d in idx.depths() if d > 1]
+  if not deep:
+    return not_measured("da_corollary1", claim, ARXIV_DA, paper, "needs a DiffViT/ViT pair of depth ≥ 2",
+                        produced_by=src.command)
+  depth = max(deep)
+  lip_d = [_layer_lipschitz(idx, "diffvit", depth, lam, l) for l in range(1, depth + 1)]
+  lip_v = [_layer_lipschitz(idx, "vit", depth, lam, l) for l in range(1, depth + 1)]
+  if any(x is None for x in lip_d + lip_v):
+    return not_measured("da_corollary1", claim, ARXIV_DA, paper, f"needs per-image token Lipschitz values of "
+                        f"every layer of the depth-{depth} pair", produced_by=src.command)
+  d_arr, v_arr = np.stack(lip_d), np.stack(lip_v)  # [L, S], the same images for every layer and model
+
+  def estimate(pick):
+    ratio = d_arr[:, pick].mean(axis=1) / v_arr[:, pick].mean(axis=1)
+    fit = da_theory.noise_cancellation_fit(ratio)
+    return fit, da_theory.crossover_depth_estimate(fit.r1, fit.alpha_bar)
+
+  n = d_arr.shape[1]
+  fit, d_star = estimate(np.arange(n))
+  rng = np.random.default_rng(BOOT_SEED)
+  reps = np.array([estimate(rng.integers(n, size=n))[1] for _ in range(N_BOOT)])
+  low, high = np.quantile(reps, [(1 - LEVEL) / 2, 1 - (1 - LEVEL) / 2])
+  interval = Interval(float(d_star), float(low), float(high), LEVEL, n, "images", "bootstrap")
+  diffs, change = crossover(idx, lam, 1.0)
+  if change:
+    window, measured = (change[0], change[1]), f"the ASR sign changes between depths {change[0]} and {change[1]}"
+  elif diffs and all(v > 0 for v in diffs.values()):
+    window, measured = (max(diffs), math.inf), f"no crossover up to depth {max(diffs)} (DiffViT stays easier to attack)"
+  elif diffs:
+    window, measured = (0.0, min(diffs)), f"DiffViT is the harder to attack from depth {min(diffs)} on"
+  else:
+    window, measured = None, "no ASR crossover measured"
+  setting = idx.setting(f"depth-{depth} pair, λ_init {lam}, {n} images; relative token L̂ per layer "
+                        + ", ".join(f"{x:.3g}" for x in d_arr.mean(axis=1) / v_arr.mean(axis=1))
+                        + f"; fit r₁ = {fit.r1:.3g}, ᾱ = {fit.alpha_bar:.3g}; measured: {measured}")
+  row = _row("da_corollary1", claim, ARXIV_DA, paper, interval=interval, scale="depth", produced_by=src.command,
+             setting=setting, note="flips if D*'s interval leaves the measured crossover window")
+  if window is None or not np.isfinite(low):
+    row.update(direction="inconclusive", reason="no measured crossover window, or D*'s interval is unbounded")
+  elif high < window[0] or low > window[1]:
+    row.update(direction="fails", reason=f"D* ∈ [{low:.3g}, {high:.3g}] misses the measured window "
+                                         f"({window[0]:g}, {window[1]:g}]")
+  else:
+    row.update(direction="holds", reason=f"D* ∈ [{low:.3g}, {high:.3g}] meets the measured window "
+                                         f"({window[0]:g}, {window[1]:g}]")
+  return row
+
+
+def rows(src: Source) -> list[dict]:
+  """Every differential-attention claim row of one workdir."""
+  return (asr_rows(src) + lambda_peak_rows(src) + depth_crossover_rows(src) + lipschitz_rows(src)
+          + alignment_rows(src) + cw_rows(src) + theory_rows(src))

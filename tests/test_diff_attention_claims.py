@@ -1,0 +1,111 @@
+"""Differential-attention claim rows on constructed records (``experiments.diff_attention_claims``): each
+verdict can come out either way, models below the accuracy target are left out, and the two-level
+bootstrap behaves as a bootstrap should."""
+import numpy as np
+import pytest
+
+from experiments import diff_attention_claims as dc
+from experiments.claim_rows import Source
+
+
+def _train(model, depth, lam, seed, accuracy=0.9):
+  name = f"{model}_d{depth}" + ("" if model == "vit" else f"_lam{lam}") + (f"_s{seed}" if seed else "")
+  return dict(kind="train", model=model, depth=depth, lambda_init=lam, seed_index=seed, name=name,
+              dataset="fashion_mnist", clean_accuracy=accuracy, meets_target=accuracy >= 0.85)
+
+
+def _attack(train, attack, eps_255, successes, counted=400):
+  return dict(kind="attack", model=train["model"], depth=train["depth"], lambda_init=train["lambda_init"],
+              seed_index=train["seed_index"], name=train["name"], attack=attack, eps=eps_255 / 255,
+              eps_255=eps_255, asr=successes / counted, n_success=successes, n_counted=counted)
+
+
+def _asr_records(asr_diff: float, asr_vit: float, seeds=3, vit_accuracy=0.9):
+  recs = []
+  for s in range(seeds):
+    vit, diff = _train("vit", 1, "-", s, vit_accuracy), _train("diffvit", 1, "0.8", s)
+    recs += [vit, diff]
+    for attack in ("pgd", "apgd"):
+      recs += [_attack(vit, attack, 1.0, int(asr_vit * 400)), _attack(diff, attack, 1.0, int(asr_diff * 400))]
+  return recs
+
+
+@pytest.mark.parametrize("asr_diff, asr_vit, expected", [(0.7, 0.4, "holds"), (0.3, 0.6, "fails"),
+                                                          (0.5, 0.5, "inconclusive")])
+def test_asr_row_verdict_goes_either_way(asr_diff, asr_vit, expected):
+  rows = dc.asr_rows(Source("diff_attention", "wd", {}, _asr_records(asr_diff, asr_vit)))
+  assert [r["claim_id"] for r in rows] == ["da_asr_pgd", "da_asr_apgd"]
+  for row in rows:
+    assert row["direction"] == expected
+    assert row["estimate"] == pytest.approx(asr_diff - asr_vit, abs=1e-2)
+    assert row["n"] == 3 and row["unit"] == dc.UNIT
+
+
+def test_models_below_the_accuracy_target_are_left_out():
+  recs = _asr_records(0.7, 0.4, vit_accuracy=0.5)  # every ViT misses the target: no pair is left
+  row = dc.asr_rows(Source("diff_attention", "wd", {}, recs))[0]
+  assert row["status"] == "not measured"
+
+
+def test_lambda_peak_row_both_ways():
+  def records(asr):
+    recs = []
+    for s in range(3):
+      for lam, a in asr.items():
+        t = _train("diffvit", 1, lam, s)
+        recs += [t, _attack(t, "pgd", 1.0, int(a * 400))]
+    return recs
+  peak = dc.lambda_peak_rows(Source("diff_attention", "wd", {}, records({"0.5": 0.4, "0.8": 0.85, "0.95": 0.42})))[0]
+  assert peak["direction"] == "holds" and peak["magnitude"] == "matches"
+  flat = dc.lambda_peak_rows(Source("diff_attention", "wd", {}, records({"0.5": 0.7, "0.8": 0.5, "0.95": 0.6})))[0]
+  assert flat["direction"] == "fails"
+
+
+def test_seed_image_bootstrap_reduces_to_an_image_bootstrap_and_widens_with_seed_spread():
+  rng = np.random.default_rng(0)
+  one = [[rng.normal(1.0, 1.0, 400)]]
+  est, low, high = dc.seed_image_bootstrap(one, lambda m: float(m[:, 0].mean()))
+  se = one[0][0].std(ddof=1) / np.sqrt(400)
+  assert low < est < high and (high - low) == pytest.approx(2 * 1.96 * se, rel=0.15)
+  # Three seeds whose means differ by much more than their image noise: the interval spans the seeds.
+  spread = [[rng.normal(mu, 0.1, 400)] for mu in (0.0, 1.0, 2.0)]
+  est, low, high = dc.seed_image_bootstrap(spread, lambda m: float(m[:, 0].mean()))
+  assert est == pytest.approx(1.0, abs=0.02) and high - low > 1.0
+  with pytest.raises(ValueError, match="at least one seed"):
+    dc.seed_image_bootstrap([], lambda m: 0.0)
+
+
+def test_negative_alignment_at_depth_one_fails_when_never_observed():
+  recs = []
+  for s in range(3):
+    t = _train("diffvit", 1, "0.8", s)
+    recs += [t, dict(kind="alignment", model="diffvit", depth=1, lambda_init="0.8", seed_index=s, name=t["name"],
+                     layer=1, cos_theta=np.full((20, 2), 0.3).tolist())]
+  row = dc.alignment_rows(Source("diff_attention", "wd", {}, recs))[0]
+  assert row["claim_id"] == "da_negative_alignment_d1" and row["direction"] == "fails"
+  recs[1]["cos_theta"] = np.where(np.arange(40).reshape(20, 2) % 3 == 0, -0.2, 0.3).tolist()
+  recs[3]["cos_theta"] = recs[5]["cos_theta"] = recs[1]["cos_theta"]
+  assert dc.alignment_rows(Source("diff_attention", "wd", {}, recs))[0]["direction"] == "holds"
+
+
+def test_corollary1_row_against_a_constructed_crossover():
+  """Token L̂ ratios 2·0.5^(l−1) give D* = 2; an ASR sign change between depths 1 and 2 holds, one between
+  4 and 8 fails."""
+  def records(asr_by_depth):
+    recs = []
+    for depth, (a_diff, a_vit) in asr_by_depth.items():
+      vit, diff = _train("vit", depth, "-", 0), _train("diffvit", depth, "0.8", 0)
+      recs += [vit, diff, _attack(vit, "pgd", 1.0, int(a_vit * 400)), _attack(diff, "pgd", 1.0, int(a_diff * 400))]
+    rng = np.random.default_rng(1)
+    base = rng.uniform(1.0, 2.0, 50)
+    for layer in range(1, 9):
+      for t, scale in ((_train("vit", 8, "-", 0), 1.0), (_train("diffvit", 8, "0.8", 0), 2.0 * 0.5 ** (layer - 1))):
+        recs.append(dict(kind="lipschitz", model=t["model"], depth=8, lambda_init=t["lambda_init"], seed_index=0,
+                         name=t["name"], layer=layer, eps=1 / 255, eps_255=1.0, values=(base * scale).tolist()))
+    return recs
+  early = dc._corollary1_row(dc._Records(records({1: (0.6, 0.4), 2: (0.3, 0.5), 8: (0.2, 0.5)})), "0.8",
+                             Source("diff_attention", "wd", {}, []))
+  assert early["estimate"] == pytest.approx(2.0) and early["direction"] == "holds"
+  late = dc._corollary1_row(dc._Records(records({1: (0.6, 0.4), 4: (0.6, 0.5), 8: (0.3, 0.5)})), "0.8",
+                            Source("diff_attention", "wd", {}, []))
+  assert late["direction"] == "fails"
