@@ -120,8 +120,9 @@ class _Records:
 
   def __init__(self, records: Sequence[dict]):
     self.records = records
-    self.train = {r["name"]: r for r in records if r.get("kind") == "train"}
-    self.excluded = sorted(n for n, r in self.train.items() if r.get("meets_target") is False)
+    self.train = {r.get("name", (r["model"], r["depth"], r["lambda_init"], r.get("seed_index", 0))): r
+                  for r in records if r.get("kind") == "train"}
+    self.excluded = sorted(str(n) for n, r in self.train.items() if r.get("meets_target") is False)
     self.dataset = next((r.get("dataset") for r in self.train.values()), "?")
 
   def ok(self, record: dict) -> bool:

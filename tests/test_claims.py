@@ -150,9 +150,9 @@ def test_absent_diff_attention_and_certify_say_not_run_with_their_command(tmp_pa
   for r in rows:
     assert r["status"] == "not run" and r["direction"] == "not run" and r["command"].startswith("python -m ")
     by_exp.setdefault(claims.experiment_of(r["claim_id"]), []).append(r)
-  assert {r["claim_id"] for r in by_exp["diff_attention"]} == {"da_lipschitz", "lambda_peak", "depth_crossover"}
-  assert all(f"experiments.diff_attention --workdir {tmp_path}/diff_attention" in r["command"]
-             for r in by_exp["diff_attention"])
+  from experiments.diff_attention_claims import DA_CLAIMS
+  assert {r["claim_id"] for r in by_exp["diff_attention"]} == {c[0] for c in DA_CLAIMS}
+  assert all(f"experiments.claims --workdir {tmp_path} --standard" in r["command"] for r in by_exp["diff_attention"])
   assert len(by_exp["certify"]) == 4 and all("experiments.certify" in r["command"] for r in by_exp["certify"])
 
 
@@ -163,7 +163,7 @@ def test_cli_no_run_writes_table_records_and_plot(tmp_path, capsys):
   assert {r["claim_id"] for r in rows} >= {"flip_ratio_mnist_pgd", "da_lipschitz", "certified_0.02_krylov"}
   assert choices and all(c["status"] in ("measured", "not run", "not available") for c in choices)
   text = (tmp_path / "claims" / "summary.md").read_text()
-  assert "## Verdict rules" in text and "not run: `python -m experiments.diff_attention" in text
+  assert "## Verdict rules" in text and "not run: `python -m experiments.claims --workdir" in text
   assert (tmp_path / "claims" / "claims_forest.png").stat().st_size > 0
 
 
@@ -297,10 +297,9 @@ def _da_records(depths=(1, 2, 4), asr=None, lam_asr=None):
 def test_diff_attention_rows(tmp_path):
   asr = {("vit", 4): 150, ("diffvit", 4): 60}
   rows = _rows(tmp_path, "da", _da_records(asr=asr, lam_asr={"0.5": 80, "0.95": 82}))
-  lip = _main(rows, "da_lipschitz")
-  assert lip["estimate"] == pytest.approx(0.5) and lip["unit"] == "images" and lip["n"] == 40
-  assert lip["direction"] == "holds"
-  peak = _main(rows, "lambda_peak")  # ASR(0.8) = 100/200 vs 82/200: a Bonferroni CP difference
+  lip = _main(rows, "da_lipschitz")  # one seed: the seed × image bootstrap is an image bootstrap
+  assert lip["estimate"] == pytest.approx(0.5) and lip["n"] == 1 and lip["direction"] == "holds"
+  peak = _main(rows, "lambda_peak")  # ASR(0.8) = 100/200 vs 82/200
   assert peak["estimate"] == pytest.approx((100 - 82) / 200) and peak["low"] < peak["estimate"] < peak["high"]
   cross = _main(rows, "depth_crossover")
   assert cross["high"] < 0  # DiffViT is far below ViT at depth 4 ...
