@@ -98,6 +98,90 @@ def test_lambda_zero_reduces_to_standard_attention_with_the_same_normalisation()
   np.testing.assert_allclose(np.asarray(layer.apply({"params": moved}, x)), np.asarray(out), rtol=1e-5, atol=1e-6)
 
 
+def _random_float64_params(lambda_target, lambda_init, seed):
+  """Random float64 params of DifferentialAttention(H, D): Gaussian q/k/v/out kernels (logits of order 1, so
+  the maps are neither uniform nor one-hot), a non-trivial RMSNorm gain, and four random λ vectors, two of
+  them shifted along the others so that exp(λ_q1·λ_k1) − exp(λ_q2·λ_k2) + λ_init = lambda_target."""
+  rng = np.random.default_rng(seed)
+  kernel = lambda: jnp.asarray(rng.normal(size=(DIM, DIM)) / math.sqrt(DIM))  # noqa: E731
+  q1, k1, q2, k2 = (rng.normal(size=D) for _ in range(4))
+  dot2 = 0.4                                         # exp(0.4) − λ_init + λ > 0 for every λ ≥ −0.5 tested
+  dot1 = math.log(lambda_target - lambda_init + math.exp(dot2))
+  k1 = k1 + (dot1 - q1 @ k1) * q1 / (q1 @ q1)        # q1·k1 = dot1, k1 still a random direction
+  k2 = k2 + (dot2 - q2 @ k2) * q2 / (q2 @ q2)
+  return {"q_proj": {"kernel": kernel()}, "k_proj": {"kernel": kernel()}, "v_proj": {"kernel": kernel()},
+          "out_proj": {"kernel": kernel()}, "lambda_q1": jnp.asarray(q1), "lambda_k1": jnp.asarray(k1),
+          "lambda_q2": jnp.asarray(q2), "lambda_k2": jnp.asarray(k2),
+          "norm_gain": jnp.asarray(1.0 + 0.3 * rng.normal(size=2 * D))}
+
+
+def _reference_differential(p, x, lambda_init):
+  """DifferentialAttention's reference semantics in float64 NumPy, written from the param arrays alone.
+
+  Layout (Ye et al.'s multihead_diffattn.py): the q/k projections have 2H column blocks of width D, block
+  2h + j feeding map j of differential head h (interleaved, not [all A₁ heads | all A₂ heads]); v_proj
+  and the rows of out_proj have H blocks of width 2D, block h belonging to head h.
+  Returns (out [B, N, DIM], A₁ [B, H, N, N], A₂ [B, H, N, N], λ, min over heads/rows of rms((A₁ − λA₂)V)).
+  """
+  p = {k: (np.asarray(v, np.float64) if not isinstance(v, dict) else np.asarray(v["kernel"], np.float64))
+       for k, v in p.items()}
+  x = np.asarray(x, np.float64)
+  lam = (math.exp(float(p["lambda_q1"] @ p["lambda_k1"])) - math.exp(float(p["lambda_q2"] @ p["lambda_k2"]))
+         + lambda_init)
+
+  def softmax_map(h, j):
+    cols = slice((2 * h + j) * D, (2 * h + j + 1) * D)
+    s = np.einsum("bnd,bmd->bnm", x @ p["q_proj"][:, cols], x @ p["k_proj"][:, cols]) * D ** -0.5
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+  heads, maps1, maps2, rms_min = [], [], [], np.inf
+  for h in range(H):
+    a1, a2 = softmax_map(h, 0), softmax_map(h, 1)
+    o = (a1 - lam * a2) @ (x @ p["v_proj"][:, 2 * D * h:2 * D * (h + 1)])      # [B, N, 2D]
+    rms = np.sqrt(np.mean(o ** 2, -1, keepdims=True))
+    rms_min = min(rms_min, float(rms.min()))
+    heads.append((1.0 - lambda_init) * o / np.sqrt(rms ** 2 + 1e-5) * p["norm_gain"])
+    maps1.append(a1)
+    maps2.append(a2)
+  out = np.concatenate(heads, axis=-1) @ p["out_proj"]                          # row block h·2D: head h
+  return out, np.stack(maps1, 1), np.stack(maps2, 1), lam, rms_min
+
+
+@pytest.mark.parametrize("lam", [-0.5, 0.5, 1.5])
+def test_forward_matches_a_float64_reference_of_interleaved_differential_heads(lam):
+  """The layer equals an independent float64 NumPy (A₁ − λA₂)V reference (interleaved heads, per-head
+  RMSNorm with a non-unit gain, (1 − λ_init), out_proj) at λ ≠ 0, with H = 2 heads and random,
+  non-symmetric params (λ vectors included), so that any head or map mixing changes the output.
+
+  Checked to fail at every λ (attention/differential.py edited in a scratch copy of the repository, then
+  discarded) against: A₂ taking its keys from head 0 (k[:, :1, 1] broadcast over heads) or its queries
+  from head 0; the sign of λ flipped (A₁ + λA₂); the blocked instead of the interleaved q/k layout
+  (reshape(b, n, 2, h, d)); A₁ and A₂ swapped; the value heads laid out as reshape(b, n, 2d, h); the
+  RMSNorm gain ignored; the (1 − λ_init) factor dropped; scores scaled by 1/d instead of 1/√d.
+  """
+  lambda_init = 0.35
+  with jax.enable_x64(True):
+    layer = DifferentialAttention(H, D, lambda_init)
+    params = _random_float64_params(lam, lambda_init, seed=int(10 * lam) + 7)
+    x = jnp.asarray(np.random.default_rng(1).normal(size=(2, N, DIM)))
+    out, maps = layer.apply({"params": params}, x, return_maps=True)
+    ref, a1, a2, ref_lam, rms_min = _reference_differential(params, x, lambda_init)
+    assert out.dtype == jnp.float64 and maps.a1.dtype == jnp.float64
+  assert ref_lam == pytest.approx(lam, abs=1e-12)
+  # Tolerance: everything is float64 (unit roundoff 1.1e-16) and each entry is a few dot products of
+  # length ≤ 16, one softmax and one RMSNorm, so both sides round at the 1e-15 level; the RMSNorm divides
+  # by rms((A₁ − λA₂)V) ≥ rms_min (asserted below), amplifying that by at most ~10× (the measured error is
+  # ≤ 1.4e-15). 1e-11 leaves a wide margin, while each bug listed in the docstring moves the output (of
+  # order 1) by 0.5 to 3.3 at every λ here (measured).
+  assert rms_min > 0.05
+  np.testing.assert_allclose(float(maps.lam), lam, rtol=0, atol=1e-12)
+  np.testing.assert_allclose(np.asarray(maps.a1), a1, rtol=0, atol=1e-13)
+  np.testing.assert_allclose(np.asarray(maps.a2), a2, rtol=0, atol=1e-13)
+  assert np.abs(ref).max() > 0.5
+  np.testing.assert_allclose(np.asarray(out), ref, rtol=1e-11, atol=1e-11)
+
+
 @pytest.mark.parametrize("lam", [-1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 2.0])
 def test_finite_for_lambda_in_minus_one_to_two(lam):
   layer, params, x = _layer_and_params(0.5)

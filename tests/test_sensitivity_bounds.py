@@ -261,6 +261,275 @@ def test_bound_terms_are_typed_and_add_up():
     assert float(rigorous.min) == min(float(rigorous.naive), float(rigorous.fine))
 
 
+# Every bound term pinned to a hand-derived value ----------------------------------------------------------
+#
+# The soundness tests above only check B ≥ attack, and the tightness test only the value term (A = 0), so a
+# term could be halved (or a transpose slip made) and still pass. The heads below are small enough that every
+# constant of the module docstring has a closed form, derived in the comments from the definitions (not from
+# the code under test); the terms are then the docstring's steps (3)–(6) evaluated on those constants.
+#
+# The halved second-order term (second_order = ½‖A‖₂ max_i‖J_iV‖₂ε², attention/sensitivity.py edited in a
+# scratch copy of the repository) fails test_two_token_scalar_head_constants_and_terms_by_hand,
+# test_second_order_term_is_attained_on_a_symmetric_two_token_head,
+# test_three_token_head_with_zero_logits_pins_the_softmax_jacobian_branch and
+# test_two_head_layer_joint_and_min_bounds_by_hand, while every older test in this file still passes.
+# Each of these edits also fails at least one of them: the remainder halved; c(ε)D̃(ε) dropped from the
+# value term; c(ε) fixed at ½ or without the √2; X_cA for X_cAᵀ; 2‖XA‖₂ for ‖X_cAᵀ‖₂ + ‖XA‖₂ in D̃; the
+# query and key terms swapped; the closed-form σ_K doubled; mean for max in max_i‖J_iV‖₂ or in σ_Q; R_V
+# about 0 instead of v̄; n for √n or ¼ for ½ in the naive bound; B_joint without its higher-order terms or
+# replaced by Σ_h B_fine,h; the layer min without B_joint, or with Σ_h B_fine,h for Σ_h min(naive, fine).
+
+
+KRYLOV_STEPS = 8   # ≥ the dimension n·d (≤ 6) of every operator below, where Lanczos is exact
+
+
+def _sigma_max_two_rows(m):
+  """σ_max of a matrix with two rows, in closed form: the top eigenvalue of the 2×2 Gram G = MMᵀ is
+  (tr G + √(tr² G − 4 det G))/2."""
+  g = np.asarray(m, float) @ np.asarray(m, float).T
+  tr, det = g[0, 0] + g[1, 1], g[0, 0] * g[1, 1] - g[0, 1] * g[1, 0]
+  return float(np.sqrt((tr + np.sqrt(max(tr * tr - 4 * det, 0.0))) / 2))
+
+
+def _sigmoid(z):
+  return 1.0 / (1.0 + np.exp(-z))
+
+
+def _two_token_scalar_head(x1, x2, a, w):
+  """Hand-derived HeadConstants of the head with n = 2 tokens, d = e = 1: X = (x1, x2)ᵀ, A = a, W_V = w.
+
+  Logits s_ik = a x_i x_k, so row i is softmax(a x_i x1, a x_i x2): p_i1 = σ(a x_i (x1 − x2)), p_i2 = 1 − p_i1,
+  and J_i = π_i [[1, −1], [−1, 1]] with π_i = p_i1 p_i2. Values v_k = w x_k, so
+    J_iV = π_i w (x1 − x2) (1, −1)ᵀ,                ‖J_iV‖₂ = √2 π_i |w| |x1 − x2|;
+    query side, row i: δ_i a Xᵀ J_iV = δ_i · a w π_i (x1 − x2)²   (diagonal in Δ: σ_Q = |aw|(x1 − x2)² max π_i);
+    key side, row i:   x_i a Δᵀ J_iV = x_i π_i · a w (x1 − x2)(δ1 − δ2), the rank-one map
+                       a w (x1 − x2)·(x1π1, x2π2)ᵀ(1, −1)Δ, so σ_K = √2 |aw(x1 − x2)| √(x1²π1² + x2²π2²).
+  Both closed-form upper bounds equal σ_K here: ‖diag(‖J_iV‖) XA‖₂ = ‖(√2π_i|w||x1 − x2| a x_i)_i‖ and
+  Σ_i (a x_i)² J_iV(J_iV)ᵀ = a²w²(x1 − x2)² Σ_i x_i²π_i² [[1, −1], [−1, 1]] (top eigenvalue twice the factor).
+  The centred tokens are ±(x1 − x2)/2, so ‖X_cAᵀ‖₂ = |a||x1 − x2|/√2, and R_V = |w||x1 − x2|/2.
+  """
+  p1 = _sigmoid(a * x1 * (x1 - x2))
+  p2 = _sigmoid(a * x2 * (x1 - x2))
+  p = np.array([[p1, 1 - p1], [p2, 1 - p2]])
+  pi = np.array([p1 * (1 - p1), p2 * (1 - p2)])
+  gap = abs(x1 - x2)
+  sigma_k = np.sqrt(2) * abs(a * w) * gap * np.hypot(x1 * pi[0], x2 * pi[1])
+  return dict(n_tokens=2.0, p_norm=_sigma_max_two_rows(p), p_max=p.max(), wv_norm=abs(w), a_norm=abs(a),
+              x_norm=np.hypot(x1, x2), xa_norm=abs(a) * np.hypot(x1, x2), xca_norm=abs(a) * gap / np.sqrt(2),
+              query_norm=abs(a * w) * gap ** 2 * pi.max(), key_norm=sigma_k, key_norm_upper=sigma_k,
+              jv_norm=np.sqrt(2) * abs(w) * gap * pi.max(), value_radius=abs(w) * gap / 2)
+
+
+def _terms_from_constants(k, eps):
+  """Steps (1)–(6) of the module docstring written out on hand-derived constants k (a dict)."""
+  shift = (k["xca_norm"] + k["xa_norm"]) * eps + k["a_norm"] * eps ** 2                 # D̃(ε), step (1)
+  jac = min(0.5, k["p_max"] * np.exp(np.sqrt(2) * shift))                               # c(ε), step (2)
+  t = dict(value=(k["p_norm"] + jac * shift) * k["wv_norm"] * eps,                      # step (3)
+           query=k["query_norm"] * eps, key=k["key_norm"] * eps,                        # step (4), linear
+           second_order=k["a_norm"] * k["jv_norm"] * eps ** 2,                          # step (4), ΔAΔᵀ
+           remainder=jac * k["value_radius"] * shift ** 2,                              # step (4), Taylor
+           naive_value=np.sqrt(k["n_tokens"]) * k["wv_norm"] * eps,                     # step (6)
+           naive_softmax=0.5 * k["a_norm"] * (2 * k["x_norm"] * eps + eps ** 2) * k["x_norm"] * k["wv_norm"])
+  t["fine"] = t["value"] + t["query"] + t["key"] + t["second_order"] + t["remainder"]   # step (5)
+  t["first_order"] = (k["p_norm"] * k["wv_norm"] + k["query_norm"] + k["key_norm"]) * eps
+  t["higher_order"] = jac * shift * k["wv_norm"] * eps + t["second_order"] + t["remainder"]
+  t["naive"] = t["naive_value"] + t["naive_softmax"]
+  return t, jac
+
+
+def _assert_constants(c, expected):
+  """Closed-form constants to ~float64 rounding; the Lanczos estimate σ_K (its Krylov space, of dimension
+  ≤ n·d ≤ 6, is exhausted within KRYLOV_STEPS) to 1e-10."""
+  for name, value in expected.items():
+    rtol = 1e-10 if name == "key_norm" else 1e-12
+    np.testing.assert_allclose(float(getattr(c, name)), value, rtol=rtol, atol=1e-14, err_msg=name)
+
+
+def _assert_terms(terms, expected, fields=None):
+  for name in fields or expected:
+    np.testing.assert_allclose(float(getattr(terms, name)), expected[name], rtol=1e-10, atol=1e-14,
+                               err_msg=name)
+
+
+def test_one_token_head_terms_by_hand():
+  """n = 1, d = 2: P = [1], so J_1 = diag(1) − 1 = 0 and the softmax never moves: F(X + Δ) − F(X) = ΔW_V.
+  Hence σ_Q = σ_K = max‖J_iV‖ = 0, R_V = 0 (one value row) and X_c = 0, while ‖XA‖₂ = ‖xA‖ (the row
+  vector times A, not Aᵀ, which differs here). The value term is (1 + ½D̃(ε))‖W_V‖₂ε with D̃ = ‖xA‖ε +
+  ‖A‖₂ε² (c = ½ because p* = 1), its first-order part ‖W_V‖₂ε is attained by Δ along W_V's top left
+  singular vector, and the naive terms are ‖W_V‖₂ε and ½‖A‖₂(2‖x‖ε + ε²)‖x‖‖W_V‖₂."""
+  x = np.array([[0.7, -1.1]])
+  a = np.array([[0.4, 1.5], [-0.2, 0.3]])
+  w_v = np.array([[1.0, -0.5, 0.25], [0.3, 0.8, -1.2]])
+  expected = dict(n_tokens=1.0, p_norm=1.0, p_max=1.0, wv_norm=_sigma_max_two_rows(w_v),
+                  a_norm=_sigma_max_two_rows(a), x_norm=np.linalg.norm(x), xa_norm=np.linalg.norm(x @ a),
+                  xca_norm=0.0, query_norm=0.0, key_norm=0.0, key_norm_upper=0.0, jv_norm=0.0,
+                  value_radius=0.0)
+  assert abs(np.linalg.norm(x @ a) - np.linalg.norm(x @ a.T)) > 0.1
+  with jax.enable_x64(True):
+    c = S.head_constants(x, a, w_v, key=jax.random.PRNGKey(0), power_iters=KRYLOV_STEPS)
+    _assert_constants(c, expected)
+    top = np.linalg.svd(w_v)[0][:, 0]
+    for eps in (0.05, 0.6):
+      hand, jac = _terms_from_constants(expected, eps)
+      assert jac == 0.5
+      _assert_terms(S.bound_terms(c, eps), hand)
+      delta = eps * top[None, :]
+      moved = np.linalg.norm(S.self_attention(x + delta, a, w_v) - S.self_attention(x, a, w_v))
+      np.testing.assert_allclose(float(moved), hand["first_order"], rtol=1e-12)
+
+
+def test_two_token_scalar_head_constants_and_terms_by_hand():
+  """n = 2, d = e = 1 with asymmetric tokens (π_1 ≠ π_2, σ_Q ≠ σ_K): every HeadConstants field and every
+  BoundTerms field (value, query, key, second_order, remainder, fine, first_order, higher_order,
+  naive_value, naive_softmax, naive) equals its closed form (``_two_token_scalar_head``), for both
+  key_norm modes. For n = 2, p* ≥ ½, so c(ε) = ½. Fails with the second-order term halved."""
+  x1, x2, a, w = 0.9, -0.4, 1.3, -0.7
+  expected = _two_token_scalar_head(x1, x2, a, w)
+  assert abs(expected["query_norm"] - expected["key_norm"]) > 0.01
+  with jax.enable_x64(True):
+    args = np.array([[x1], [x2]]), np.array([[a]]), np.array([[w]])
+    c = S.head_constants(*args, key=jax.random.PRNGKey(0), power_iters=KRYLOV_STEPS)
+    _assert_constants(c, expected)
+    for eps in (0.05, 0.7):
+      hand, jac = _terms_from_constants(expected, eps)
+      assert jac == 0.5
+      _assert_terms(S.bound_terms(c, eps), hand)
+      _assert_terms(S.bound_terms(c, eps, key_norm="closed_form"), hand)
+      np.testing.assert_allclose(float(S.local_bound(c, eps)), min(hand["fine"], hand["naive"]), rtol=1e-10)
+
+
+def _second_order_map(x, a, w_v, delta):
+  """Rows (J_i (ΔAΔᵀ)_i)ᵀ V = δ_i A Δᵀ J_i V in NumPy, from the definitions (module docstring, step 4)."""
+  s = x @ a @ x.T
+  p = np.exp(s - s.max(1, keepdims=True))
+  p /= p.sum(1, keepdims=True)
+  d2 = delta @ a @ delta.T
+  rows = [(np.diag(p[i]) - np.outer(p[i], p[i])) @ d2[i] for i in range(x.shape[0])]
+  return np.stack(rows) @ (x @ w_v)
+
+
+def test_second_order_term_is_attained_on_a_symmetric_two_token_head():
+  """X = (u, −u)ᵀ, A = a, W_V = w (n = 2, d = e = 1): both rows have π = α(1 − α), α = σ(2au²), and
+  J_iV = 2πuw(1, −1)ᵀ, so the second-order part of the softmax term is, row i,
+      δ_i a Δᵀ J_iV = 2auwπ · δ_i(δ1 − δ2),   ‖·‖_F = 2|auw|π ‖Δ‖ |δ1 − δ2| ≤ 2√2|auw|π ε²,
+  with equality at Δ* = ε(1, −1)/√2. The bound's term ‖A‖₂ max_i‖J_iV‖₂ ε² = |a|·2√2π|uw|·ε² is exactly
+  this maximum: it is attained, so it can be neither smaller (unsound) nor larger (loose). Halving the
+  second-order term fails this test."""
+  u, a, w = 0.8, 1.1, 1.7
+  alpha = _sigmoid(2 * a * u * u)
+  pi = alpha * (1 - alpha)
+  x, a_m, w_v = np.array([[u], [-u]]), np.array([[a]]), np.array([[w]])
+  with jax.enable_x64(True):
+    c = S.head_constants(x, a_m, w_v, key=jax.random.PRNGKey(0), power_iters=KRYLOV_STEPS)
+    np.testing.assert_allclose(float(c.jv_norm), 2 * np.sqrt(2) * pi * abs(u * w), rtol=1e-12)
+    angles = np.linspace(0, 2 * np.pi, 721)
+    for eps in (0.1, 1.0, 3.0):
+      closed_form = 2 * np.sqrt(2) * abs(a * u * w) * pi * eps ** 2
+      attained = np.linalg.norm(_second_order_map(x, a_m, w_v, eps * np.array([[1.0], [-1.0]]) / np.sqrt(2)))
+      np.testing.assert_allclose(attained, closed_form, rtol=1e-12)
+      sampled = max(np.linalg.norm(_second_order_map(x, a_m, w_v, eps * np.array([[np.cos(t)], [np.sin(t)]])))
+                    for t in angles)
+      assert sampled <= attained * (1 + 1e-12)       # Δ* is the maximiser over the circle ‖Δ‖ = ε
+      terms = S.bound_terms(c, eps)
+      np.testing.assert_allclose(float(terms.second_order), attained, rtol=1e-12)
+      np.testing.assert_allclose(float(terms.second_order), _terms_from_constants(
+          _two_token_scalar_head(u, -u, a, w), eps)[0]["second_order"], rtol=1e-12)
+
+
+def test_three_token_head_with_zero_logits_pins_the_softmax_jacobian_branch():
+  """n = 3, d = e = 2, tokens x_k = (t_k, 0) and the nilpotent A = [[0, α], [0, 0]]: x_iAx_jᵀ = 0, so
+  P = 11ᵀ/3 (‖P‖₂ = 1, p* = ⅓ < ½: the only case here where c(ε) = p*·exp(√2D̃(ε)) can be below ½).
+  XA has rows (0, αt_k), so ‖XA‖₂ = |α|‖t‖, while X_cAᵀ = 0 (centred rows (t_k − t̄, 0) times Aᵀ). With
+  w₀ the first row of W_V, V = t w₀ᵀ, J_i = (I − 11ᵀ/3)/3 for every row, J_iV = t_c w₀ᵀ/3 (t_c = t − t̄1),
+  so max‖J_iV‖ = ‖t_c‖‖w₀‖/3 and R_V = ‖w₀‖ max_k|t_k − t̄|. The query side AXᵀJ_iV is 0 (AXᵀ = 0); the key
+  side, row i, x_iAΔᵀJ_iV = (αt_i/3)(βᵀt_c) w₀ᵀ with β Δ's second column, has σ_K = |α|‖t‖‖t_c‖‖w₀‖/3,
+  which both closed-form upper bounds also give. Checked at ε in both branches of c(ε). Fails with the
+  second-order term halved."""
+  t = np.array([1.2, -0.3, 0.5])
+  alpha = 0.6
+  x = np.stack([t, np.zeros(3)], axis=1)
+  a = np.array([[0.0, alpha], [0.0, 0.0]])
+  w_v = np.array([[0.9, -0.4], [0.5, 1.3]])
+  tc = t - t.mean()
+  w0 = np.linalg.norm(w_v[0])
+  expected = dict(n_tokens=3.0, p_norm=1.0, p_max=1 / 3, wv_norm=_sigma_max_two_rows(w_v), a_norm=alpha,
+                  x_norm=np.linalg.norm(t), xa_norm=alpha * np.linalg.norm(t), xca_norm=0.0, query_norm=0.0,
+                  key_norm=alpha * np.linalg.norm(t) * np.linalg.norm(tc) * w0 / 3,
+                  key_norm_upper=alpha * np.linalg.norm(t) * np.linalg.norm(tc) * w0 / 3,
+                  jv_norm=np.linalg.norm(tc) * w0 / 3, value_radius=w0 * np.abs(tc).max())
+  with jax.enable_x64(True):
+    c = S.head_constants(x, a, w_v, key=jax.random.PRNGKey(0), power_iters=KRYLOV_STEPS)
+    _assert_constants(c, expected)
+    for eps, branch in ((0.05, "exp"), (1.0, "half")):
+      hand, jac = _terms_from_constants(expected, eps)
+      assert (jac < 0.45) if branch == "exp" else (jac == 0.5)
+      _assert_terms(S.bound_terms(c, eps), hand)
+      np.testing.assert_allclose(float(S.softmax_jacobian_bound(c, eps)), jac, rtol=1e-12)
+
+
+def _scalar_heads_layer(x, a_h, w_h):
+  """G(X) = Σ_h softmax(a_h x xᵀ) x w_h for tokens x [2] (d = e = 1), in NumPy."""
+  out = 0.0
+  for a, w in zip(a_h, w_h):
+    s = a * np.outer(x, x)
+    p = np.exp(s - s.max(1, keepdims=True))
+    out = out + (p / p.sum(1, keepdims=True)) @ x * w
+  return out
+
+
+def _scalar_head_jacobian(x1, x2, a, w):
+  """∂F/∂X of a scalar two-token head, by hand: F_i = w Σ_k p_ik x_k, ∂s_il/∂x_j = a(δ_ij x_l + x_i δ_lj),
+  ∂p_i = J_i ∂s_i, so ∂F_i/∂x_j = w[p_ij + a δ_ij xᵀJ_ix + a x_i (J_ix)_j], and with
+  J_i = π_i[[1, −1], [−1, 1]]: xᵀJ_ix = π_i(x1 − x2)² (the query side) and (J_ix)_j = ±π_i(x1 − x2) (the
+  key side)."""
+  p1, p2 = _sigmoid(a * x1 * (x1 - x2)), _sigmoid(a * x2 * (x1 - x2))
+  p = np.array([[p1, 1 - p1], [p2, 1 - p2]])
+  pi = np.array([p1 * (1 - p1), p2 * (1 - p2)])
+  xs = np.array([x1, x2])
+  return w * (p + a * np.diag(pi * (x1 - x2) ** 2)
+              + a * (x1 - x2) * np.outer(xs * pi, [1.0, -1.0]))
+
+
+def test_two_head_layer_joint_and_min_bounds_by_hand():
+  """Two scalar heads on the same two tokens, with value maps of opposite sign (their first orders partly
+  cancel). The layer Jacobian is the 2×2 matrix Σ_h ∂F_h/∂X (``_scalar_head_jacobian``, checked here
+  against central differences of a NumPy layer), so ‖∂G/∂X‖ = its σ_max, and
+      B_joint(ε) = ‖∂G/∂X‖ε + Σ_h [c D̃_h(ε)‖W_V^h‖₂ε + ‖A_h‖₂ max_i‖J_iV_h‖₂ε² + c R_{V,h} D̃_h(ε)²],
+  c = ½ (n = 2), naive = Σ_h B_naive,h, fine = Σ_h B_fine,h, min = min(Σ_h min(B_naive,h, B_fine,h), B_joint);
+  with key_norm="closed_form", joint = inf and min = Σ_h min(B_naive,h, B_fine,h). Fails with the
+  second-order term halved (it enters fine, joint and min)."""
+  x1, x2 = 0.9, -0.4
+  a_h, w_h = (1.3, -0.8), (-0.7, 0.9)
+  jac_g = sum(_scalar_head_jacobian(x1, x2, a, w) for a, w in zip(a_h, w_h))
+  xs, h = np.array([x1, x2]), 1e-6
+  numeric = np.stack([(_scalar_heads_layer(xs + h * e, a_h, w_h) - _scalar_heads_layer(xs - h * e, a_h, w_h))
+                      / (2 * h) for e in np.eye(2)], axis=1)
+  np.testing.assert_allclose(jac_g, numeric, rtol=1e-7, atol=1e-9)   # the hand derivation is right
+  jac_norm = _sigma_max_two_rows(jac_g)
+  heads = [_two_token_scalar_head(x1, x2, a, w) for a, w in zip(a_h, w_h)]
+  assert jac_norm < sum(k["p_norm"] * k["wv_norm"] + k["query_norm"] + k["key_norm"] for k in heads) - 0.1
+  with jax.enable_x64(True):
+    lc = S.layer_constants(np.array([[x1], [x2]]), np.array(a_h).reshape(2, 1, 1),
+                           np.array(w_h).reshape(2, 1, 1), key=jax.random.PRNGKey(0),
+                           power_iters=KRYLOV_STEPS)
+    np.testing.assert_allclose(float(lc.jacobian_norm), jac_norm, rtol=1e-10)
+    for h_index, k in enumerate(heads):
+      _assert_constants(jax.tree_util.tree_map(lambda f: f[h_index], lc.heads), k)
+    mins = set()
+    for eps in (0.02, 0.3, 2.0):
+      per_head = [_terms_from_constants(k, eps)[0] for k in heads]
+      joint = jac_norm * eps + sum(t["higher_order"] for t in per_head)
+      per_head_min = sum(min(t["naive"], t["fine"]) for t in per_head)
+      expected = dict(naive=sum(t["naive"] for t in per_head), fine=sum(t["fine"] for t in per_head),
+                      joint=joint, min=min(per_head_min, joint))
+      _assert_terms(S.layer_bound_terms(lc, eps), expected)
+      mins.add("joint" if joint < per_head_min else "per_head")
+      rigorous = S.layer_bound_terms(lc, eps, key_norm="closed_form")
+      assert np.isinf(float(rigorous.joint))
+      np.testing.assert_allclose(float(rigorous.min), per_head_min, rtol=1e-10)
+    assert mins == {"joint", "per_head"}   # both sides of the min are exercised
+
+
 def test_bad_inputs_raise_clear_errors():
   x, a, w_v = _head(0, 4, 3, 2, 1.0)
   key = jax.random.PRNGKey(0)
