@@ -321,7 +321,12 @@ def summary_markdown(records, config: Optional[dict] = None, crossover: Optional
   lines = ["# Differential attention under attack: DiffViT vs ViT (arXiv 2510.00517)", ""]
   if train:
     r0 = train[0]
-    lines += [f"Data: {r0['dataset']}, {r0['n_train']} train / {r0['n_test']} test images"
+    source = (config or {}).get("data", {}).get("source")
+    origin = {"embedded": " (the embedded subset shipped with the package)", "dir": " (the full data files)",
+              "tfds": " (TensorFlow Datasets)"}.get(source, "")
+    partial = (" — the data directory's CIFAR-10 test split holds only the first 1,000 official test images"
+               if r0["dataset"] == "cifar10" and source == "dir" and r0["n_test"] <= 1000 else "")
+    lines += [f"Data: {r0['dataset']}, {r0['n_train']} train / {r0['n_test']} test images{origin}{partial}"
               + (f"; {config['train']['epochs']} epochs, width {config['dim']}, {config['num_heads']} standard heads vs "
                  f"{config['num_heads'] // 2} differential heads, patch {config['patch_size']}" if config else "")
               + ". ASR counts only clean-correct images (AutoAttack convention); n = that count. Paper figures "
