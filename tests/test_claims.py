@@ -316,14 +316,24 @@ def test_certified_rows_put_rigorous_and_krylov_side_by_side_with_clopper_pearso
   records = [dict(dataset="cifar10", attention_bound=a, kind="certify", eps=e, layer=-1, n_test=500,
                   certified_accuracy=c, certified_rigorous=c * 0.5) for a, c in ((0.25, 0.30), (1.0, 0.2))
              for e in (0.02, 0.05)]
-  rows = _rows(tmp_path, "cert", records)
+  # Without an α selected on a validation split no α is the headline (the best on the test images would be
+  # selection on the test set).
+  unselected = _main(_rows(tmp_path, "none", records), "certified_0.02_rigorous")
+  assert unselected["status"] == "not measured" and "validation" in unselected["reason"]
+  selection = [dict(dataset="cifar10", attention_bound=0.25, kind="selection", eps=e, layer=-1, n_validation=150,
+                    validation_fraction=0.1, candidates=[dict(attention_bound=0.25, validation_certified_rigorous=0.1,
+                                                              validation_certified_krylov=0.2,
+                                                              validation_clean_accuracy=0.3)]) for e in (0.02, 0.05)]
+  rows = _rows(tmp_path, "cert", records + selection)
   krylov, rigorous = _main(rows, "certified_0.02_krylov"), _main(rows, "certified_0.02_rigorous")
+  assert [r["claim_id"] for r in rows if not r["variant"]][:2] == ["certified_0.02_rigorous", "certified_0.02_krylov"]
   assert "α = 0.25" in krylov["setting"] and "α = 0.25" in rigorous["setting"]
+  assert "selected on a validation split" in rigorous["setting"] and "not rigorous" in krylov["claim"]
   assert krylov["estimate"] == 0.3 and rigorous["estimate"] == pytest.approx(0.15)
   assert krylov["method"] == "clopper_pearson" and krylov["n"] == 500
   # paper: 29.1 %, band [19.4, 43.7] %: 0.30 [0.26, 0.34] lies inside, 0.15 [0.12, 0.18] outside
   assert krylov["magnitude"] == "matches" and rigorous["magnitude"] == "differs"
-  assert krylov["direction"] == "holds"
+  assert krylov["direction"] == "holds" and rigorous["direction"] == "holds"
 
 
 def test_main_job_rows_render_only_what_its_runs_support(tmp_path):

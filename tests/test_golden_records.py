@@ -101,6 +101,7 @@ CONFIGS: dict[str, dict] = {
     "certify": dict(datasets=("mnist",), attention_bounds=(0.25,), epsilons=(0.05,),
                     data=dict(n_train=32, n_test=8, source="embedded", dir=None, seed=0, holdout=None,
                                 preprocessing="raw"),
+                    validation_fraction=0.0,  # no validation split (one α: nothing to select either)
                     dim=8, depth=1, num_heads=1, sll_hidden=8, value_bound=1.0, noise_std=0.0,
                     train=dict(epochs=1, batch_size=16, learning_rate=3e-3, l2=0.0, warmup_epochs=0, seed=0,
                                augment="none", max_to_keep=2),
