@@ -40,16 +40,35 @@ def theorem2_ratio(cos_theta, rho, gamma, lam) -> np.ndarray:
     float64 array of the broadcast shape, ≥ 0.
 
   Raises:
-    ValueError: a non-finite input, cos θ outside [−1, 1] (beyond 1e-9 rounding), or ρ, γ < 0.
+    ValueError: a non-finite input, cos θ outside [−1, 1] (beyond 1e-9 rounding), ρ, γ < 0, or shapes that
+      do not broadcast (each names the argument).
   """
-  cos, rho, gamma, lam = (_finite(n, v) for n, v in
-                          (("cos_theta", cos_theta), ("rho", rho), ("gamma", gamma), ("lam", lam)))
-  if np.any(np.abs(cos) > 1 + 1e-9):
+  cos, rho, gamma, lam = _theorem_inputs(cos_theta, rho, gamma, lam)
+  # ‖J₁ − λJ₂‖/‖J₁‖ = √(1 + u² − 2u cos θ) = hypot(1 − u cos θ, u sin θ) with u = λρ: no square overflows.
+  with np.errstate(over="ignore", invalid="ignore"):
+    u = lam * rho
+    ratio = gamma * np.hypot(1 - u * cos, u * np.sqrt(np.maximum(1 - cos * cos, 0.0)))
+  if not np.all(np.isfinite(ratio)):
+    raise ValueError("theorem2_ratio overflows float64: γ·λρ exceeds about 1.8e308 (lam, rho or gamma too large)")
+  return ratio
+
+
+def _theorem_inputs(cos_theta, rho, gamma, lam):
+  """The four measured quantities as float64 arrays of one broadcast shape, checked (ValueError naming the
+  argument: non-finite, cos θ outside [−1, 1] beyond 1e-9 rounding, ρ or γ < 0, shapes that do not
+  broadcast)."""
+  values = {n: _finite(n, v) for n, v in (("cos_theta", cos_theta), ("rho", rho), ("gamma", gamma), ("lam", lam))}
+  if np.any(np.abs(values["cos_theta"]) > 1 + 1e-9):
     raise ValueError("cos_theta must lie in [-1, 1]")
-  if np.any(rho < 0) or np.any(gamma < 0):
-    raise ValueError("rho and gamma must be >= 0 (ratios of norms)")
-  inner = 1 + (lam * rho) ** 2 - 2 * lam * rho * np.clip(cos, -1.0, 1.0)
-  return gamma * np.sqrt(np.maximum(inner, 0.0))  # inner = ‖J₁ − λJ₂‖²/‖J₁‖² ≥ 0 up to rounding
+  for name in ("rho", "gamma"):
+    if np.any(values[name] < 0):
+      raise ValueError(f"{name} must be >= 0 (a ratio of norms)")
+  try:
+    cos, rho, gamma, lam = np.broadcast_arrays(*values.values())
+  except ValueError:
+    raise ValueError("cos_theta, rho, gamma and lam must broadcast to one shape, got "
+                     + ", ".join(f"{n} {v.shape}" for n, v in values.items())) from None
+  return np.clip(cos, -1.0, 1.0), rho, gamma, lam
 
 
 def layer_sensitivity_ratio(norm_da_SxH, norm_std_SxH) -> np.ndarray:
@@ -71,19 +90,23 @@ def layer_sensitivity_ratio(norm_da_SxH, norm_std_SxH) -> np.ndarray:
     raise ValueError(f"norm_da_SxH and norm_std_SxH must have the same shape [S, H], got {da.shape}, {std.shape}")
   if np.any(da < 0) or np.any(std < 0):
     raise ValueError("norms must be >= 0")
-  denominator = np.sqrt(np.sum(std ** 2, axis=1))
-  if np.any(denominator == 0):
+  if np.any(std.max(axis=1, initial=0.0) == 0):
     raise ValueError("norm_std_SxH has a sample whose standard-head Jacobians are all 0 (ratio undefined)")
-  return np.sqrt(np.sum(da ** 2, axis=1)) / denominator
+  scale = np.maximum(da.max(axis=1), std.max(axis=1))[:, None]  # > 0; scaled so no square over/underflows
+  return np.linalg.norm(da / scale, axis=1) / np.linalg.norm(std / scale, axis=1)
 
 
 def theorem3_margin(cos_theta, rho, gamma, lam) -> np.ndarray:
   """(1 + λ²ρ² − γ⁻²) − 2λρ cos θ: positive exactly where Theorem 3 says the differential head is more
   sensitive than the standard one (‖∇A_DA‖ > ‖∇A_std‖), for either sign of λρ (arXiv 2510.00517,
   Theorem 3; docs/theory.md#theorem-3). Equal to (‖∇A_DA‖² − ‖∇A_std‖²)/‖∇A₁‖², so it also ranks by how
-  much. Broadcasts; γ = 0 gives −inf (a zero ‖∇A₁‖ is never the more sensitive)."""
-  cos, rho, gamma, lam = (np.asarray(v, dtype=np.float64) for v in (cos_theta, rho, gamma, lam))
-  with np.errstate(divide="ignore"):
+  much. Broadcasts; γ = 0 gives −inf (a zero ‖∇A₁‖ is never the more sensitive).
+
+  Raises:
+    ValueError: as ``theorem2_ratio``.
+  """
+  cos, rho, gamma, lam = _theorem_inputs(cos_theta, rho, gamma, lam)
+  with np.errstate(divide="ignore", over="ignore"):
     return 1 + (lam * rho) ** 2 - gamma ** -2.0 - 2 * lam * rho * cos
 
 
@@ -92,16 +115,21 @@ def roc_auc(scores, labels) -> float:
   Mann–Whitney U statistic over n⁺·n⁻ pairs (a constant score gives ½).
 
   Args:
-    scores: float [S]; labels: bool [S] (or 0/1).
+    scores: float [S]; labels: bool [S], or numbers each 0 or 1.
 
   Returns:
     AUC in [0, 1].
 
   Raises:
-    ValueError: shapes differ, not 1-D, non-finite scores, or one class absent (AUC undefined).
+    ValueError: shapes differ, not 1-D, non-finite scores, labels other than 0/1 or booleans, or one class
+      absent (AUC undefined).
   """
   s = _finite("scores", scores)
-  y = np.asarray(labels).astype(bool)
+  raw = np.asarray(labels)
+  if raw.dtype != bool and (raw.dtype.kind not in "iuf" or not np.all((raw == 0) | (raw == 1))):
+    raise ValueError(f"labels must be booleans or numbers each 0 or 1, got {raw.dtype} values "
+                     f"{np.unique(raw)[:5].tolist()}")
+  y = raw.astype(bool)
   if s.ndim != 1 or y.shape != s.shape:
     raise ValueError(f"scores and labels must be 1-D of the same length, got {s.shape} and {y.shape}")
   pos, neg = s[y], s[~y]
@@ -151,7 +179,11 @@ def noise_cancellation_fit(ratio_by_layer) -> NoiseCancellationFit:
     raise ValueError("ratio_by_layer must be > 0 (ratios of Lipschitz estimates)")
   layers = np.arange(len(s), dtype=np.float64)
   slope, intercept = np.polyfit(layers, np.log(s), 1)
-  return NoiseCancellationFit(float(math.exp(intercept)), float(math.exp(slope)), len(s))
+  fit = NoiseCancellationFit(float(np.exp(intercept)), float(np.exp(slope)), len(s))
+  if not (0 < fit.r1 < math.inf and 0 < fit.alpha_bar < math.inf):
+    raise ValueError(f"ratio_by_layer spans too many decades for a fit in float64 (r1 = {fit.r1}, alpha_bar = "
+                     f"{fit.alpha_bar})")
+  return fit
 
 
 def crossover_depth_estimate(r1: float, alpha_bar: float) -> float:
@@ -164,6 +196,10 @@ def crossover_depth_estimate(r1: float, alpha_bar: float) -> float:
   Raises:
     ValueError: r₁ or ᾱ not finite and > 0.
   """
+  try:
+    r1, alpha_bar = float(r1), float(alpha_bar)
+  except (TypeError, ValueError):
+    raise ValueError(f"r1 and alpha_bar must be numbers, got {r1!r} and {alpha_bar!r}") from None
   if not (math.isfinite(r1) and r1 > 0 and math.isfinite(alpha_bar) and alpha_bar > 0):
     raise ValueError(f"r1 and alpha_bar must be finite and > 0, got {r1!r} and {alpha_bar!r}")
   if r1 <= 1.0:

@@ -343,6 +343,8 @@ def build_rows(sources: Sequence[Source], root: str = "DIR", *, include_not_run:
       if include_not_run:
         rows += _not_run_rows(experiment, root)
       continue
+    if experiment == "diff_attention" and include_not_run and all(s.variant for s in srcs):
+      rows += _not_run_rows(experiment, root)  # no standard (Fashion-MNIST) grid yet: its rows say how to run it
     for s in srcs:
       if experiment == "width_sweep":
         rows += claim_rows.ntk_distance_rows(s) + claim_rows.feature_learning_rows(s)
@@ -359,7 +361,11 @@ def build_rows(sources: Sequence[Source], root: str = "DIR", *, include_not_run:
       elif experiment == "dual_implications":
         rows += claim_rows.dual_implication_rows(s)
       elif experiment == "diff_attention":
-        rows += [r for r in diff_attention_claims.rows(s) if not (s.variant and r["status"] == "not measured")]
+        found = diff_attention_claims.rows(s)
+        if s.variant:  # a variant's rows carry its label; the claims it cannot measure are left to the main grid
+          found = [dict(r, variant="; ".join(v for v in (r["variant"], *s.variant) if v and v not in r["variant"]))
+                   for r in found if r["status"] != "not measured"]
+        rows += found
       else:
         rows += claim_rows.certify_rows(s)
     if experiment == "flip_rate":
@@ -420,12 +426,16 @@ def standard_runs() -> list[tuple]:
   from experiments import certify, diff_attention
   with warnings.catch_warnings():
     warnings.simplefilter("ignore", RuntimeWarning)  # the missing-ATTN_DATA_DIR warning comes when it runs
-    out = [(name, "diff_attention", diff_attention.standard_config(dataset),
-            lambda s, d=dataset: s.experiment == "diff_attention" and s.config.get("dataset") == d)
+    out = [(name, "diff_attention", diff_attention.standard_config(dataset))
            for name, dataset in (("diff_attention", "fashion_mnist"), ("diff_attention_cifar10", "cifar10"))]
     if "standard" in inspect.signature(certify.get_config).parameters:
-      out.append(("certify", "certify", certify.get_config(standard=True), lambda s: s.experiment == "certify"))
-  return out
+      out.append(("certify", "certify", certify.get_config(standard=True)))
+
+  def holds(experiment, config):
+    """A source holds a standard grid when its config equals it in every field but the data's location."""
+    return lambda s: s.experiment == experiment and bool(s.config) and not [
+        d for d in _diffs(s.config, config, protocol_only=False) if not d.startswith(("data.source=", "data.dir="))]
+  return [(name, experiment, config, holds(experiment, config)) for name, experiment, config in out]
 
 
 def run_standard(root, sources: Sequence[Source], *, overwrite_config: bool = False) -> list[Source]:

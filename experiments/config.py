@@ -367,12 +367,19 @@ def cli(description: str, get_config, argv=None):
                            "and start afresh")
   has_standard = "standard" in inspect.signature(get_config).parameters
   if has_standard:
-    parser.add_argument("--standard", nargs="?", const=True, default=None, metavar="DATASET",
+    choices = getattr(sys.modules.get(get_config.__module__), "STANDARD", ())
+    parser.add_argument("--standard", nargs="?", const=True, default=None,
+                        metavar="{" + ",".join(choices) + "}" if choices else "DATASET",
                         help="the standard CPU grid (optionally of one data set) instead of the quick one")
   parser.add_argument("overrides", nargs="*", help="field=value (group.field=value for a group's field)")
   from experiments import distributed
   distributed.add_arguments(parser)
   args = parser.parse_args(argv)
+  if has_standard and isinstance(args.standard, str) and "=" in args.standard:
+    args.overrides.insert(0, args.standard)  # "--standard field=value": the flag without a data set
+    args.standard = True
+  if has_standard and args.standard == "":
+    parser.error("--standard= needs a data set name, or no '=' at all")
   with user_errors():
     kwargs = dict(standard=args.standard) if has_standard else {}
     config = apply_overrides(get_config(full=args.full, **kwargs), args.overrides)

@@ -150,7 +150,8 @@ def standard_config(dataset: str = "fashion_mnist") -> DiffAttentionConfig:
     warnings.warn(f"{DATA_DIR_ENV} is not set: the standard differential-attention grid falls back to the "
                   "embedded subsets (the accuracy target may not be reached); set it to the directory of the "
                   "full data files", RuntimeWarning, stacklevel=2)
-  data = config_lib.DataConfig(source=source, n_train=None, n_test=None)
+  # The directory is recorded (config.json), so a resume on other data files is refused, not silent.
+  data = config_lib.DataConfig(source=source, dir=os.environ.get(DATA_DIR_ENV) or None, n_train=None, n_test=None)
   attack_fields = dict(attack_samples=1000, attack_batch_size=500, pgd_steps=10, apgd_steps=20, cw_samples=100,
                        cw_steps=100, cw_search_steps=5, lipschitz_samples=200, alignment_samples=64,
                        target_accuracy=0.85 if dataset == "fashion_mnist" else 0.0)

@@ -70,8 +70,12 @@ def seed_image_bootstrap(groups: Sequence[Sequence[Sequence[np.ndarray]]], stati
   Returns:
     (estimate, low, high): the statistic on the observed means, and the percentile interval.
 
+  With a statistic that is not finite on some replicate (e.g. an AUC of a resample holding one class), the
+  interval is undefined (NaN, NaN): dropping those replicates would bias it.
+
   Raises:
-    ValueError: no seeds, models of different counts across seeds, or an empty image array.
+    ValueError: no seeds, models of different counts across seeds, an empty or non-1-D image array, or a
+      non-finite value.
   """
   if not groups:
     raise ValueError("seed_image_bootstrap needs at least one seed")
@@ -79,8 +83,10 @@ def seed_image_bootstrap(groups: Sequence[Sequence[Sequence[np.ndarray]]], stati
   if any(len(g) != n_models for g in groups):
     raise ValueError("every seed must hold the same models")
   arrays = [[np.asarray(x, np.float64) for x in g] for g in groups]
-  if any(a.size == 0 for g in arrays for a in g):
-    raise ValueError("every model of every seed needs at least one image value")
+  if any(a.ndim != 1 or a.size == 0 for g in arrays for a in g):
+    raise ValueError("every model of every seed needs a 1-D array of at least one image value")
+  if not all(np.all(np.isfinite(a)) for g in arrays for a in g):
+    raise ValueError("seed_image_bootstrap got non-finite image values (a diverged model or a broken record)")
   observed = np.array([[a.mean() for a in g] for g in arrays])
   rng = np.random.default_rng(seed)
   n_seeds = len(arrays)
@@ -95,9 +101,8 @@ def seed_image_bootstrap(groups: Sequence[Sequence[Sequence[np.ndarray]]], stati
         picks = rng.integers(a.size, size=(int(rows.sum()), a.size))
         means[rows, j, m] = a[picks].mean(axis=1)
   stats = np.array([statistic(means[b]) for b in range(n_resamples)])
-  stats = stats[np.isfinite(stats)]
   alpha = (1 - level) / 2
-  low, high = (np.quantile(stats, [alpha, 1 - alpha]) if stats.size else (math.nan, math.nan))
+  low, high = np.quantile(stats, [alpha, 1 - alpha]) if np.all(np.isfinite(stats)) else (math.nan, math.nan)
   return float(statistic(observed)), float(low), float(high)
 
 
@@ -120,7 +125,7 @@ class _Records:
 
   def __init__(self, records: Sequence[dict]):
     self.records = records
-    self.train = {r.get("name", (r["model"], r["depth"], r["lambda_init"], r.get("seed_index", 0))): r
+    self.train = {(r["name"] if "name" in r else (r["model"], r["depth"], r["lambda_init"], r.get("seed_index", 0))): r
                   for r in records if r.get("kind") == "train"}
     self.excluded = sorted(str(n) for n, r in self.train.items() if r.get("meets_target") is False)
     self.dataset = next((r.get("dataset") for r in self.train.values()), "?")
@@ -150,6 +155,11 @@ class _Records:
 
   def depths(self) -> list[int]:
     return sorted({r["depth"] for r in self.train.values()})
+
+  def why(self, text: str) -> str:
+    """A 'not measured' reason, naming the models the accuracy target left out."""
+    return text + (f" ({len(self.excluded)} model(s) below the accuracy target were left out: "
+                   f"{', '.join(self.excluded)})" if self.excluded else "")
 
   def setting(self, text: str) -> str:
     left = f"; {len(self.excluded)} model(s) below the accuracy target left out ({', '.join(self.excluded)})" \
@@ -188,7 +198,7 @@ def asr_rows(src: Source) -> list[dict]:
     paper = "DiffViT higher (λ_init 0.8: 0.850 at clean 87 %)"
     interval, pairs = asr_difference(idx, 1, attack, 1.0, lam)
     if interval is None:
-      rows.append(not_measured(f"da_asr_{attack}", claim, ARXIV_DA, paper, "no depth-1 pair attacked at 1/255",
+      rows.append(not_measured(f"da_asr_{attack}", claim, ARXIV_DA, paper, idx.why("no depth-1 pair attacked at 1/255"),
                                produced_by=src.command))
       continue
     asr = "; ".join(f"seed {s}: {float(d['asr']):.3f} vs {float(v['asr']):.3f} ({d['n_counted']}/"
@@ -215,8 +225,8 @@ def lambda_peak_rows(src: Source) -> list[dict]:
       by_lam.setdefault(r["lambda_init"], {})[r.get("seed_index", 0)] = r
   seeds = sorted(set.intersection(*(set(v) for v in by_lam.values()))) if by_lam else []
   if "0.8" not in by_lam or len(by_lam) < 2 or not seeds:
-    return [not_measured("lambda_peak", claim, ARXIV_DA, paper, f"needs single-layer DiffViTs at λ_init 0.8 "
-                         f"and another value on a common seed (have {sorted(by_lam)})", produced_by=src.command)]
+    return [not_measured("lambda_peak", claim, ARXIV_DA, paper, idx.why(f"needs single-layer DiffViTs at λ_init "
+                         f"0.8 and another value on a common seed (have {sorted(by_lam)})"), produced_by=src.command)]
   lams = sorted(by_lam, key=float)
   peak = lams.index("0.8")
   groups = [[_indicators(by_lam[lam][s]) for lam in lams] for s in seeds]
@@ -258,7 +268,7 @@ def depth_crossover_rows(src: Source, paper_depth: int = 8) -> list[dict]:
   paper = f"DiffViT − ViT < 0 by depth {paper_depth}; ≈ 0 at ε = 4/255"
   diffs, change = crossover(idx, lam, 1.0)
   if not diffs:
-    return [not_measured("depth_crossover", claim, ARXIV_DA, paper, "no depth with both models attacked",
+    return [not_measured("depth_crossover", claim, ARXIV_DA, paper, idx.why("no depth with both models attacked"),
                          produced_by=src.command)]
   depth = max(d for d in diffs if d <= paper_depth) if any(d <= paper_depth for d in diffs) else min(diffs)
   interval, _ = asr_difference(idx, depth, "pgd", 1.0, lam)
@@ -307,8 +317,8 @@ def lipschitz_rows(src: Source) -> list[dict]:
                      setting=idx.setting(f"depth {depth}, λ_init {lam}, ε = {eps * 255:g}/255, {len(seeds)} seed(s) × "
                                          f"{len(d[seeds[0]]['values'])} images; mean L̂(DiffViT) − L̂(ViT) of the logits"),
                      note="flips if the paired difference moves below 0"))
-  return rows or [not_measured("da_lipschitz", claim, ARXIV_DA, paper, "no paired logits-level Lipschitz "
-                               "records with per-image values", produced_by=src.command)]
+  return rows or [not_measured("da_lipschitz", claim, ARXIV_DA, paper, idx.why("no paired logits-level Lipschitz "
+                               "records with per-image values"), produced_by=src.command)]
 
 
 def _alignment(idx: _Records, depth: int, lam: str) -> dict:
@@ -348,9 +358,15 @@ def alignment_rows(src: Source) -> list[dict]:
                  f"{3.0 / pairs:.3g} at 95 % (rule of three)")
     rows.append(row)
   else:
-    rows.append(not_measured("da_negative_alignment_d1", claim1, ARXIV_DA, paper, "no depth-1 alignment records",
-                             produced_by=src.command))
-  for depth in [d for d in idx.depths() if d > 1]:
+    rows.append(not_measured("da_negative_alignment_d1", claim1, ARXIV_DA, paper,
+                             idx.why("no depth-1 alignment records"), produced_by=src.command))
+  deep_depths = [d for d in idx.depths() if d > 1 and _alignment(idx, d, lam)]
+  if not deep_depths:
+    for cid, claim, _ in DA_CLAIMS:
+      if cid in ("da_negative_alignment_every_layer", "da_negative_alignment_first_layer"):
+        rows.append(not_measured(cid, claim, ARXIV_DA, paper, idx.why("needs the alignment records of every layer "
+                                 "of a DiffViT deeper than one layer"), produced_by=src.command))
+  for depth in deep_depths:
     deep = _alignment(idx, depth, lam)
     seeds = [s for s, layers in deep.items() if set(layers) >= set(range(1, depth + 1))]
     if not seeds:
@@ -362,7 +378,7 @@ def alignment_rows(src: Source) -> list[dict]:
     first = _interval(seed_image_bootstrap(groups, lambda m: float(m.mean(axis=0)[0] - m.mean(axis=0)[1:].max())),
                       len(seeds))
     common = f"depth {depth}, λ_init {lam}, {len(seeds)} seed(s) × {len(groups[0][0])} images; share per layer {text}"
-    main = depth == max(d for d in idx.depths()) and not src.variant
+    main = depth == max(deep_depths) and not src.variant
     variant = "" if main else f"depth={depth}"
     every_row = _row("da_negative_alignment_every_layer", "negative gradient alignment occurs in every DA layer",
                      ARXIV_DA, paper, interval=every, paper_sign=+1, null=0.0, scale="proportion", variant=variant,
@@ -395,18 +411,23 @@ def cw_rows(src: Source) -> list[dict]:
   for r in idx.select("attack", model="vit", attack="cw_l2", seed_index=0):
     if "l2_found" in r:
       vit[r["depth"]] = np.array([math.inf if v is None else float(v) for v in r["l2_found"]])
+  dist = {d: v for d, v in dist.items() if v.size}
   depths = sorted(dist)
   if len(depths) < 2 or 1 not in dist:
-    return [not_measured("da_cw_depth", claim, ARXIV_DA, paper, f"needs CW-L2 per-image distances at depth 1 "
-                         f"and a deeper depth (have depths {depths})", produced_by=src.command)]
+    return [not_measured("da_cw_depth", claim, ARXIV_DA, paper, idx.why(f"needs CW-L2 per-image distances at depth "
+                         f"1 and a deeper depth (have depths {depths})"), produced_by=src.command)]
   deepest = depths[-1]
   rng = np.random.default_rng(BOOT_SEED)
   a, b = dist[deepest], dist[1]
-  reps = np.array([np.median(a[rng.integers(a.size, size=a.size)]) - np.median(b[rng.integers(b.size, size=b.size)])
+
+  def difference(x, y):  # medians may be +inf (most images unbroken); inf − inf: no measurable difference
+    mx, my = np.median(x), np.median(y)
+    return 0.0 if math.isinf(mx) and math.isinf(my) else float(mx - my)
+
+  reps = np.array([difference(a[rng.integers(a.size, size=a.size)], b[rng.integers(b.size, size=b.size)])
                    for _ in range(N_BOOT)])
-  reps = np.where(np.isnan(reps), 0.0, reps)  # inf − inf: both medians unbroken, no difference measurable
-  low, high = np.quantile(reps, [(1 - LEVEL) / 2, 1 - (1 - LEVEL) / 2])
-  interval = Interval(float(np.median(a) - np.median(b)), float(low), float(high), LEVEL, int(min(a.size, b.size)),
+  low, high = np.quantile(reps, [(1 - LEVEL) / 2, 1 - (1 - LEVEL) / 2], method="nearest")  # ±inf stays ±inf
+  interval = Interval(difference(a, b), float(low), float(high), LEVEL, int(min(a.size, b.size)),
                       "images", "bootstrap_median_difference")
   med = lambda ds: ", ".join(f"{d}: {np.median(ds[d]):.3g}" for d in sorted(ds))  # noqa: E731
   return [_row("da_cw_depth", claim, ARXIV_DA, paper, interval=interval, paper_sign=+1, null=0.0,
@@ -510,9 +531,11 @@ def _paired_stat_interval(groups, statistic) -> Interval:
       a, b = groups[s]
       pick = rng.integers(len(a), size=len(a))
       vals.append(statistic(np.asarray(a)[pick], np.asarray(b)[pick]))
-    if np.all(np.isfinite(vals)):
-      reps.append(float(np.mean(vals)))
-  low, high = np.quantile(reps, [(1 - LEVEL) / 2, 1 - (1 - LEVEL) / 2]) if reps else (math.nan, math.nan)
+    reps.append(float(np.mean(vals)))
+  # A replicate whose statistic is undefined (an image resample holding one outcome) makes the interval
+  # undefined rather than being dropped (dropping would bias it).
+  low, high = (np.quantile(reps, [(1 - LEVEL) / 2, 1 - (1 - LEVEL) / 2]) if np.all(np.isfinite(reps))
+               else (math.nan, math.nan))
   return Interval(observed, float(low), float(high), LEVEL, len(groups), UNIT, METHOD)
 
 
@@ -540,8 +563,11 @@ def _corollary1_row(idx: _Records, lam: str, src: Source) -> dict:
   fit, d_star = estimate(np.arange(n))
   rng = np.random.default_rng(BOOT_SEED)
   reps = np.array([estimate(rng.integers(n, size=n))[1] for _ in range(N_BOOT)])
-  low, high = np.quantile(reps, [(1 - LEVEL) / 2, 1 - (1 - LEVEL) / 2])
+  low, high = np.quantile(reps, [(1 - LEVEL) / 2, 1 - (1 - LEVEL) / 2], method="nearest")  # D* may be +inf
   interval = Interval(float(d_star), float(low), float(high), LEVEL, n, "images", "bootstrap")
+  premise = ("" if fit.r1 > 1 and fit.alpha_bar < 1 else
+             f"; the corollary's premise fails (it needs r₁ > 1 and ᾱ < 1; fitted r₁ = {fit.r1:.3g}, ᾱ = "
+             f"{fit.alpha_bar:.3g}), so D* is its edge value")
   diffs, change = crossover(idx, lam, 1.0)
   if change:
     window, measured = (change[0], change[1]), f"the ASR sign changes between depths {change[0]} and {change[1]}"
@@ -556,18 +582,39 @@ def _corollary1_row(idx: _Records, lam: str, src: Source) -> dict:
                         + f"; fit r₁ = {fit.r1:.3g}, ᾱ = {fit.alpha_bar:.3g}; measured: {measured}")
   row = _row("da_corollary1", claim, ARXIV_DA, paper, interval=interval, scale="depth", produced_by=src.command,
              setting=setting, note="flips if D*'s interval leaves the measured crossover window")
+  # The window [a, b] is closed: the sign change lies somewhere between the two grid depths.
   if window is None or not np.isfinite(low):
-    row.update(direction="inconclusive", reason="no measured crossover window, or D*'s interval is unbounded")
+    row.update(direction="inconclusive", reason="no measured crossover window, or D*'s interval is unbounded"
+                                                + premise)
   elif high < window[0] or low > window[1]:
     row.update(direction="fails", reason=f"D* ∈ [{low:.3g}, {high:.3g}] misses the measured window "
-                                         f"({window[0]:g}, {window[1]:g}]")
+                                         f"[{window[0]:g}, {window[1]:g}]" + premise)
   else:
     row.update(direction="holds", reason=f"D* ∈ [{low:.3g}, {high:.3g}] meets the measured window "
-                                         f"({window[0]:g}, {window[1]:g}]")
+                                         f"[{window[0]:g}, {window[1]:g}]" + premise)
   return row
 
 
+BUILDERS = (  # (builder, the claim_ids it writes)
+    (lambda s: asr_rows(s), ("da_asr_pgd", "da_asr_apgd")), (lambda s: lambda_peak_rows(s), ("lambda_peak",)),
+    (lambda s: depth_crossover_rows(s), ("depth_crossover",)), (lambda s: lipschitz_rows(s), ("da_lipschitz",)),
+    (lambda s: alignment_rows(s), ("da_negative_alignment_d1", "da_negative_alignment_every_layer",
+                                   "da_negative_alignment_first_layer")),
+    (lambda s: cw_rows(s), ("da_cw_depth",)),
+    (lambda s: theory_rows(s), ("da_theorem2", "da_theorem3_auc", "da_corollary1")))
+
+
 def rows(src: Source) -> list[dict]:
-  """Every differential-attention claim row of one workdir."""
-  return (asr_rows(src) + lambda_peak_rows(src) + depth_crossover_rows(src) + lipschitz_rows(src)
-          + alignment_rows(src) + cw_rows(src) + theory_rows(src))
+  """Every differential-attention claim row of one workdir. A builder that meets malformed records (missing
+  fields, non-finite values, arrays of mismatched lengths) gives its rows as 'not measured' with the error,
+  so one broken record never stops the claims job."""
+  out = []
+  claims = {cid: (claim, paper) for cid, claim, paper in DA_CLAIMS}
+  for builder, ids in BUILDERS:
+    try:
+      out += builder(src)
+    except (ValueError, KeyError, IndexError, TypeError) as error:
+      why = f"the records cannot be read for this claim ({type(error).__name__}: {error})"
+      out += [not_measured(cid, claims[cid][0], ARXIV_DA, claims[cid][1], why, produced_by=src.command)
+              for cid in ids]
+  return out

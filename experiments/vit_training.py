@@ -76,8 +76,8 @@ class TrainViTConfig:
       raise ValueError(f"models must be a non-empty subset of {MODELS}, got {self.models}")
     if self.depth1_seeds < 1:
       raise ValueError(f"depth1_seeds must be >= 1, got {self.depth1_seeds}")
-    if self.deep_epochs is not None and self.deep_epochs < 0:
-      raise ValueError(f"deep_epochs must be >= 0 or None (train.epochs), got {self.deep_epochs}")
+    if self.deep_epochs is not None and self.deep_epochs < 1:
+      raise ValueError(f"deep_epochs must be >= 1 or None (train.epochs), got {self.deep_epochs}")
     if not 0.0 <= self.target_accuracy <= 1.0:
       raise ValueError(f"target_accuracy must be in [0, 1], got {self.target_accuracy}")
     if not self.depths or any(d < 1 for d in self.depths):

@@ -36,6 +36,12 @@ def test_theorem2_ratio_extremes_and_errors():
     da_theory.theorem2_ratio(0.0, -1.0, 1.0, 0.5)
   with pytest.raises(ValueError, match="finite"):
     da_theory.theorem2_ratio(np.nan, 1.0, 1.0, 0.5)
+  with pytest.raises(ValueError, match="overflows"):
+    da_theory.theorem2_ratio(1.0, 1e200, 1.0, 1e200)
+  with pytest.raises(ValueError, match="broadcast"):
+    da_theory.theorem2_ratio(np.ones(2), np.ones(3), 1.0, 1.0)
+  # Large but representable: computed without squaring, γ|1 − λρ| at cos θ = 1.
+  assert da_theory.theorem2_ratio(1.0, 1e160, 1.0, 1e100) == pytest.approx(1e260)
 
 
 def test_layer_ratio_is_the_ratio_of_stacked_jacobian_norms():
@@ -46,6 +52,9 @@ def test_layer_ratio_is_the_ratio_of_stacked_jacobian_norms():
   np.testing.assert_allclose(da_theory.layer_sensitivity_ratio(norm(da), norm(std)), expected, rtol=1e-12)
   with pytest.raises(ValueError, match="all 0"):
     da_theory.layer_sensitivity_ratio(np.ones((1, 2)), np.zeros((1, 2)))
+  # Scaled before squaring: no overflow at 1e200, no underflow to "all 0" at 1e-170.
+  np.testing.assert_allclose(da_theory.layer_sensitivity_ratio([[1e200, 1e200]], [[1e200, 1e200]]), [1.0])
+  np.testing.assert_allclose(da_theory.layer_sensitivity_ratio([[2e-170]], [[1e-170]]), [2.0])
 
 
 @pytest.mark.parametrize("lam", [-0.5, 0.8, 1.5])
@@ -70,6 +79,8 @@ def test_roc_auc_against_the_pairwise_definition():
   assert da_theory.roc_auc(np.zeros(6), [0, 1, 0, 1, 0, 1]) == 0.5  # a constant guess
   with pytest.raises(ValueError, match="both classes"):
     da_theory.roc_auc([1.0, 2.0], [1, 1])
+  with pytest.raises(ValueError, match="each 0 or 1"):
+    da_theory.roc_auc([1.0, 2.0, 3.0], [0.3, 0.7, 0.0])
 
 
 def test_noise_cancellation_fit_and_crossover_depth():
