@@ -354,7 +354,7 @@ def summary_markdown(records, config: Optional[dict] = None, crossover: Optional
     lines += ["", "## Attack success rate vs ε (L∞, pixel scale /255)", "",
               "Clean accuracy here is on the attacked images; n = clean-correct images attacked.", "",
               "| model | depth | λ_init | seed | clean acc. | n | attack | " + " | ".join(f"ε={e:g}/255" for e in eps_list)
-              + " | paper (ε=1/255, depth 1) |", "|---|---|---|---|---|---|---|" + "---|" * len(eps_list) + "---|"]
+              + " | paper, CIFAR-10 (ε=1/255, depth 1) |", "|---|---|---|---|---|---|---|" + "---|" * len(eps_list) + "---|"]
     names = sorted({(r["depth"], r["model"], r["lambda_init"], _seed(r)) for r in attack_rs})
     for depth, model, l, seed in names:
       for attack in ("pgd", "apgd"):
