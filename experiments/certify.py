@@ -157,7 +157,7 @@ def standard_config(dataset: str = "cifar10") -> CertifyConfig:
   images; 1 % = 500 of them held out for selecting α, so 49,500 trained on), ``STANDARD_EPOCHS_FULL``
   epochs, 1,000 test images (the npz copy of docs/data.md holds only the first 1,000 official test images;
   the official python batches hold all 10,000, of which a class-balanced 1,000 are drawn). Sized to finish
-  in about 15 minutes on 2 idle CPU cores (measured figures in the module docstring). Without ATTN_DATA_DIR
+  in about 20 minutes on 2 CPU cores (measured 19 min 43 s with other jobs running). Without ATTN_DATA_DIR
   it falls back, with a RuntimeWarning, to the embedded subset (1,500 train images, 10 % held out, 30
   epochs, 500 test images). Setting ``data.dir`` alone does not switch to the full files: set
   ATTN_DATA_DIR.
