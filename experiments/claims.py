@@ -258,7 +258,8 @@ def run_missing(root, sources: Sequence[Source], *, overwrite_config: bool = Fal
 
 def _not_run_rows(experiment: str, root: str) -> list[dict]:
   cmd = f"python -m experiments.{experiment} --workdir {root}/{experiment}"
-  why = f"no {experiment} workdir; the claims job never runs it (see the command)"
+  why = (f"no {experiment} workdir; the claims job runs it unless --no_run is given" if experiment in RUN_HERE
+         else f"no {experiment} workdir; the claims job runs it only with --standard (see the command)")
   nr = claim_rows.not_run
   if experiment == "diff_attention":
     cmd = f"python -m experiments.claims --workdir {root} --standard"
