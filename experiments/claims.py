@@ -263,7 +263,7 @@ def _not_run_rows(experiment: str, root: str) -> list[dict]:
   nr = claim_rows.not_run
   if experiment == "diff_attention":
     cmd = f"python -m experiments.claims --workdir {root} --standard"
-    why += " (the standard grids: measured 65 min (Fashion-MNIST) and 33 min (CIFAR-10 pair) on 2 shared CPU cores; ATTN_DATA_DIR set)"
+    why += " (the standard grids: measured 65 min (Fashion-MNIST) and 39 min (CIFAR-10 pair) on 2 shared CPU cores; ATTN_DATA_DIR set)"
     return [nr(cid, claim, claim_rows.ARXIV_DA, paper, cmd, why)
             for cid, claim, paper in diff_attention_claims.DA_CLAIMS]
   if experiment == "certify":
@@ -554,7 +554,7 @@ def main(argv=None) -> None:
                            "(about as long again as those experiments)")
   parser.add_argument("--standard", action="store_true",
                       help="also run the missing standard differential-attention (Fashion-MNIST grid and the "
-                           "CIFAR-10 depth-1 pair) and certification grids (measured about 65 + 33 + 20 minutes on 2 shared CPU "
+                           "CIFAR-10 depth-1 pair) and certification grids (measured about 65 + 39 + 20 minutes on 2 shared CPU "
                            "cores; set ATTN_DATA_DIR to the full data files)")
   args = parser.parse_args(argv)
   start = time.perf_counter()

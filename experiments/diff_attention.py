@@ -129,7 +129,7 @@ STANDARD = ("fashion_mnist", "cifar10")
 
 
 def standard_config(dataset: str = "fashion_mnist") -> DiffAttentionConfig:
-  """The standard CPU grids (measured 65 min for Fashion-MNIST and CIFAR10_MIN for the CIFAR-10 pair on 2 CPU
+  """The standard CPU grids (measured 65 min for Fashion-MNIST and 39 min for the CIFAR-10 pair on 2 CPU
   cores shared with other jobs; an idle-machine time was not measured; README).
 
   "fashion_mnist": the full Fashion-MNIST files (60,000 train, 10,000 test) from ATTN_DATA_DIR, or the
