@@ -364,7 +364,8 @@ def build_rows(sources: Sequence[Source], root: str = "DIR", *, include_not_run:
       elif experiment == "diff_attention":
         found = diff_attention_claims.rows(s)
         if s.variant:  # a variant's rows carry its label; the claims it cannot measure are left to the main grid
-          found = [dict(r, variant="; ".join(v for v in (r["variant"], *s.variant) if v and v not in r["variant"]))
+          found = [dict(r, variant="; ".join([v for v in (r["variant"],) if v]
+                                             + [v for v in s.variant if v not in r["variant"]]))
                    for r in found if r["status"] != "not measured"]
         rows += found
       else:

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from experiments import claims, claims_report
+from experiments import claim_rows, claims, claims_report
 from experiments.workdir import _jsonable
 
 
@@ -425,3 +425,14 @@ def test_implied_width_row_compares_the_bound_with_the_fitted_width(tmp_path):
   assert "vacuous" in attn["setting"] and "+30.0 decades" in attn["setting"]
   relu = _main(rows, "implied_vs_measured_relu")
   assert relu["direction"] == "inconclusive" and "close" in relu["setting"]  # the bound sits at the estimate
+
+
+def test_rows_of_a_differential_attention_variant_carry_its_label():
+  """A CIFAR-10 workdir is a variant of the standard Fashion-MNIST grid: every row it measures carries
+  'dataset=cifar10' (beside a row's own variant), and with no standard grid the 'not run' rows remain."""
+  src = claim_rows.Source("diff_attention", "c10", {"dataset": "cifar10"}, _da_records(depths=(1, 2)), ("dataset=cifar10",))
+  rows = claims.build_rows([src], "DIR")
+  measured = [r for r in rows if r["status"] == "measured"]
+  assert measured and all("dataset=cifar10" in r["variant"] for r in measured)
+  assert any("depth=2" in r["variant"] and "dataset=cifar10" in r["variant"] for r in measured)
+  assert any(r["status"] == "not run" and r["claim_id"] == "da_asr_pgd" for r in rows)
