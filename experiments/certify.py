@@ -37,8 +37,9 @@ model on the embedded CIFAR-10 images, measured with the 2 CPU cores shared with
 repeats): training 2.5 ms per image per epoch (``train_classifier``, batch 64; one epoch of 49,500 images
 ≈ 125 s); the certificate constants 0.075 s per image (1,500 validation + test images ≈ 110 s per α);
 PGD-L2 with 20 steps 4.9 ms per image and ε (≈ 20 s per α); tightness 0.9 s per ε; compilation ≈ 45 s
-per α. About 320 s per α, 16 minutes for the 3 α on the shared cores, less on idle ones. A second epoch
-would add ≈ 6 minutes (``train.epochs=2``).
+per α. About 320 s per α, 16 minutes for the 3 α estimated from these; the whole standard run measured
+19 min 43 s wall on cores shared with two other jobs. A second epoch would add ≈ 6 minutes
+(``train.epochs=2``).
 
 Source: Havens et al. (ICML 2024), docs/theory.md#certification; margin certificate: Tsuzuku et al. (NeurIPS 2018).
 """
