@@ -7,7 +7,8 @@ workdirs, builds the rows and writes them; ``experiments.claims_report`` renders
 
 Intervals (``experiments.verdicts``): seed bootstrap (10,000 resamples, fixed seed) for per-seed statistics;
 the ratio of pooled flip counts bootstrapped over seeds for flip-rate ratios; Clopper–Pearson over images for
-single-model accuracies and attack success rates; a paired bootstrap over images for Lipschitz comparisons.
+single-model accuracies and attack success rates. The differential-attention rows live in
+``experiments.diff_attention_claims`` (a two-level bootstrap over training seeds and images).
 Points whose training did not reach the criterion (record field ``converged`` false) are left out of every
 comparison, and the row says how many.
 
