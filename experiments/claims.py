@@ -2,7 +2,8 @@
 verdict, and the protocol choices that change the verdict.
 
 Usage:
-  python -m experiments.claims --workdir DIR [--from WORKDIR ...] [--no_run] [--overwrite_config] [--standard]
+  python -m experiments.claims --workdir DIR [--from WORKDIR ...] [--no_run] [--overwrite_config] [--stability]
+                               [--standard]
 
 Reads the workdirs of the other experiments — every subdirectory of DIR and every ``--from`` directory,
 each identified by its config.json (or, lacking one, its records) — and runs only the quick CPU experiments
