@@ -130,7 +130,8 @@ def run(config: DualImplicationsConfig, workdir, *, overwrite_config: bool = Fal
           points.append((dataset, target, draw, model, "kinf", None))
           points += [(dataset, target, draw, model, "finite", s) for s in config.seeds]
   todo = [p for p in distributed.shard(points) if p not in done]
-  cache: dict = {}
+  cache: dict = {}    # data set -> (train rows, test rows, one-hot labels, {model: features})
+  kernels: dict = {}  # (data set, model, kind, seed, outputs) -> (K_train, K_test_train, K_test)
   for point in tqdm(todo, desc="dual implications", unit="point"):
     dataset, target, draw, model_name, kind, seed = point
     start = time.perf_counter()
@@ -148,19 +149,21 @@ def run(config: DualImplicationsConfig, workdir, *, overwrite_config: bool = Fal
     y_tr, y_te, extra = _targets(config, x_tr, x_te, labels, target, draw, config.datasets.index(dataset))
     record = dict(dataset=dataset, target=target, draw=draw, model=model_name, kind=kind, seed=seed,
                   n_train=len(x_tr), n_test=len(x_te), k=config.k, outputs=int(y_tr.shape[1]), **extra)
-    # The kernels depend on (data set, model, seed, outputs), not on the target draw: computed once each.
-    kernel_key = (model_name, kind, seed, y_tr.shape[1])
-    model = ntk.two_layer_relu(config.width, f_tr.shape[1], out_dim=y_tr.shape[1], readout="fixed")
-    init_key, train_key = jax.random.split(jax.random.PRNGKey(seed if seed is not None else 0))
-    _, params = model.init_fn(init_key, f_tr.shape)
-    if kernel_key not in feats:
+    if kind == "finite":
+      model = ntk.two_layer_relu(config.width, f_tr.shape[1], out_dim=y_tr.shape[1], readout="fixed")
+      init_key, train_key = jax.random.split(jax.random.PRNGKey(seed))
+      _, params = model.init_fn(init_key, f_tr.shape)
+    # The kernels depend on (data set, model, kind, seed, outputs), not on the target draw: computed once each.
+    kernel_key = (dataset, model_name, kind, seed, y_tr.shape[1])
+    if kernel_key not in kernels:
       if kind == "kinf":
         inf = infinite_width_kernels(f_tr, f_te, readout="fixed")
-        feats[kernel_key] = (inf.train, inf.test_train, infinite_width_kernels(f_te, f_te[:1], readout="fixed").train)
+        kernels[kernel_key] = (inf.train, inf.test_train,
+                               infinite_width_kernels(f_te, f_te[:1], readout="fixed").train)
       else:
-        feats[kernel_key] = tuple(finite_width_kernel(model, params, a, b)
-                                  for a, b in ((f_tr, None), (f_te, f_tr), (f_te, None)))
-    record.update(_kernel_fields(*feats[kernel_key], y_tr, y_te, config.ridge_scale))
+        kernels[kernel_key] = tuple(finite_width_kernel(model, params, a, b)
+                                    for a, b in ((f_tr, None), (f_te, f_tr), (f_te, None)))
+    record.update(_kernel_fields(*kernels[kernel_key], y_tr, y_te, config.ridge_scale))
     if kind == "finite":
       record["width"] = config.width
       if seed in config.network_seeds:
