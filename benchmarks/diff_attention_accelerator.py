@@ -16,7 +16,6 @@ not rounding artefacts. A benchmark that prints measured figures, not a test.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import tempfile
 import time
 

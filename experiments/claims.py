@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
-import inspect
 import json
 import os
 import time
@@ -264,7 +263,8 @@ def _not_run_rows(experiment: str, root: str) -> list[dict]:
   nr = claim_rows.not_run
   if experiment == "diff_attention":
     cmd = f"python -m experiments.claims --workdir {root} --standard"
-    why += " (the standard grids: measured 65 min (Fashion-MNIST) and 39 min (CIFAR-10 pair) on 2 shared CPU cores; ATTN_DATA_DIR set)"
+    why += (" (the standard grids: measured 65 min (Fashion-MNIST) and 39 min (CIFAR-10 pair) on 2 shared CPU "
+            "cores; ATTN_DATA_DIR set)")
     return [nr(cid, claim, claim_rows.ARXIV_DA, paper, cmd, why)
             for cid, claim, paper in diff_attention_claims.DA_CLAIMS]
   if experiment == "certify":
@@ -431,8 +431,7 @@ def standard_runs() -> list[tuple]:
     warnings.simplefilter("ignore", RuntimeWarning)  # the missing-ATTN_DATA_DIR warning comes when it runs
     out = [(name, "diff_attention", diff_attention.standard_config(dataset))
            for name, dataset in (("diff_attention", "fashion_mnist"), ("diff_attention_cifar10", "cifar10"))]
-    if "standard" in inspect.signature(certify.get_config).parameters:
-      out.append(("certify", "certify", certify.get_config(standard=True)))
+    out.append(("certify", "certify", certify.get_config(standard=True)))
 
   def holds(experiment, config):
     """A source holds a standard grid when its config equals it in every field but the data's location."""
@@ -556,8 +555,8 @@ def main(argv=None) -> None:
                            "(about as long again as those experiments)")
   parser.add_argument("--standard", action="store_true",
                       help="also run the missing standard differential-attention (Fashion-MNIST grid and the "
-                           "CIFAR-10 depth-1 pair) and certification grids (measured about 65 + 39 + 20 minutes on 2 shared CPU "
-                           "cores; set ATTN_DATA_DIR to the full data files)")
+                           "CIFAR-10 depth-1 pair) and certification grids (measured about 65 + 39 + 20 minutes "
+                           "on 2 shared CPU cores; set ATTN_DATA_DIR to the full data files)")
   args = parser.parse_args(argv)
   start = time.perf_counter()
   with config_lib.user_errors():

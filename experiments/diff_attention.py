@@ -252,7 +252,8 @@ def _cw_records(config, tm, x, y, clean_pred) -> list[dict]:
   return [_record("attack", tm.point, attack="cw_l2", eps=float(e), asr=float(rate.rate[j]),
                   n_success=int(rate.n_success[j]), n_counted=int(rate.n_counted[j]),
                   n_zero_grad=int(zero.sum()), median_l2_found=float(np.median(dist[success])) if success.any()
-                  else None, l2_found=[float(d) if ok else None for d, ok in zip(dist, success)], any_size_success=float(success.mean()), clean_accuracy=float((clean_pred == y).mean()),
+                  else None, l2_found=[float(d) if ok else None for d, ok in zip(dist, success)],
+                  any_size_success=float(success.mean()), clean_accuracy=float((clean_pred == y).mean()),
                   convention="clean_correct", steps=config.cw_steps, search_steps=config.cw_search_steps,
                   wall_time_s=seconds) for j, e in enumerate(config.cw_l2_grid)]
 

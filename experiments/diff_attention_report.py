@@ -14,6 +14,7 @@ from typing import Optional
 import numpy as np
 
 from experiments.config import experiment_records, report_cli
+from experiments.diff_attention_claims import main_lambda
 from experiments.plotting import save, subplots
 from experiments.workdir import write_derived
 
@@ -62,14 +63,6 @@ def _first_seed(records):
   return [r for r in records if _seed(r) == 0]
 
 
-def _main_lambda(records) -> str:
-  train = [r for r in records if r["kind"] == "train" and r["model"] == "diffvit"]
-  depths = defaultdict(set)
-  for r in train:
-    depths[r["lambda_init"]].add(r["depth"])
-  return max(depths, key=lambda lam: len(depths[lam])) if depths else "0.8"
-
-
 def _label(r) -> str:
   return "ViT" if r["model"] == "vit" else f"DiffViT λ_init={r['lambda_init']}"
 
@@ -86,7 +79,7 @@ def _clean(records, model, lam, depth):
 
 
 def plot_asr_vs_eps(records, path) -> None:
-  lam = _main_lambda(records)
+  lam = main_lambda(records)
   depths = sorted({r["depth"] for r in records if r["kind"] == "attack"})
   fig, axes = subplots(len(depths), width=3.8)
   for ax, depth in zip(axes, depths):
@@ -131,7 +124,7 @@ def plot_lambda_init(records, path) -> bool:
 
 def crossovers(records, eps_pair) -> dict:
   """{ε_255: (depths, asr_vit, asr_diff, crossover depth or None)} for PGD and the main λ_init."""
-  lam = _main_lambda(records)
+  lam = main_lambda(records)
   out = {}
   for e in eps_pair:
     vit = {r["depth"]: float(r["asr"]) for r in _by(records, kind="attack", model="vit", attack="pgd", eps_255=e)}
@@ -171,7 +164,7 @@ def plot_crossover(found: dict, path) -> dict:
 
 
 def plot_alignment(records, path) -> None:
-  rs = sorted(_by(records, kind="alignment", lambda_init=_main_lambda(records)), key=lambda r: (r["depth"], r["layer"]))
+  rs = sorted(_by(records, kind="alignment", lambda_init=main_lambda(records)), key=lambda r: (r["depth"], r["layer"]))
   fig, axes = subplots(3, width=4.0)
   depths = sorted({r["depth"] for r in rs})
   offsets = np.linspace(-0.25, 0.25, max(len(depths), 1))
@@ -315,7 +308,6 @@ def _f(v, digits=3):
 
 
 def summary_markdown(records, config: Optional[dict] = None, crossover: Optional[dict] = None) -> str:
-  lam = _main_lambda(records)
   train = sorted([r for r in records if r["kind"] == "train"],
                  key=lambda r: (r["depth"], r["model"], r["lambda_init"], _seed(r)))
   lines = ["# Differential attention under attack: DiffViT vs ViT (arXiv 2510.00517)", ""]

@@ -136,8 +136,9 @@ SE_FLOOR = 0.1  # resampled standard errors below this fraction of the sample's 
 # nominal 97 % bootstrap-t interval). Chosen so that its coverage at n = 10 lies within 3 points of 95 % on
 # both a normal and a lognormal (σ = 1) population: measured 0.9645 and 0.9255 over 2,000 samples each, where
 # the nominal 95 % interval covered 0.942 and 0.902 (tests/test_verdicts.py;
-# docs/theory.md#intervals-and-verdicts). No invariant one-sample method reached it at the nominal level (double bootstrap: 0.88–0.92;
-# BCa with expansion 0.87; variance-stabilised 0.82). On symmetric populations it is conservative (≈ 97 %).
+# docs/theory.md#intervals-and-verdicts). No invariant one-sample method reached it at the nominal level
+# (double bootstrap: 0.88–0.92; BCa with expansion 0.87; variance-stabilised 0.82). On symmetric
+# populations it is conservative (≈ 97 %).
 TAIL_FACTOR = 0.6
 
 
