@@ -3,7 +3,7 @@ verdict, and the protocol choices that change the verdict.
 
 Usage:
   python -m experiments.claims --workdir DIR [--from WORKDIR ...] [--no_run] [--overwrite_config] [--stability]
-                               [--standard]
+                               [--stability_modes MODE,...] [--standard]
 
 Reads the workdirs of the other experiments — every subdirectory of DIR and every ``--from`` directory,
 each identified by its config.json (or, lacking one, its records) — and runs only the quick CPU experiments
@@ -21,9 +21,11 @@ A workdir whose protocol fields (``data.*``, ``train.*``, readout, adversarial t
 the quick config is a *variant*: its rows are listed under the quick setting's row, and the choices whose
 variant changes the verdict are named there; variants not yet run are listed with their commands.
 
-``--stability`` (outside the 30-minute budget) reruns the width sweep, flip-rate and sharpness experiments,
-whose networks full-batch L-BFGS trains, from initial parameters perturbed by a relative 1e-7 into
-DIR/<name>_stability, and marks each verdict that changes there "unstable" with both outcomes.
+``--stability`` (outside the job's time budget) reruns the experiments whose networks full-batch L-BFGS trains
+(width sweep, flip rate, sharpness, dual implications) under numerics another machine would bring —
+perturbed initial parameters, one-threaded reductions, an older instruction set, two host devices
+(``experiments.stability``, ``--stability_modes``) — into DIR/<name>_stability[_<mode>], and marks each
+verdict that changes under any of them "unstable" with every outcome.
 
 Writes DIR/claims.jsonl (one record per row, rebuilt on every run), and DIR/summary.md and
 DIR/claims_forest.png (``experiments.claims_report``, which redraws them from claims.jsonl alone).
@@ -41,7 +43,7 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
-from experiments import claim_rows, diff_attention_claims
+from experiments import claim_rows, diff_attention_claims, stability
 from experiments import config as config_lib
 from experiments.claim_rows import Source
 from experiments.workdir import _jsonable, _leaves, read_records
@@ -214,7 +216,7 @@ def discover(root=None, from_dirs: Sequence = ()) -> list[Source]:
   candidates = []
   if root is not None and Path(root).is_dir():
     candidates += [(p, False) for p in sorted(Path(root).iterdir()) if p.is_dir() and not p.name.startswith(".")
-                   and not p.name.endswith(STABILITY_SUFFIX)]  # the stability pass's reruns are read apart
+                   and not stability.is_rerun_dir(p.name)]  # the stability pass's reruns are read apart
   candidates += [(Path(p), True) for p in from_dirs]
   for path, required in candidates:
     if not required and identify(path) is None:
@@ -229,13 +231,14 @@ def discover(root=None, from_dirs: Sequence = ()) -> list[Source]:
   return out
 
 
-def _is_quick(source: Source) -> bool:
+def is_quick(source: Source) -> bool:
+  """Whether ``source`` is at the quick setting (no protocol variant)."""
   return not source.variant
 
 
 def missing_experiments(sources: Sequence[Source]) -> list[str]:
   """The experiments of ``RUN_HERE`` without a workdir at the quick setting among ``sources``."""
-  return [name for name in RUN_HERE if not any(s.experiment == name and _is_quick(s) for s in sources)]
+  return [name for name in RUN_HERE if not any(s.experiment == name and is_quick(s) for s in sources)]
 
 
 def run_missing(root, sources: Sequence[Source], *, overwrite_config: bool = False) -> list[Source]:
@@ -335,7 +338,7 @@ def build_rows(sources: Sequence[Source], root: str = "DIR", *, include_not_run:
   variants; a main row's ``protocol`` lists the variants whose verdict differs from it. Experiments
   without a source give 'not run' rows with their command (unless ``include_not_run`` is false)."""
   by_exp: dict = {}
-  for s in sorted(sources, key=lambda s: (not _is_quick(s), s.path)):
+  for s in sorted(sources, key=lambda s: (not is_quick(s), s.path)):
     by_exp.setdefault(s.experiment, []).append(s)
   rows: list[dict] = []
   for experiment in ("width_sweep", "cubing", "flip_rate", "landscape", "dual_implications", "diff_attention",
@@ -384,8 +387,8 @@ def build_rows(sources: Sequence[Source], root: str = "DIR", *, include_not_run:
             "8.0× / 6.2× / 6.4× (FGSM / PGD / MIM)",
             f"python -m experiments.flip_rate --workdir {root}/flip_rate_tasks tasks=cifar10",
             "no CIFAR-10 flip-rate workdir"))
-  cub = next((s for s in by_exp.get("cubing", []) if _is_quick(s)), None)
-  sweep = next((s for s in by_exp.get("width_sweep", []) if _is_quick(s)), None)
+  cub = next((s for s in by_exp.get("cubing", []) if is_quick(s)), None)
+  sweep = next((s for s in by_exp.get("width_sweep", []) if is_quick(s)), None)
   if cub is not None and sweep is not None:
     rows += claim_rows.implied_width_rows(cub, sweep)
   return _order(rows)
@@ -459,7 +462,7 @@ def run_standard(root, sources: Sequence[Source], *, overwrite_config: bool = Fa
 
 
 def run_claims(workdir, from_dirs: Sequence = (), *, run: bool = True, overwrite_config: bool = False,
-               stability: bool = False, standard: bool = False) -> str:
+               stability_modes: Sequence[str] = (), standard: bool = False) -> str:
   """The whole job: discover, run the missing quick experiments (``run``), build and write the rows, and
   the report; returns the summary text.
 
@@ -478,56 +481,13 @@ def run_claims(workdir, from_dirs: Sequence = (), *, run: bool = True, overwrite
   if run and standard:
     sources = run_standard(root, sources, overwrite_config=overwrite_config)
   rows = build_rows(sources, str(root))
-  if stability or any((root / f"{n}{STABILITY_SUFFIX}").is_dir() for n in STABILITY):
-    rows = apply_stability(rows, root, sources, run=run and stability, overwrite_config=overwrite_config)
+  modes = stability_modes or stability.MODE_NAMES
+  if stability_modes or any((root / stability.workdir_name(e, m)).is_dir()
+                            for e in stability.STABILITY for m in modes):
+    rows = stability.apply_stability(rows, root, sources, run=run and bool(stability_modes), modes=modes,
+                                     overwrite_config=overwrite_config)
   write_rows(root, rows, protocol_choices(sources, str(root)))
   return claims_report.write_report(root)
-
-
-STABILITY = ("width_sweep", "flip_rate", "landscape")  # the experiments whose networks L-BFGS trains
-STABILITY_SUFFIX = "_stability"
-STABILITY_PERTURBATION = 1e-7
-
-
-def stability_config(experiment: str):
-  """``quick_config(experiment)`` with the L-BFGS networks' initial parameters perturbed by a relative 1e-7."""
-  config = quick_config(experiment)
-  if experiment == "width_sweep":
-    return dataclasses.replace(config, converged=dataclasses.replace(config.converged, train=dataclasses.replace(
-        config.converged.train, init_perturbation=STABILITY_PERTURBATION)))
-  return dataclasses.replace(config, train=dataclasses.replace(config.train,
-                                                               init_perturbation=STABILITY_PERTURBATION))
-
-
-def apply_stability(rows: list[dict], root, sources: Sequence[Source], *, run: bool,
-                    overwrite_config: bool = False) -> list[dict]:
-  """The stability pass: reruns each of ``STABILITY``'s quick experiments with initial parameters perturbed
-  at float32 rounding level into ``root/<name>_stability`` (resuming), rebuilds its rows, and marks a quick
-  row whose verdict differs there as "unstable" (``verdicts.stability_verdict``), with both outcomes."""
-  from experiments import verdicts
-  root = Path(root)
-  for name in STABILITY:
-    if not any(s.experiment == name and _is_quick(s) for s in sources):
-      continue
-    path = root / f"{name}{STABILITY_SUFFIX}"
-    if run:
-      print(f"stability pass: {name} with initial parameters perturbed by {STABILITY_PERTURBATION:g} -> {path}",
-            flush=True)
-      importlib.import_module(f"experiments.{name}").run(stability_config(name), path,
-                                                          overwrite_config=overwrite_config)
-    if not path.is_dir():
-      continue
-    perturbed = {(r["claim_id"], r["variant"]): r for r in build_rows([load_source(path, name)], str(root),
-                                                                      include_not_run=False)}
-    for row in rows:
-      other = perturbed.get((row["claim_id"], row["variant"]))
-      if row["status"] != "measured" or other is None or other["status"] != "measured":
-        continue
-      v = verdicts.stability_verdict(verdicts.Verdict(row["direction"], row["magnitude"], row["reason"]),
-                                     verdicts.Verdict(other["direction"], other["magnitude"], other["reason"]))
-      if v.direction == "unstable":
-        row.update(direction="unstable", magnitude=None, reason=v.reason)
-  return rows
 
 
 def supported_rows_markdown(workdirs: Sequence) -> str:
@@ -550,9 +510,12 @@ def main(argv=None) -> None:
   parser.add_argument("--overwrite_config", action="store_true",
                       help="a sub-workdir the job runs holds another config's results: move them aside")
   parser.add_argument("--stability", action="store_true",
-                      help="rerun the L-BFGS-trained experiments (width sweep, flip rate, sharpness) with initial "
-                           "parameters perturbed by a relative 1e-7 and mark verdicts that change 'unstable' "
-                           "(about as long again as those experiments)")
+                      help="rerun the L-BFGS-trained experiments (width sweep, flip rate, sharpness, dual "
+                           "implications) under each --stability_modes numerics and mark verdicts that change "
+                           "'unstable' (each mode about as long again as those experiments)")
+  parser.add_argument("--stability_modes", default="all", metavar="MODE[,MODE...]",
+                      help="the stability pass's modes: " + "; ".join(f"{m.name}: {m.description}"
+                                                                      for m in stability.MODES) + " (default all)")
   parser.add_argument("--standard", action="store_true",
                       help="also run the missing standard differential-attention (Fashion-MNIST grid and the "
                            "CIFAR-10 depth-1 pair) and certification grids (measured about 65 + 39 + 20 minutes "
@@ -561,7 +524,8 @@ def main(argv=None) -> None:
   start = time.perf_counter()
   with config_lib.user_errors():
     run_claims(args.workdir, args.from_dirs, run=not args.no_run, overwrite_config=args.overwrite_config,
-               stability=args.stability, standard=args.standard)
+               stability_modes=stability.parse_modes(args.stability_modes) if args.stability else (),
+               standard=args.standard)
   plot = " and claims_forest.png" if (Path(args.workdir) / "claims_forest.png").exists() else (
       " (no plot: no row is measured; every row names the command that fills it)")
   print(f"wrote {Path(args.workdir) / ROWS_NAME}, summary.md{plot} in {time.perf_counter() - start:.0f} s")

@@ -382,18 +382,28 @@ def magnitude_verdict(interval: Interval, paper_range) -> str:
   return "undetermined"
 
 
-def stability_verdict(first: Verdict, perturbed: Verdict) -> Verdict:
-  """A verdict that must survive rounding: the same claim rerun with the initial parameters perturbed at
-  float32 rounding level (relative 1e-7). Where the two runs' directions or magnitudes differ, the
-  direction becomes ``'unstable'`` and the reason gives both outcomes; otherwise ``first`` is returned.
+def stability_verdict(first: Verdict, reruns) -> Verdict:
+  """A verdict that must survive another machine's numerics (``experiments.stability``).
+
+  Args:
+    first: the verdict of the run itself.
+    reruns: {what changed (e.g. a stability mode's name and description): the verdict of the same claim
+      rerun under that change}; a single ``Verdict`` stands for one rerun under a relative 1e-7 perturbation
+      of the initial parameters.
+
+  Returns ``first`` where every rerun's direction and magnitude equal it; otherwise a Verdict with direction
+  ``'unstable'``, magnitude None, and a reason giving the first outcome and every differing one.
   """
-  if (first.direction, first.magnitude) == (perturbed.direction, perturbed.magnitude):
-    return first
+  if isinstance(reruns, Verdict):
+    reruns = {"a relative 1e-7 perturbation of the initial parameters": reruns}
   def outcome(v: Verdict) -> str:
     return v.direction if v.magnitude is None else f"{v.direction}, {v.magnitude}"
+  moved = {what: v for what, v in reruns.items() if (v.direction, v.magnitude) != (first.direction, first.magnitude)}
+  if not moved:
+    return first
   return Verdict("unstable", None,
-                 f"the verdict changed under a relative 1e-7 perturbation of the initial parameters: "
-                 f"{outcome(first)} ({first.reason}) vs {outcome(perturbed)} ({perturbed.reason})")
+                 f"the verdict moves with the numerics: {outcome(first)} ({first.reason}) here; "
+                 + "; ".join(f"{outcome(v)} ({v.reason}) under {what}" for what, v in moved.items()))
 
 
 def verdict(interval: Interval, paper_sign: int, *, paper_range=None, null: float = 0.0,
