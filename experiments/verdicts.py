@@ -154,6 +154,10 @@ def bootstrap_mean(values, *, unit: str = "seeds", seed: int = 0, n_resamples: i
   within 3 points of 0.95; the percentile interval covered 0.898 and 0.801 (``tests/test_verdicts.py``;
   docs/theory.md#intervals-and-verdicts).
   ``method='percentile'``: the α/2 and 1 − α/2 quantiles of m*_b (the earlier default).
+  With n = 2 (either method) the interval is Student's t instead, m ± t_{(1+level)/2, 1}·se with
+  t_{(1+level)/2, 1} = tan(π·level/2) (one degree of freedom; exact for a normal population), method
+  ``'student_t'``: two values have only three distinct resamples, so both bootstrap intervals are the same
+  at every level (floored se* or plain quantiles of {a, m, b}) and ignore ``level``.
 
   Args:
     values: shape [n], finite.
@@ -165,7 +169,7 @@ def bootstrap_mean(values, *, unit: str = "seeds", seed: int = 0, n_resamples: i
 
   Returns:
     ``Interval`` with estimate = the sample mean. With n = 1, or all values equal, the interval is the
-    single value.
+    single value; with n = 2 it is the t-interval above (it widens with ``level``: 12.7·se at 0.95).
 
   Raises:
     ValueError: empty, non-1-D or non-finite values; bad unit, n_resamples, level or method.
@@ -183,6 +187,9 @@ def bootstrap_mean(values, *, unit: str = "seeds", seed: int = 0, n_resamples: i
     if out is not None:
       return out._replace(estimate=out.estimate * scale, low=out.low * scale, high=out.high * scale)
   n, mean = v.size, float(v.mean())
+  if n == 2 and float(v.std(ddof=1)) / math.sqrt(n) > 1e-12:  # (|v| ≤ 1 here; equal values: below)
+    half = math.tan(math.pi * level / 2) * float(v.std(ddof=1)) / math.sqrt(n)
+    return Interval(mean, mean - half, mean + half, level, int(n), unit, "student_t")
   if method == "percentile":
     means = _resampled_sums(v[:, None], n_resamples, seed)[:, 0] / n
     low, high = _percentiles(means, level)

@@ -50,6 +50,24 @@ def test_bootstrap_interval_covers_the_mean_matches_the_normal_width_and_shrinks
   np.testing.assert_allclose(widths[400] / widths[25], 0.25, rtol=0.3)  # 1/√16
 
 
+@pytest.mark.parametrize("method", ["studentized", "percentile"])
+def test_two_seeds_give_a_t_interval_that_widens_with_the_level(method):
+  """n = 2: three distinct resamples make both bootstraps ignore the level; the t-interval (1 degree of
+  freedom) does not: mean ± tan(π·level/2)·s/√2, and the 0.99 interval strictly contains the 0.8 one."""
+  values = [1.0, 3.0]
+  narrow = bootstrap_mean(values, level=0.8, method=method)
+  wide = bootstrap_mean(values, level=0.99, method=method)
+  assert wide.low < narrow.low < 2.0 < narrow.high < wide.high
+  se = np.std(values, ddof=1) / np.sqrt(2)
+  t95 = scipy.stats.t.ppf(0.975, df=1)
+  ci = bootstrap_mean(values, method=method)
+  assert (ci.low, ci.high) == pytest.approx((2.0 - t95 * se, 2.0 + t95 * se), rel=1e-12)
+  assert ci.method == "student_t" and ci.n == 2
+  big = bootstrap_mean([1e200, 3e200], level=0.99, method=method)  # scale-equivariant
+  assert (big.low, big.high) == pytest.approx((wide.low * 1e200, wide.high * 1e200), rel=1e-12)
+  assert bootstrap_mean([0.5, 0.5], level=0.99).low == 0.5  # equal values: still the single value
+
+
 def test_bootstrap_is_reproducible_by_seed_and_degenerate_for_a_constant():
   x = np.random.default_rng(0).normal(size=10)
   assert bootstrap_mean(x, seed=3) == bootstrap_mean(x, seed=3)
