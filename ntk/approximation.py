@@ -38,6 +38,16 @@ class ModeTargets(NamedTuple):
   singular_values: np.ndarray
 
 
+def _float64(x, name: str) -> np.ndarray:
+  """x as a float64 array; ValueError naming ``name`` where it is not numeric (strings, None, objects)."""
+  try:
+    if x is None:
+      raise TypeError
+    return np.asarray(x, np.float64)
+  except (TypeError, ValueError):
+    raise ValueError(f"{name} must be a numeric array, got {type(x).__name__} {x!r:.60}") from None
+
+
 def mode_targets(x_train_NxD, x_test_TxD, *, kind: str, k: int, key, rtol: float | None = None) -> ModeTargets:
   """Targets along the top-k, the bottom-k non-zero, or k random directions of the training matrix.
 
@@ -53,25 +63,35 @@ def mode_targets(x_train_NxD, x_test_TxD, *, kind: str, k: int, key, rtol: float
     ``ModeTargets``.
 
   Raises:
-    ValueError: unknown kind, k outside [1, rank], shapes that do not line up, non-finite inputs.
+    ValueError: naming the argument: unknown kind, k not an integer in [1, rank] (also a string or None),
+      rtol outside (0, 1), key not a PRNG key, inputs that are not numeric, shapes that do not line up,
+      non-finite inputs.
   """
-  if kind not in TARGET_KINDS:
+  if not isinstance(kind, str) or kind not in TARGET_KINDS:
     raise ValueError(f"kind must be one of {TARGET_KINDS}, got {kind!r}")
-  x = np.asarray(x_train_NxD, np.float64)
-  xt = np.asarray(x_test_TxD, np.float64)
+  if isinstance(k, bool) or not isinstance(k, (int, float, np.integer, np.floating)) or not (
+      np.isfinite(k) and int(k) == k and k >= 1):
+    raise ValueError(f"k must be an integer in [1, rank(x_train_NxD)], got {k!r}")
+  try:
+    key_c, key_v = jax.random.split(key)
+  except (TypeError, ValueError):
+    raise ValueError(f"key must be a JAX PRNG key (jax.random.PRNGKey(seed) or jax.random.key(seed)), got "
+                     f"{key!r:.60}") from None
+  x = _float64(x_train_NxD, "x_train_NxD")
+  xt = _float64(x_test_TxD, "x_test_TxD")
   if x.ndim != 2 or xt.ndim != 2 or x.shape[1] != xt.shape[1]:
     raise ValueError(f"x_train_NxD [n, d] and x_test_TxD [t, d] must share d, got {x.shape} and {xt.shape}")
   if not (np.isfinite(x).all() and np.isfinite(xt).all()):
     raise ValueError("x_train_NxD and x_test_TxD must be finite")
-  if rtol is not None and not (isinstance(rtol, (int, float, np.floating)) and 0 < float(rtol) < 1):
+  if rtol is not None and (isinstance(rtol, bool) or not (
+      isinstance(rtol, (int, float, np.integer, np.floating)) and 0 < float(rtol) < 1)):
     raise ValueError(f"rtol must be a number in (0, 1) or None, got {rtol!r}")
   _, s, vt = np.linalg.svd(x, full_matrices=False)
   rtol = max(x.shape) * np.finfo(np.float64).eps if rtol is None else float(rtol)
   rank = int(np.sum(s > rtol * s[0])) if s.size and s[0] > 0 else 0
-  if isinstance(k, bool) or int(k) != k or not 1 <= k <= rank:
+  if not k <= rank:
     raise ValueError(f"k must be an integer in [1, rank(X) = {rank}], got {k!r}")
   k = int(k)
-  key_c, key_v = jax.random.split(key)
   c = np.asarray(jax.random.normal(key_c, (k,)), np.float64)
   if kind == "top":
     v, sv = vt[:k].T, s[:k]
@@ -89,10 +109,11 @@ def kernel_target_alignment(k_NxN, y_NxC) -> float:
   Source: Cristianini et al., "On kernel-target alignment", NeurIPS 2001.
 
   Raises:
-    ValueError: K not [n, n], Y not [n, C], non-finite entries, or a zero K or Y.
+    ValueError: naming the argument: not numeric, K not [n, n], Y not [n, C], non-finite entries, or a zero
+      K or Y.
   """
-  kk = np.asarray(k_NxN, np.float64)
-  y = np.asarray(y_NxC, np.float64)
+  kk = _float64(k_NxN, "k_NxN")
+  y = _float64(y_NxC, "y_NxC")
   if y.ndim == 1:
     y = y[:, None]
   if kk.ndim != 2 or kk.shape[0] != kk.shape[1] or y.ndim != 2 or y.shape[0] != kk.shape[0]:
@@ -109,9 +130,10 @@ def relative_error(prediction_NxC, y_NxC) -> float:
   """Σ‖f − y‖² / Σ‖y − ȳ‖² (ȳ the column means): 0 is exact, 1 is no better than predicting the mean.
 
   Raises:
-    ValueError: shapes that differ, non-finite entries, or constant targets.
+    ValueError: naming the argument: not numeric, shapes that differ, non-finite entries, or constant
+      targets.
   """
-  f, y = np.asarray(prediction_NxC, np.float64), np.asarray(y_NxC, np.float64)
+  f, y = _float64(prediction_NxC, "prediction_NxC"), _float64(y_NxC, "y_NxC")
   if f.shape != y.shape:
     raise ValueError(f"prediction and targets must have the same shape, got {f.shape} and {y.shape}")
   if not (np.isfinite(f).all() and np.isfinite(y).all()):

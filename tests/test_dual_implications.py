@@ -63,6 +63,37 @@ def test_mode_targets_follow_the_singular_vectors():
     approximation.mode_targets(x, xt, kind="middle", k=1, key=key)
 
 
+@pytest.mark.parametrize("bad, match", [
+    (dict(k="a"), r"k must be an integer in \[1, rank"),
+    (dict(k=None), r"k must be an integer in \[1, rank"),
+    (dict(k=float("nan")), r"k must be an integer in \[1, rank"),
+    (dict(k=1.5), r"k must be an integer in \[1, rank"),
+    (dict(k=True), r"k must be an integer in \[1, rank"),
+    (dict(kind=["top"]), "kind must be one of"),
+    (dict(key="a"), "key must be a JAX PRNG key"),
+    (dict(rtol="0.1"), r"rtol must be a number in \(0, 1\)"),
+    (dict(x_train_NxD=[["a", "b"]]), "x_train_NxD must be a numeric array"),
+    (dict(x_test_TxD=None), "x_test_TxD must be a numeric array"),
+])
+def test_mode_targets_argument_errors_name_the_argument_and_its_range(bad, match):
+  x = np.random.default_rng(0).normal(size=(6, 2))
+  args = dict(x_train_NxD=x, x_test_TxD=x[:3], kind="top", k=1, key=jax.random.PRNGKey(0))
+  args.update(bad)
+  with pytest.raises(ValueError, match=match):
+    approximation.mode_targets(args.pop("x_train_NxD"), args.pop("x_test_TxD"), **args)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda y: approximation.kernel_target_alignment("a", y), "k_NxN must be a numeric array"),
+    (lambda y: approximation.kernel_target_alignment(np.eye(3), [["x"]] * 3), "y_NxC must be a numeric array"),
+    (lambda y: approximation.relative_error(None, y), "prediction_NxC must be a numeric array"),
+    (lambda y: approximation.relative_error(y, {"a": 1}), "y_NxC must be a numeric array"),
+])
+def test_alignment_and_relative_error_name_a_non_numeric_argument(call, match):
+  with pytest.raises(ValueError, match=match):
+    call(np.array([[1.0], [-2.0], [0.5]]))
+
+
 def test_alignment_and_relative_error_closed_forms():
   y = np.array([[1.0], [-2.0], [0.5]])
   assert approximation.kernel_target_alignment(y @ y.T, y) == pytest.approx(1.0)
