@@ -52,7 +52,8 @@ def main(argv=None) -> None:
     summary += ("\n## Claims these runs support\n\nVerdict rules and the other claims: `python -m experiments.claims "
                 f"--workdir {root / 'claims'} --from {' '.join(map(str, subs))}`\n\n"
                 + claims.supported_rows_markdown(subs))
-  (root / "summary.md").write_text(summary)
+  from experiments.rules_version import stamp
+  (root / "summary.md").write_text(stamp(summary))
   print(f"done in {elapsed:.0f} s: {root / 'summary.md'}")
 
 

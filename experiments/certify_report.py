@@ -16,6 +16,7 @@ import numpy as np
 
 from experiments.config import experiment_records, report_cli
 from experiments.plotting import finite, save, subplots
+from experiments.rules_version import stamp
 
 SELECTION_RULE = ("the α with the highest rigorous certified accuracy on the validation split (held out of the "
                   "training images) at that ε; ties: the higher validation clean accuracy, then the smaller α")
@@ -359,7 +360,7 @@ def write_report(workdir) -> str:
   records = experiment_records(workdir, "certify", REQUIRED_FIELDS)
   plot_certified_accuracy(records, workdir / "certified_accuracy.png")
   plot_tightness(records, workdir / "tightness.png")
-  text = summary_markdown(records)
+  text = stamp(summary_markdown(records))
   (workdir / "summary.md").write_text(text)
   return text
 

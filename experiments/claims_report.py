@@ -14,6 +14,7 @@ from typing import Sequence
 
 from experiments.config import report_cli
 from experiments.plotting import plt, save
+from experiments.rules_version import stamp
 from experiments.workdir import _decode
 
 ROWS_NAME = "claims.jsonl"
@@ -237,6 +238,7 @@ def write_report(workdir) -> str:
   if not drawn:  # no measured row: no plot (and none left over from an earlier run)
     (workdir / "claims_forest.png").unlink(missing_ok=True)
     text = text.replace("Plot: claims_forest.png.", "Plot: none (no row is measured yet).")
+  text = stamp(text)
   (workdir / "summary.md").write_text(text)
   return text
 

@@ -16,6 +16,7 @@ import numpy as np
 from experiments.config import experiment_records, report_cli
 from experiments.diff_attention_claims import main_lambda
 from experiments.plotting import save, subplots
+from experiments.rules_version import stamp
 from experiments.workdir import write_derived
 
 REQUIRED_FIELDS = ("kind", "model", "depth", "lambda_init", "attack", "eps", "layer")  # its KEY_FIELDS
@@ -458,7 +459,7 @@ def write_report(workdir) -> str:
   if any(r["kind"] == "lipschitz" for r in records):
     plot_lipschitz(first, workdir / "lipschitz.png")
   plot_cw(first, workdir / "cw_l2.png")
-  text = summary_markdown(records, config, cross)
+  text = stamp(summary_markdown(records, config, cross))
   (workdir / "summary.md").write_text(text)
   return text
 
