@@ -3,6 +3,7 @@
 Every record carries the point's key fields, the wall time, the seed and the library versions, and is
 appended (and flushed) as soon as the point finishes, so a killed run loses nothing; restarting with the
 same workdir skips the keys already recorded (results are data, long runs resume; big_vision's workdir convention).
+Half a line left by a kill during an append is moved aside on resume (``repair_torn_tail``).
 Arrays are saved with orbax under ``arrays/<key>/``.
 
 In a multi-process run (``experiments.distributed``) process i of P appends to its own
@@ -19,6 +20,7 @@ import platform
 import os
 import shutil
 import time
+import warnings
 import weakref
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -193,6 +195,7 @@ class Workdir:
       tmp = cfg_path.with_name(f".config.json.{os.getpid()}")
       tmp.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
       tmp.replace(cfg_path)  # atomic: the other processes never read half a config
+    repair_torn_tail(self.results_path)
 
   def _wait_for_config(self, cfg: dict, timeout_s: float) -> None:
     """Waits for process 0 to write a config.json equal to ``cfg`` (polling every 0.2 s).
@@ -296,6 +299,45 @@ class Workdir:
       with np.load(npz) as data:
         return {k: data[k] for k in data.files}
     return ocp.PyTreeCheckpointer().restore((self.path / "arrays" / name).resolve())
+
+
+def repair_torn_tail(path) -> Path | None:
+  """Moves aside a last line cut off by a killed run, so that every line of ``path`` is a whole record.
+
+  A run killed while appending leaves half a line at the end of its results file. Called when a Workdir is
+  opened (resume), under the workdir's lock: the torn bytes go to ``<name>.torn-<time>`` next to the file
+  (kept, not deleted; no reader reads it), the file is truncated to its last complete line, and a
+  ``RuntimeWarning`` names the moved file. A last line that is a whole JSON object lacking only its
+  newline gets the newline instead. A missing or empty file, or one ending in a newline, is left alone.
+
+  Returns:
+    The path of the moved-aside tail, or None when nothing was moved.
+  """
+  path = Path(path)
+  if not path.is_file():
+    return None
+  data = path.read_bytes()
+  if not data or data.endswith(b"\n"):
+    return None
+  cut = data.rfind(b"\n") + 1
+  tail = data[cut:]
+  try:
+    whole = isinstance(json.loads(tail), dict)
+  except (json.JSONDecodeError, UnicodeDecodeError):
+    whole = False
+  if whole:
+    with open(path, "ab") as f:
+      f.write(b"\n")
+    return None
+  stamp = time.strftime("%Y%m%d-%H%M%S")
+  torn, i = path.with_name(f"{path.name}.torn-{stamp}"), 1
+  while torn.exists():
+    torn, i = path.with_name(f"{path.name}.torn-{stamp}-{i}"), i + 1
+  torn.write_bytes(tail)
+  os.truncate(path, cut)
+  warnings.warn(f"{path} ended in a line cut off by a killed run ({len(tail)} bytes); moved it to {torn} and "
+                "resumed from the last complete record", RuntimeWarning, stacklevel=2)
+  return torn
 
 
 def _leaves(config: dict, prefix: str = "") -> dict[str, Any]:

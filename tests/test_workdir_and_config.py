@@ -32,6 +32,41 @@ def test_two_overwrites_keep_both_old_runs(tmp_path):
   assert sorted(read_records(b)[0]["k"] for b in tmp_path.glob("previous-*")) == [1.0, 2.0]
 
 
+def _run_points(path, keys):
+  """A resumable run: appends the points of ``keys`` not yet recorded (what every experiment does)."""
+  wd = Workdir(path, ("k",), {"lr": 1.0})
+  for k in keys:
+    if (k,) not in wd.done():
+      wd.append({"k": k, "loss": 1.0 / (k + 1)})
+
+
+def test_a_line_torn_by_a_kill_is_moved_aside_on_resume(tmp_path):
+  _run_points(tmp_path / "clean", range(4))
+  clean = (tmp_path / "clean" / "results.jsonl").read_text().splitlines()
+  run = tmp_path / "killed"
+  _run_points(run, range(2))
+  with open(run / "results.jsonl", "a") as f:  # killed half way through appending point 2
+    f.write(clean[2][: len(clean[2]) // 2])
+  with pytest.warns(RuntimeWarning, match=r"results\.jsonl\.torn-") as caught:
+    _run_points(run, range(4))  # resume
+  (torn,) = run.glob("results.jsonl.torn-*")
+  assert str(torn) in str(caught[0].message)
+  assert torn.read_text() == clean[2][: len(clean[2]) // 2]
+  lines = (run / "results.jsonl").read_text().splitlines()
+  assert len(lines) == len(clean) == 4
+  assert [json.loads(line)["k"] for line in lines] == [0, 1, 2, 3]  # every line parses
+  assert [r["k"] for r in read_records(run)] == [0, 1, 2, 3]
+
+
+def test_a_whole_last_record_without_its_newline_is_kept(tmp_path):
+  _run_points(tmp_path, range(2))
+  path = tmp_path / "results.jsonl"
+  path.write_text(path.read_text().rstrip("\n"))  # killed just before the newline
+  _run_points(tmp_path, range(3))
+  assert [json.loads(line)["k"] for line in path.read_text().splitlines()] == [0, 1, 2]
+  assert not list(tmp_path.glob("*.torn-*"))
+
+
 def test_non_finite_numbers_are_standard_json_and_come_back_as_floats(tmp_path):
   wd = Workdir(tmp_path, ("k",))
   wd.append({"k": 0, "scalar": float("nan"), "np_scalar": np.float32(np.inf),
