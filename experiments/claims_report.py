@@ -48,8 +48,10 @@ VERDICT_RULES = """\
   (6–9× becomes [4, 13.5]): *matches* only if the whole interval lies inside that band, *differs* if it is
   disjoint from it, *undetermined* otherwise (an interval too wide to tell); "–" where the paper gives no
   number. An interval no longer matches by merely overlapping.
-- **Stability**: a verdict that changes when its L-BFGS-trained networks start from initial parameters
-  perturbed by a relative 1e-7 is *unstable*, and the row gives both outcomes.
+- **Stability** (`--stability`, `experiments.stability`): a verdict that changes when its L-BFGS-trained
+  experiments are rerun under another machine's numerics — initial parameters perturbed by a relative 1e-7
+  (*perturb*), one-threaded reductions (*serial*), an older instruction set (*isa*), two host devices
+  (*devices*) — is *unstable*, and the row gives every outcome; a row that survived names the modes.
 - *context* rows (the dual-implications random-direction and real-label targets) carry no paper claim.
 - Points whose training did not reach the criterion (`converged` false in the records) are left out of
   every comparison; a row that left any out says how many.
@@ -124,10 +126,19 @@ def rows_markdown(rows: Sequence[dict], *, only_measured: bool = False) -> str:
     n = f"{r['n']} {r['unit']}" if r["status"] == "measured" else "–"
     note = f" ({r['note']})" if r.get("note") else ""
     cells = [claim, r["paper_value"] if not r["variant"] else "", f"{r['setting']}{note}", value_text(r), n,
-             r["direction"], r["magnitude"] or "–", _protocol_text(r)]
+             _direction_text(r), r["magnitude"] or "–", _protocol_text(r)]
     # A '|' inside a cell (e.g. diag|θ|) would end the cell in Markdown: escape it.
     lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
   return "\n".join(lines) + "\n"
+
+
+def _direction_text(row: dict) -> str:
+  """The direction cell: the verdict, and where a stability pass read the row, the modes it survived."""
+  modes = row.get("stability") or {}
+  if row["direction"] == "unstable" or not modes:
+    return row["direction"]
+  stable = [m for m, d in modes.items() if d is not None]
+  return f"{row['direction']} (stable: {', '.join(stable)})" if stable else row["direction"]
 
 
 def _reasons(rows: Sequence[dict]) -> list[str]:
