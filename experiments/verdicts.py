@@ -33,6 +33,8 @@ from typing import NamedTuple
 import numpy as np
 import scipy.stats
 
+from experiments import tolerance
+
 N_RESAMPLES = 10_000
 MIN_SEEDS = 5
 UNITS = ("seeds", "images")
@@ -314,9 +316,41 @@ def clopper_pearson(successes, n, *, level: float = 0.95) -> Interval:
   return Interval(k / n, low, high, level, n, "images", "clopper_pearson")
 
 
+# The interval's ends are means over the units (numpy sums pairwise: about log2(n)·u of the largest
+# magnitude per sum; 1024 also covers a naive sum of 1024 units) and then a handful of operations (the
+# rescaling, m − t·se, the quantile's interpolation, a ratio): ``INTERVAL_OPS`` operations at float64.
+# docs/decision_boundaries.md
+INTERVAL_OPS = 1024
+
+
+def interval_tolerance(interval: Interval, *values) -> float:
+  """The rounding tolerance of a decision on ``interval``'s ends against ``values`` (a null value, band
+  edges): ``tolerance.tolerance`` with ``INTERVAL_OPS`` at float64, scaled by the largest finite magnitude
+  among the estimate, the ends and the values."""
+  return tolerance.tolerance(interval.estimate, interval.low, interval.high, *values, ops=INTERVAL_OPS)
+
+
+def interval_side(interval: Interval, null: float) -> str:
+  """``'above'`` if the interval's low end exceeds ``null`` by more than the rounding tolerance
+  (``interval_tolerance``), ``'below'`` if its high end falls short of it by more, else ``'contains'``: an
+  end on the null value, exactly or within rounding, excludes nothing. NaN ends give ``'contains'``."""
+  low, high = interval.low, interval.high
+  if math.isnan(low) or math.isnan(high):
+    return "contains"
+  tol = interval_tolerance(interval, null)
+  if tolerance.side(low, null, tol) > 0:
+    return "above"
+  if tolerance.side(high, null, tol) < 0:
+    return "below"
+  return "contains"
+
+
 def direction_verdict(interval: Interval, paper_sign: int, *, null: float = 0.0,
                       min_seeds: int = MIN_SEEDS) -> tuple[str, str]:
   """Whether an interval supports the paper's direction.
+
+  An interval excludes ``null`` only when its nearer end lies beyond it by more than the rounding tolerance
+  (``interval_side``): an end equal to the null value, or within rounding of it, is *inconclusive*.
 
   Args:
     interval: of a difference (null 0) or of a ratio (null 1: the log-ratio's interval excludes 0 exactly
@@ -340,13 +374,22 @@ def direction_verdict(interval: Interval, paper_sign: int, *, null: float = 0.0,
   low, high = interval.low, interval.high
   if math.isnan(low) or math.isnan(high):
     return "inconclusive", "the interval is undefined (NaN)"
+  where = interval_side(interval, null)
   side = "above" if paper_sign > 0 else "below"
-  if (low > null) if paper_sign > 0 else (high < null):
-    return "holds", f"the interval [{low:.4g}, {high:.4g}] lies {side} {null:g}, as the paper claims"
-  if (high < null) if paper_sign > 0 else (low > null):
-    return "fails", (f"the interval [{low:.4g}, {high:.4g}] lies on the other side of {null:g} from the "
+  # The end nearer the null value is printed with enough digits to differ from it where it does.
+  if where == "above" or (where == "contains" and abs(low - null) <= abs(high - null)):
+    (lo_t, null_t), hi_t = tolerance.distinct(low, null, 4), f"{high:.4g}"
+  else:
+    (hi_t, null_t), lo_t = tolerance.distinct(high, null, 4), f"{low:.4g}"
+  if where == side:
+    return "holds", f"the interval [{lo_t}, {hi_t}] lies {side} {null_t}, as the paper claims"
+  if where != "contains":
+    return "fails", (f"the interval [{lo_t}, {hi_t}] lies on the other side of {null_t} from the "
                      f"paper's claim ({side})")
-  return "inconclusive", f"the interval [{low:.4g}, {high:.4g}] contains {null:g}"
+  near = low if abs(low - null) <= abs(high - null) else high
+  edge = " (an end on it within rounding)" if tolerance.on_edge(near, [null], interval_tolerance(interval, null)) \
+      else ""
+  return "inconclusive", f"the interval [{lo_t}, {hi_t}] contains {null_t}{edge}"
 
 
 MAGNITUDE_FACTOR = 1.5
@@ -373,7 +416,9 @@ def magnitude_verdict(interval: Interval, paper_range) -> str:
   """``'matches'`` only when the whole interval lies inside the paper's range widened by a factor 1.5
   (``magnitude_band``: for "6–9×", [4, 13.5]); ``'differs'`` when it is disjoint from that band;
   ``'undetermined'`` otherwise: an interval wide enough to reach past the band, or NaN, is no evidence
-  either way, so a wide interval can no longer "match" by overlapping.
+  either way, so a wide interval can no longer "match" by overlapping. The band is closed, and an end on
+  the band's edge within rounding (``interval_tolerance``) counts as on it: inside for "matches", touching
+  (not disjoint) for "differs".
 
   Raises:
     ValueError: as ``magnitude_band``.
@@ -382,9 +427,10 @@ def magnitude_verdict(interval: Interval, paper_range) -> str:
   low, high = interval.low, interval.high
   if math.isnan(low) or math.isnan(high):
     return "undetermined"
-  if band_lo <= low and high <= band_hi:
+  tol = interval_tolerance(interval, band_lo, band_hi)
+  if tolerance.within(low, band_lo, band_hi, tol) and tolerance.within(high, band_lo, band_hi, tol):
     return "matches"
-  if high < band_lo or low > band_hi:
+  if tolerance.compare(high, band_lo, tol) < 0 or tolerance.compare(low, band_hi, tol) > 0:
     return "differs"
   return "undetermined"
 

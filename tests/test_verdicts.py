@@ -164,6 +164,71 @@ def test_magnitude_rule_at_its_boundaries(low, high, paper, expected):
   assert verdicts.magnitude_verdict(_ci(low, high), paper) == expected
 
 
+def _ulps(x, k):
+  """x moved k ulps (k < 0: down)."""
+  for _ in range(abs(k)):
+    x = np.nextafter(x, np.inf if k > 0 else -np.inf)
+  return float(x)
+
+
+def test_tolerance_helpers():
+  from experiments import tolerance as t
+  eps = np.finfo(np.float64).eps
+  assert t.tolerance(0.5, ops=8) == 8 * eps and t.tolerance(-3.0, 2.0, ops=8) == 24 * eps
+  assert t.tolerance(float("inf"), float("nan"), ops=1) == eps  # non-finite values leave the scale at 1
+  assert t.tolerance(ops=2, eps=t.EPS32) == 2 * np.finfo(np.float32).eps
+  tol = t.tolerance(2.0)
+  assert t.within(_ulps(2.0, 3), 1.0, 2.0, tol) and t.within(_ulps(1.0, -3), 1.0, 2.0, tol)
+  assert not t.within(2.001, 1.0, 2.0, tol) and t.within(1e300, 1.0, float("inf"), tol)
+  assert t.compare(float("inf"), float("inf"), tol) == 0 and t.compare(1e300, float("inf"), tol) == -1
+  assert t.at_least(_ulps(0.033, -2), 0.033, t.tolerance(0.033)) and not t.at_least(0.0329, 0.033, 1e-15)
+  assert t.side(_ulps(0.0, 1), 0.0, tol) == 0 and t.side(1e-9, 0.0, tol) == 1
+  assert t.distinct(2.000000000000001, 2.0) == ("2.000000000000001", "2")
+  assert t.distinct(2.5, 2.5) == ("2.5", "2.5") and t.distinct(3.14159, 1.0) == ("3.14", "1")
+  assert t.on_edge(_ulps(2.0, 1), [1.0, 2.0], tol) and not t.on_edge(2.0, [2.0], tol)
+  with pytest.raises(ValueError):
+    t.tolerance(1.0, ops=-1)
+  with pytest.raises(ValueError):
+    t.compare(float("nan"), 1.0, tol)
+
+
+@pytest.mark.parametrize("null", [0.0, 1.0])
+def test_an_interval_end_on_the_null_value_is_inconclusive_exactly_and_within_rounding(null):
+  """No verdict at a rounding boundary: an end equal to the null value, or a few ulps either side of it, is
+  inconclusive for both paper signs; clearly beyond it the verdict is taken."""
+  for k in (-4, -1, 0, 1, 4):
+    above = _ci(_ulps(null, k), null + 1.0)  # low end on the null value
+    below = _ci(null - 1.0, _ulps(null, k))  # high end on it
+    for ci in (above, below):
+      for sign in (+1, -1):
+        direction, reason = verdicts.direction_verdict(ci, sign, null=null)
+        assert direction == "inconclusive", (k, ci, sign)
+        assert "contains" in reason
+  assert verdict(_ci(null + 1e-6, null + 1.0), +1, null=null).direction == "holds"
+  assert verdict(_ci(null + 1e-6, null + 1.0), -1, null=null).direction == "fails"
+  assert verdict(_ci(null - 1.0, null - 1e-6), -1, null=null).direction == "holds"
+  assert verdict(_ci(null - 1.0, null - 1e-6), +1, null=null).direction == "fails"
+
+
+def test_a_verdict_reason_never_prints_an_end_as_the_null_value_it_excludes():
+  direction, reason = verdicts.direction_verdict(_ci(1.0000001, 5.0), +1, null=1.0)
+  assert direction == "holds" and "[1.0000001, 5]" in reason
+
+
+@pytest.mark.parametrize("edge, inside", [(4.0, "low"), (13.5, "high")])
+def test_magnitude_on_a_band_edge_is_the_same_decision_a_few_ulps_either_side(edge, inside):
+  """Band [4, 13.5] of (6, 9): an end on an edge ± a few ulps is inside ("matches"), and an interval that only
+  touches the band within rounding is not disjoint from it ("undetermined", never "differs")."""
+  for k in (-3, -1, 0, 1, 3):
+    e = _ulps(edge, k)
+    matching = _ci(e, 6.0) if inside == "low" else _ci(6.0, e)
+    touching = _ci(1.0, e) if inside == "low" else _ci(e, 20.0)
+    assert verdicts.magnitude_verdict(matching, (6, 9)) == "matches", k
+    assert verdicts.magnitude_verdict(touching, (6, 9)) == "undetermined", k
+  assert verdicts.magnitude_verdict(_ci(3.99, 6.0), (6, 9)) == "undetermined"   # clearly outside
+  assert verdicts.magnitude_verdict(_ci(1.0, 3.99), (6, 9)) == "differs"
+
+
 def test_stability_marks_a_changed_verdict_unstable_with_both_outcomes():
   from experiments.verdicts import Verdict, stability_verdict
   same = Verdict("holds", "matches", "r1")

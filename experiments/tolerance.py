@@ -1,0 +1,98 @@
+"""Rounding tolerances for the report-time decisions: a computed float compared with a threshold, a window
+edge or a grid value (docs/decision_boundaries.md lists every such place and the tolerance each uses).
+
+A value computed by k floating-point operations from exact inputs is off by at most about k·u·scale
+(u = eps/2 the unit roundoff, scale the largest magnitude met on the way); two machines (another BLAS,
+another summation order, another CPU) can differ by that much. A decision taken on a value within that
+distance of its threshold is taken on rounding. So each decision here has a tolerance
+
+    tol = ops · eps · max(1, |v| for the finite values v involved)      (``tolerance``)
+
+with ``ops`` the operation count times the condition of the computation (stated where it is used), and a
+rule for the band [threshold − tol, threshold + tol]:
+
+* membership of a window or a band (``within``): on the edge within tol counts as inside;
+* a side of a null value (``side``): within tol of it is neither side (a verdict there is *inconclusive*);
+* reaching a target (``at_least``): within tol below it counts as reached;
+* a tie between two candidates (``compare`` = 0): broken by a stated rule, never by rounding.
+
+Infinite values are compared exactly (an infinite end is on no finite edge). Numpy and the standard library
+only.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+EPS64 = float(np.finfo(np.float64).eps)  # 2.2e-16: the report-time computations are float64
+EPS32 = float(np.finfo(np.float32).eps)  # 1.2e-7: for values a float32 pipeline produced
+
+
+def tolerance(*values, ops: float = 8, eps: float = EPS64) -> float:
+  """``ops · eps · max(1, |v|)`` over the finite ``values`` (NaN and ±inf are left out of the scale).
+
+  Args:
+    values: the numbers compared (e.g. the value and the threshold); none gives scale 1.
+    ops: the operations behind the value times the computation's condition (≥ 0).
+    eps: machine epsilon of the precision the value was computed in (``EPS64`` or ``EPS32``).
+
+  Raises:
+    ValueError: ops or eps negative or not finite.
+  """
+  if not (math.isfinite(ops) and ops >= 0 and math.isfinite(eps) and eps >= 0):
+    raise ValueError(f"ops and eps must be finite and >= 0, got {ops!r} and {eps!r}")
+  finite = [abs(float(v)) for v in values if math.isfinite(float(v))]
+  return float(ops) * float(eps) * max([1.0, *finite])
+
+
+def compare(a: float, b: float, tol: float) -> int:
+  """−1 if a < b − tol, +1 if a > b + tol, 0 otherwise (equal within tol). Infinities compare exactly:
+  inf vs inf is 0; NaN raises."""
+  a, b = float(a), float(b)
+  if math.isnan(a) or math.isnan(b):
+    raise ValueError(f"compare needs numbers, got {a!r} and {b!r}")
+  if math.isinf(a) or math.isinf(b):
+    return 0 if a == b else (1 if a > b else -1)
+  if a > b + tol:
+    return 1
+  if a < b - tol:
+    return -1
+  return 0
+
+
+def side(value: float, null: float, tol: float) -> int:
+  """+1 if value lies above null by more than tol, −1 below by more than tol, 0 within tol (neither)."""
+  return compare(value, null, tol)
+
+
+def at_least(value: float, target: float, tol: float) -> bool:
+  """value ≥ target, where value within tol below target counts as reaching it."""
+  return compare(value, target, tol) >= 0
+
+
+def within(value: float, low: float, high: float, tol: float) -> bool:
+  """low ≤ value ≤ high, on either edge within tol counting as inside (edges may be ±inf)."""
+  return compare(value, low, tol) >= 0 and compare(value, high, tol) <= 0
+
+
+def on_edge(value: float, edges, tol: float) -> bool:
+  """Whether value lies within tol of one of the finite ``edges`` without being exactly on it (for a reason
+  text that says so)."""
+  return any(math.isfinite(float(e)) and float(value) != float(e) and compare(value, e, tol) == 0
+             for e in edges)
+
+
+def distinct(value: float, other: float, digits: int = 3) -> tuple[str, str]:
+  """(value, other) printed with ``digits`` significant digits, or as many more as it takes to print them
+  differently when they differ (so "x misses the edge e" never prints x as e).
+
+  Returns:
+    The two strings, at one precision.
+  """
+  value, other = float(value), float(other)
+  for p in range(digits, 18):
+    a, b = f"{value:.{p}g}", f"{other:.{p}g}"
+    if value == other or a != b:
+      return a, b
+  return repr(value), repr(other)
