@@ -66,12 +66,18 @@ class Source(NamedTuple):
 def _row(claim_id: str, claim: str, source: str, paper_value: str, *, setting: str = "", interval=None,
          paper_sign: Optional[int] = None, null: float = 0.0, paper_range=None, scale: str = "difference",
          variant: str = "", status: str = "measured", command: str = "", produced_by: str = "",
-         note: str = "", direction: Optional[str] = None, reason: str = "") -> dict:
+         note: str = "", direction: Optional[str] = None, reason: str = "", measurement: str = "",
+         primary: bool = True) -> dict:
   """A claims row. With an ``interval`` and a ``paper_sign`` the verdict comes from
   ``experiments.verdicts.verdict``; ``direction``/``reason`` override the direction (e.g. a grid that cannot
-  reach the paper's setting)."""
+  reach the paper's setting).
+
+  ``measurement`` names the measurement choice behind the row (e.g. "centred: ‖H(K_T − K₀)H‖_F/‖HK₀H‖_F");
+  rows of one claim (same claim_id and variant) that differ only in it are that claim's measurement choices,
+  and the claims report summarises them ("holds under every choice", "depends on: …"). ``primary`` marks the
+  paper's own quantity among them ("" and True for a claim with a single measurement)."""
   row = dict(claim_id=claim_id, claim=claim, source=source, paper_value=paper_value, setting=setting,
-             variant=variant, status=status, command=command, produced_by=produced_by, note=note, scale=scale,
+             variant=variant, measurement=measurement, primary=primary, status=status, command=command, produced_by=produced_by, note=note, scale=scale,
              null=null, paper_range=None if paper_range is None else [float(v) for v in paper_range],
              estimate=None, low=None, high=None, level=LEVEL, n=0, unit=None, method=None, direction=status,
              magnitude=None, reason=reason or status)

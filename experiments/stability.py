@@ -157,6 +157,11 @@ def _child(experiment: str, workdir, mode_name: str, overwrite_config: bool) -> 
                                                            overwrite_config=overwrite_config)
 
 
+def _key(row: Mapping) -> tuple:
+  """What identifies a claim row across runs: its claim, protocol variant and measurement choice."""
+  return row["claim_id"], row["variant"], row.get("measurement", "")
+
+
 def apply_stability(rows: list[dict], root, sources: Sequence, *, run: bool, modes: Sequence[str] = MODE_NAMES,
                     overwrite_config: bool = False) -> list[dict]:
   """The stability pass over the claim ``rows`` built from ``sources``.
@@ -193,13 +198,13 @@ def apply_stability(rows: list[dict], root, sources: Sequence, *, run: bool, mod
         # as one labelled every rerun row apart, so no row could ever be compared).
         source = load_source(path, experiment)._replace(variant=())
         rerun = build_rows([source], str(root), include_not_run=False)
-        by_mode.setdefault(name, {}).update({(r["claim_id"], r["variant"]): r for r in rerun})
+        by_mode.setdefault(name, {}).update({_key(r): r for r in rerun})
   def as_verdict(row: Mapping):
     return verdicts.Verdict(row["direction"], row.get("magnitude"), row["reason"])
   for row in rows:
     if row["status"] != "measured":
       continue
-    seen = {name: by_mode.get(name, {}).get((row["claim_id"], row["variant"])) for name in modes}
+    seen = {name: by_mode.get(name, {}).get(_key(row)) for name in modes}
     seen = {name: as_verdict(o) for name, o in seen.items() if o is not None and o["status"] == "measured"}
     if not seen:
       continue
