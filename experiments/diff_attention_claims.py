@@ -24,6 +24,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from attention import da_theory
+from experiments import tolerance
 from experiments.claim_rows import ARXIV_DA, LEVEL, PAPER_LAMBDA_ASR, Source, _row, not_measured
 from experiments.verdicts import Interval
 
@@ -247,8 +248,20 @@ def lambda_peak_rows(src: Source) -> list[dict]:
                note="flips if another λ_init's ASR is higher beyond the interval")]
 
 
+# An ASR difference is k/n − k'/n' (two correctly rounded ratios and a subtraction, values in [0, 1]) averaged
+# over the seeds: a few operations per seed. 64 covers up to about 60 seeds; distinct ASR differences lie
+# at least 1/(n·n') ≳ 1e-7 apart, so nothing measured is lost in the band. docs/decision_boundaries.md
+ASR_DIFFERENCE_OPS = 64
+
+
+def asr_sign(difference: float) -> int:
+  """The sign of a mean ASR difference: 0 within rounding of 0 (``ASR_DIFFERENCE_OPS``), else ±1."""
+  return tolerance.side(difference, 0.0, tolerance.tolerance(difference, ops=ASR_DIFFERENCE_OPS))
+
+
 def crossover(idx: _Records, lam: str, eps_255: float) -> tuple[dict, Optional[tuple]]:
-  """Per depth the mean-over-seeds ASR(DiffViT) − ASR(ViT) (PGD), and the last sign change (d_prev, d) or None."""
+  """Per depth the mean-over-seeds ASR(DiffViT) − ASR(ViT) (PGD), and the last sign change (d_prev, d) or None.
+  Signs are ``asr_sign``'s: a difference within rounding of 0 is 0, whatever its last bits say."""
   diffs = {}
   for depth in idx.depths():
     pairs = _attack_pair(idx, depth, "pgd", eps_255, lam)
@@ -257,7 +270,7 @@ def crossover(idx: _Records, lam: str, eps_255: float) -> tuple[dict, Optional[t
   change = None
   depths = sorted(diffs)
   for a, b in zip(depths, depths[1:]):
-    if np.sign(diffs[a]) != np.sign(diffs[b]):
+    if asr_sign(diffs[a]) != asr_sign(diffs[b]):
       change = (a, b)
   return diffs, change
 
@@ -543,6 +556,24 @@ def _paired_stat_interval(groups, statistic) -> Interval:
   return Interval(observed, float(low), float(high), LEVEL, len(groups), UNIT, METHOD)
 
 
+# D* = 1 + b/|s| from the fit's intercept b = ln r₁ and slope s = ln ᾱ (least squares on the L log-ratios
+# y_l = ln s_l, each the log of a ratio of two means over the images). b and s carry a few ulps of
+# (1 + max|y_l|) each, times the fit's condition (≈ L for layers 0..L−1); D* moves by
+# (δb + |D* − 1|·δs)/|s|. ``D_STAR_OPS``·L is the ulp count. docs/decision_boundaries.md
+D_STAR_OPS = 16
+D_STAR_UNDETERMINED = 0.5  # a D* known only to ± half a grid depth or worse decides nothing
+
+
+def d_star_tolerance(fit: da_theory.NoiseCancellationFit, log_ratio: np.ndarray, d_star: float) -> float:
+  """The rounding tolerance of D* (``D_STAR_OPS``): D_STAR_OPS·L·eps·(1 + max|y_l|)·(1 + |D* − 1|)/|ln ᾱ|; an
+  infinite D*, or ᾱ ≥ 1 (D* set by convention: 1 or ∞), is compared exactly (a few ulps)."""
+  slope = math.log(fit.alpha_bar)
+  if not math.isfinite(d_star) or slope >= 0:
+    return tolerance.tolerance(d_star)
+  condition = (1 + float(np.max(np.abs(log_ratio)))) * (1 + abs(d_star - 1)) / abs(slope)
+  return tolerance.tolerance(ops=D_STAR_OPS * fit.layers * condition)
+
+
 def _corollary1_row(idx: _Records, lam: str, src: Source) -> dict:
   claim = "Corollary 1's D* (from ᾱ) locates the measured ASR crossover depth"
   paper = "crossover at D* (depth 8 in the paper's grid)"
@@ -561,13 +592,16 @@ def _corollary1_row(idx: _Records, lam: str, src: Source) -> dict:
   def estimate(pick):
     ratio = d_arr[:, pick].mean(axis=1) / v_arr[:, pick].mean(axis=1)
     fit = da_theory.noise_cancellation_fit(ratio)
-    return fit, da_theory.crossover_depth_estimate(fit.r1, fit.alpha_bar)
+    d_star = da_theory.crossover_depth_estimate(fit.r1, fit.alpha_bar)
+    return fit, d_star, d_star_tolerance(fit, np.log(ratio), d_star)
 
   n = d_arr.shape[1]
-  fit, d_star = estimate(np.arange(n))
+  fit, d_star, _ = estimate(np.arange(n))
   rng = np.random.default_rng(BOOT_SEED)
-  reps = np.array([estimate(rng.integers(n, size=n))[1] for _ in range(N_BOOT)])
-  low, high = np.quantile(reps, [(1 - LEVEL) / 2, 1 - (1 - LEVEL) / 2], method="nearest")  # D* may be +inf
+  reps = [estimate(rng.integers(n, size=n))[1:] for _ in range(N_BOOT)]
+  values, tols = np.array([r[0] for r in reps]), np.array([r[1] for r in reps])
+  low, high = np.quantile(values, [(1 - LEVEL) / 2, 1 - (1 - LEVEL) / 2], method="nearest")  # D* may be +inf
+  tol_low, tol_high = float(tols[values == low].max()), float(tols[values == high].max())  # the ends' replicates
   interval = Interval(float(d_star), float(low), float(high), LEVEL, n, "images", "bootstrap")
   premise = ("" if fit.r1 > 1 and fit.alpha_bar < 1 else
              f"; the corollary's premise fails (it needs r₁ > 1 and ᾱ < 1; fitted r₁ = {fit.r1:.3g}, ᾱ = "
@@ -575,7 +609,7 @@ def _corollary1_row(idx: _Records, lam: str, src: Source) -> dict:
   diffs, change = crossover(idx, lam, 1.0)
   if change:
     window, measured = (change[0], change[1]), f"the ASR sign changes between depths {change[0]} and {change[1]}"
-  elif diffs and all(v > 0 for v in diffs.values()):
+  elif diffs and all(asr_sign(v) > 0 for v in diffs.values()):
     window, measured = (max(diffs), math.inf), f"no crossover up to depth {max(diffs)} (DiffViT stays easier to attack)"
   elif diffs:
     window, measured = (0.0, min(diffs)), f"DiffViT is the harder to attack from depth {min(diffs)} on"
@@ -586,16 +620,30 @@ def _corollary1_row(idx: _Records, lam: str, src: Source) -> dict:
                         + f"; fit r₁ = {fit.r1:.3g}, ᾱ = {fit.alpha_bar:.3g}; measured: {measured}")
   row = _row("da_corollary1", claim, ARXIV_DA, paper, interval=interval, scale="depth", produced_by=src.command,
              setting=setting, note="flips if D*'s interval leaves the measured crossover window")
-  # The window [a, b] is closed: the sign change lies somewhere between the two grid depths.
+  # The window [a, b] is closed: the sign change lies somewhere between the two grid depths. D*'s interval
+  # meets it when high ≥ a and low ≤ b, an end on an edge within D*'s rounding tolerance counting as on it.
   if window is None or not np.isfinite(low):
     row.update(direction="inconclusive", reason="no measured crossover window, or D*'s interval is unbounded"
                                                 + premise)
-  elif high < window[0] or low > window[1]:
-    row.update(direction="fails", reason=f"D* ∈ [{low:.3g}, {high:.3g}] misses the measured window "
-                                         f"[{window[0]:g}, {window[1]:g}]" + premise)
+    return row
+  a, b = window
+  window_text = f"[{a:g}, {b:g}]"
+  if max(tol_low, tol_high if np.isfinite(high) else 0.0) >= D_STAR_UNDETERMINED:
+    row.update(direction="inconclusive", reason=f"D* is determined only to ±{max(tol_low, tol_high):.2g} "
+                                                f"(ᾱ too close to 1 for float64)" + premise)
+  elif tolerance.compare(high, a, tol_high) < 0:
+    high_t, a_t = tolerance.distinct(high, a)
+    row.update(direction="fails", reason=f"D* ∈ [{low:.3g}, {high_t}] misses the measured window [{a_t}, {b:g}] "
+                                         f"(below it)" + premise)
+  elif tolerance.compare(low, b, tol_low) > 0:
+    low_t, b_t = tolerance.distinct(low, b)
+    row.update(direction="fails", reason=f"D* ∈ [{low_t}, {high:.3g}] misses the measured window [{a:g}, {b_t}] "
+                                         f"(above it)" + premise)
   else:
+    edge = (" (an end on the window's edge within rounding)"
+            if tolerance.on_edge(high, [a], tol_high) or tolerance.on_edge(low, [b], tol_low) else "")
     row.update(direction="holds", reason=f"D* ∈ [{low:.3g}, {high:.3g}] meets the measured window "
-                                         f"[{window[0]:g}, {window[1]:g}]" + premise)
+                                         f"{window_text}{edge}" + premise)
   return row
 
 

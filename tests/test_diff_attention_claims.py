@@ -1,9 +1,12 @@
 """Differential-attention claim rows on constructed records (``experiments.diff_attention_claims``): each
 verdict can come out either way, models below the accuracy target are left out, and the two-level
 bootstrap behaves as a bootstrap should."""
+import math
+
 import numpy as np
 import pytest
 
+from attention import da_theory
 from experiments import diff_attention_claims as dc
 from experiments.claim_rows import Source
 
@@ -88,24 +91,87 @@ def test_negative_alignment_at_depth_one_fails_when_never_observed():
   assert dc.alignment_rows(Source("diff_attention", "wd", {}, recs))[0]["direction"] == "holds"
 
 
+def _corollary1_records(asr_by_depth, r1=2.0, alpha_bar=0.25):
+  """ASR records per depth {depth: (ASR DiffViT, ASR ViT)} and a depth-8 pair whose token L̂ ratios are
+  r1·alpha_bar^(l−1) per layer, so that D* = 1 + ln r1 / ln(1/alpha_bar) (1.5 for the defaults)."""
+  recs = []
+  for depth, (a_diff, a_vit) in asr_by_depth.items():
+    vit, diff = _train("vit", depth, "-", 0), _train("diffvit", depth, "0.8", 0)
+    recs += [vit, diff, _attack(vit, "pgd", 1.0, int(a_vit * 400)), _attack(diff, "pgd", 1.0, int(a_diff * 400))]
+  rng = np.random.default_rng(1)
+  base = rng.uniform(1.0, 2.0, 50)
+  for layer in range(1, 9):
+    for t, scale in ((_train("vit", 8, "-", 0), 1.0), (_train("diffvit", 8, "0.8", 0), r1 * alpha_bar ** (layer - 1))):
+      recs.append(dict(kind="lipschitz", model=t["model"], depth=8, lambda_init=t["lambda_init"], seed_index=0,
+                       name=t["name"], layer=layer, eps=1 / 255, eps_255=1.0, values=(base * scale).tolist()))
+  return recs
+
+
+def _corollary1(recs):
+  return dc._corollary1_row(dc._Records(recs), "0.8", Source("diff_attention", "wd", {}, []))
+
+
+EARLY = {1: (0.6, 0.4), 2: (0.3, 0.5), 8: (0.2, 0.5)}   # the ASR sign changes between depths 1 and 2
+LATE = {1: (0.6, 0.4), 4: (0.6, 0.5), 8: (0.3, 0.5)}    # between 4 and 8
+MIDDLE = {1: (0.6, 0.4), 2: (0.6, 0.5), 4: (0.3, 0.5), 8: (0.2, 0.5)}  # between 2 and 4
+
+
 def test_corollary1_row_against_a_constructed_crossover():
-  """Token L̂ ratios 2·0.5^(l−1) give D* = 2; an ASR sign change between depths 1 and 2 holds, one between
-  4 and 8 fails."""
-  def records(asr_by_depth):
-    recs = []
-    for depth, (a_diff, a_vit) in asr_by_depth.items():
-      vit, diff = _train("vit", depth, "-", 0), _train("diffvit", depth, "0.8", 0)
-      recs += [vit, diff, _attack(vit, "pgd", 1.0, int(a_vit * 400)), _attack(diff, "pgd", 1.0, int(a_diff * 400))]
-    rng = np.random.default_rng(1)
-    base = rng.uniform(1.0, 2.0, 50)
-    for layer in range(1, 9):
-      for t, scale in ((_train("vit", 8, "-", 0), 1.0), (_train("diffvit", 8, "0.8", 0), 2.0 * 0.5 ** (layer - 1))):
-        recs.append(dict(kind="lipschitz", model=t["model"], depth=8, lambda_init=t["lambda_init"], seed_index=0,
-                         name=t["name"], layer=layer, eps=1 / 255, eps_255=1.0, values=(base * scale).tolist()))
-    return recs
-  early = dc._corollary1_row(dc._Records(records({1: (0.6, 0.4), 2: (0.3, 0.5), 8: (0.2, 0.5)})), "0.8",
-                             Source("diff_attention", "wd", {}, []))
-  assert early["estimate"] == pytest.approx(2.0) and early["direction"] == "holds"
-  late = dc._corollary1_row(dc._Records(records({1: (0.6, 0.4), 4: (0.6, 0.5), 8: (0.3, 0.5)})), "0.8",
-                            Source("diff_attention", "wd", {}, []))
-  assert late["direction"] == "fails"
+  """Token L̂ ratios 2·0.25^(l−1) give D* = 1.5, well inside the window [1, 2] of an ASR sign change between
+  depths 1 and 2 (holds) and well outside [4, 8] and [2, 4] (fails, D* below them); ratios 2·0.5^(l−1)
+  give D* = 3, above [1, 2] (fails)."""
+  early = _corollary1(_corollary1_records(EARLY))
+  assert early["estimate"] == pytest.approx(1.5) and early["direction"] == "holds"
+  assert "meets the measured window [1, 2]" in early["reason"]
+  for window in (LATE, MIDDLE):
+    late = _corollary1(_corollary1_records(window))
+    assert late["direction"] == "fails" and "(below it)" in late["reason"]
+  above = _corollary1(_corollary1_records(EARLY, r1=4.0, alpha_bar=0.5))
+  assert above["estimate"] == pytest.approx(3.0)
+  assert above["direction"] == "fails" and "misses the measured window [1, 2] (above it)" in above["reason"]
+
+
+@pytest.mark.parametrize("asr, edge", [(EARLY, "upper"), (MIDDLE, "lower")])
+def test_corollary1_decision_is_the_same_a_few_ulps_either_side_of_a_window_edge(monkeypatch, asr, edge):
+  """D* = 2 sits on the upper edge of [1, 2] and on the lower edge of [2, 4]: with D* moved 0, ±1, ±2 and
+  ±4 ulps (as another CPU's rounding did: 2.000000000000001) the row holds every time, and the reason never
+  prints D* as a number that contradicts the verdict."""
+  exact = da_theory.crossover_depth_estimate
+  for k in (-4, -2, -1, 0, 1, 2, 4):
+    def moved(r1, alpha_bar, k=k):
+      d = exact(r1, alpha_bar)
+      for _ in range(abs(k)):
+        d = np.nextafter(d, np.inf if k > 0 else -np.inf)
+      return float(d)
+    monkeypatch.setattr(dc.da_theory, "crossover_depth_estimate", moved)
+    row = _corollary1(_corollary1_records(asr, r1=2.0, alpha_bar=0.5))
+    assert row["estimate"] == pytest.approx(2.0, abs=1e-14)
+    assert row["direction"] == "holds", (k, row["reason"])
+    assert "misses" not in row["reason"]
+  # Clearly off the edge the decision is taken: D* = 2.01 is above [1, 2], 1.99 below [2, 4].
+  monkeypatch.setattr(dc.da_theory, "crossover_depth_estimate",
+                      lambda r1, a: exact(r1, a) + (0.01 if edge == "upper" else -0.01))
+  row = _corollary1(_corollary1_records(asr, r1=2.0, alpha_bar=0.5))
+  assert row["direction"] == "fails" and ("2.01" if edge == "upper" else "1.99") in row["reason"]
+
+
+def test_d_star_tolerance_follows_the_fit_condition():
+  """The tolerance grows as ᾱ → 1 (D* = 1 + ln r₁ / ln(1/ᾱ) divides by a small number) and with |D* − 1|."""
+  from attention.da_theory import NoiseCancellationFit
+  y = np.log(2.0 * 0.5 ** np.arange(8))
+  well = dc.d_star_tolerance(NoiseCancellationFit(2.0, 0.5, 8), y, 2.0)
+  assert 1e-15 < well < 1e-12
+  ill = dc.d_star_tolerance(NoiseCancellationFit(2.0, 1 - 1e-6, 8), y, 1 + math.log(2.0) / 1e-6)
+  assert ill > 1e3 * well
+  assert dc.d_star_tolerance(NoiseCancellationFit(2.0, 1.2, 8), y, math.inf) < 1e-14  # ∞ compares exactly
+
+
+def test_asr_sign_is_zero_within_rounding():
+  assert dc.asr_sign(0.0) == 0 and dc.asr_sign((0.1 + 0.2 - 0.3) / 3) == 0 and dc.asr_sign(-1e-17) == 0
+  assert dc.asr_sign(1 / 400) == 1 and dc.asr_sign(-1 / 160000) == -1
+
+
+def test_corollary1_with_alpha_bar_within_rounding_of_one_is_inconclusive():
+  """ᾱ = 1 − 1e-14: D* ≈ 7e13 is known only to far more than a depth (or comes out ∞): no decision."""
+  row = _corollary1(_corollary1_records(EARLY, r1=2.0, alpha_bar=1 - 1e-14))
+  assert row["direction"] == "inconclusive", row["reason"]
