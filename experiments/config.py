@@ -466,9 +466,12 @@ def report_cli(description: str, write_report, argv=None) -> None:
 def user_errors():
   """Turns the errors a user can cause (bad values, missing or corrupt data files) into one line on
   stderr and exit status 2, and Ctrl-C into a note that the finished points are kept (status 130),
-  instead of a traceback."""
+  instead of a traceback. A Ctrl-C that a gc callback or finalizer swallowed is raised again
+  (``experiments.interrupts.ctrl_c_stops``), so the first one stops the run."""
+  from experiments.interrupts import ctrl_c_stops
   try:
-    yield
+    with ctrl_c_stops():
+      yield
   except (ValueError, FileNotFoundError) as e:
     print(f"error: {e}", file=sys.stderr)
     raise SystemExit(2) from None
