@@ -15,6 +15,7 @@ from typing import Sequence
 from experiments.config import report_cli
 from experiments.plotting import plt, save
 from experiments.rules_version import stamp
+from experiments.specification_curve import plot_specification_curve, summaries
 from experiments.workdir import _decode
 
 ROWS_NAME = "claims.jsonl"
@@ -107,26 +108,37 @@ def value_text(row: dict) -> str:
   return f"{_num(row['estimate'], s)}{unit} [{_num(row['low'], s)}, {_num(row['high'], s)}]"
 
 
-def _protocol_text(row: dict) -> str:
+def _protocol_text(row: dict, across: dict = {}) -> str:  # noqa: B006 (read only)
+  """The last column: the protocol variants that change the verdict, and on a claim's primary row its
+  verdict across the measurement choices (``experiments.specification_curve.choice_summary``)."""
   changes = row.get("protocol") or []
-  if not changes:
+  texts = [f"{c['variant']} → {c['direction']}" + (f" / {c['magnitude']}" if c.get("magnitude") else "")
+           for c in changes]
+  summary = across.get((row["claim_id"], row["variant"]))
+  if summary and row.get("primary", True):
+    texts.insert(0, f"measurement: {summary}")
+  if not texts:
     return "–" if row["status"] == "measured" and not row["variant"] else ""
-  return "; ".join(f"{c['variant']} → {c['direction']}" + (f" / {c['magnitude']}" if c.get("magnitude") else "")
-                   for c in changes)
+  return "; ".join(texts)
 
 
 def rows_markdown(rows: Sequence[dict], *, only_measured: bool = False) -> str:
   """The claims table: one line per row (variants marked ↳ under their quick-setting row), then the
   reason behind each verdict."""
   shown = [r for r in rows if not only_measured or r["status"] == "measured"]
+  across = summaries(shown)
   lines = ["| claim | paper | our setting | ours [95 % interval] | n | direction | magnitude | "
            "choices that change the verdict |", "|---|---|---|---|---|---|---|---|"]
   for r in shown:
     claim = f"↳ {r['variant']}" if r["variant"] else f"**{r['claim']}** ({r['source']})"
+    if r.get("measurement") and not r.get("primary", True):
+      claim = f"↳ measured as {r['measurement']}" + (f" [{r['variant']}]" if r["variant"] else "")
+    elif r.get("measurement"):
+      claim += f" — {r['measurement']}"
     n = f"{r['n']} {r['unit']}" if r["status"] == "measured" else "–"
     note = f" ({r['note']})" if r.get("note") else ""
     cells = [claim, r["paper_value"] if not r["variant"] else "", f"{r['setting']}{note}", value_text(r), n,
-             _direction_text(r), r["magnitude"] or "–", _protocol_text(r)]
+             _direction_text(r), r["magnitude"] or "–", _protocol_text(r, across)]
     # A '|' inside a cell (e.g. diag|θ|) would end the cell in Markdown: escape it.
     lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
   return "\n".join(lines) + "\n"
@@ -206,6 +218,19 @@ def plot_forest(rows: Sequence[dict], path) -> bool:
   return True
 
 
+def _choices_section(rows: Sequence[dict]) -> list[str]:
+  """'## Measurement choices': each claim measured under several choices, with its verdict across them."""
+  across = summaries(rows)
+  if not across:
+    return []
+  claims = {(r["claim_id"], r["variant"]): r["claim"] for r in rows}
+  return (["## Measurement choices", "",
+           "Each claim below was measured under several defensible choices (★ in specification_curve.png marks "
+           "the paper's own quantity); a verdict that holds or fails under every choice does not depend on "
+           "them, otherwise the choices that flip it are named.", ""]
+          + [f"- {claims[k]}" + (f" [{k[1]}]" if k[1] else "") + f": {text}" for k, text in across.items()] + [""])
+
+
 def summary_markdown(rows: Sequence[dict], choices: Sequence[dict] = ()) -> str:
   """summary.md: the table, the reasons, the protocol choices (measured or the command to run them), the
   commands that fill the rows not run, and the verdict rules."""
@@ -214,7 +239,7 @@ def summary_markdown(rows: Sequence[dict], choices: Sequence[dict] = ()) -> str:
            "2510.00517 (differential attention) and Havens et al., ICML 2024 (certification), as measured here "
            "on the embedded subsets: the paper's value (docs/theory.md#reported-figures), our setting, our "
            "value with its 95 % interval and the units behind it, and the verdict by the rules below.", "",
-           rows_markdown(rows), "## Why each verdict", "", *_reasons(rows), ""]
+           rows_markdown(rows), *_choices_section(rows), "## Why each verdict", "", *_reasons(rows), ""]
   if choices:
     lines += ["## Protocol choices, flipped one at a time from the quick setting", "",
               "The ε unit (the same workdir at ε = 0.3 on the standardised scale) and the kernel at "
@@ -245,7 +270,12 @@ def write_report(workdir) -> str:
   workdir = Path(workdir)
   rows, choices = read_rows(workdir)
   drawn = plot_forest(rows, workdir / "claims_forest.png")
+  curve = plot_specification_curve(rows, workdir / "specification_curve.png")
+  if not curve:
+    (workdir / "specification_curve.png").unlink(missing_ok=True)
   text = summary_markdown(rows, choices)
+  if curve:
+    text = text.replace("Plot: claims_forest.png.", "Plots: claims_forest.png, specification_curve.png.")
   if not drawn:  # no measured row: no plot (and none left over from an earlier run)
     (workdir / "claims_forest.png").unlink(missing_ok=True)
     text = text.replace("Plot: claims_forest.png.", "Plot: none (no row is measured yet).")

@@ -1,0 +1,59 @@
+"""A claim under several measurement choices: the summary line names the choices that flip its verdict, and
+the claims report shows it beside the primary row and draws the specification curve."""
+import pytest
+
+from experiments import claims_report, specification_curve
+from experiments.claim_rows import _row
+from experiments.verdicts import Interval
+
+
+def _measured(measurement, low, high, *, primary=False, claim_id="feature_learning", variant=""):
+  ci = Interval((low + high) / 2, low, high, 0.95, 10, "seeds", "test")
+  return _row(claim_id, "MLP-Attn's kernel moves more", "arXiv 2603.13085", "(reading)", interval=ci,
+              paper_sign=+1, measurement=measurement, primary=primary, variant=variant)
+
+
+def test_one_direction_under_every_choice_says_so():
+  group = [_measured("raw", 0.1, 0.3, primary=True), _measured("centred", 0.2, 0.5)]
+  assert specification_curve.choice_summary(group) == "holds under every choice"
+  group = [_measured("raw", -0.3, -0.1, primary=True), _measured("centred", -0.5, -0.2)]
+  assert specification_curve.choice_summary(group) == "fails under every choice"
+
+
+def test_a_choice_that_flips_the_verdict_is_named_with_its_direction():
+  group = [_measured("raw", -0.44, -0.19, primary=True), _measured("centred", 0.2, 0.5),
+           _measured("1 − CKA", -0.1, 0.2), _measured("top-10 subspace", -0.4, -0.1)]
+  text = specification_curve.choice_summary(group)
+  assert text == "fails under raw; depends on: centred (holds); 1 − CKA (inconclusive)"
+
+
+def test_groups_need_two_measurements_and_keep_variants_apart():
+  rows = [_measured("raw", 0.1, 0.3, primary=True), _measured("centred", 0.2, 0.5),
+          _measured("raw", 0.1, 0.3, primary=True, variant="n=1000"),  # a variant measured one way only
+          _row("other", "c", "s", "p")]
+  groups = specification_curve.choice_groups(rows)
+  assert list(groups) == [("feature_learning", "")]
+  assert [r["measurement"] for r in groups[("feature_learning", "")]] == ["raw", "centred"]
+
+
+def test_the_primary_row_comes_first_whatever_the_order():
+  rows = [_measured("centred", 0.2, 0.5), _measured("raw", -0.3, -0.1, primary=True)]
+  group = specification_curve.choice_groups(rows)[("feature_learning", "")]
+  assert group[0]["measurement"] == "raw"
+  assert specification_curve.choice_summary(group).startswith("fails under raw; depends on: centred (holds)")
+
+
+def test_empty_group_is_refused():
+  with pytest.raises(ValueError, match="group"):
+    specification_curve.choice_summary([])
+
+
+def test_the_report_shows_the_summary_and_draws_the_curve(tmp_path):
+  rows = [_measured("raw ‖K_T − K₀‖_F/‖K₀‖_F", -0.44, -0.19, primary=True), _measured("centred", 0.2, 0.5)]
+  text = claims_report.summary_markdown(rows)
+  assert "measurement: fails under raw ‖K_T − K₀‖_F/‖K₀‖_F; depends on: centred (holds)" in text
+  assert "↳ measured as centred" in text and "## Measurement choices" in text
+  assert specification_curve.plot_specification_curve(rows, tmp_path / "curve.png")
+  assert (tmp_path / "curve.png").stat().st_size > 1000
+  assert not specification_curve.plot_specification_curve(rows[:1], tmp_path / "none.png")
+  assert not (tmp_path / "none.png").exists()
