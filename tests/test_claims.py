@@ -420,3 +420,37 @@ def test_rows_of_a_differential_attention_variant_carry_its_label():
   assert measured and all("dataset=cifar10" in r["variant"] for r in measured)
   assert any("depth=2" in r["variant"] and "dataset=cifar10" in r["variant"] for r in measured)
   assert any(r["status"] == "not run" and r["claim_id"] == "da_asr_pgd" for r in rows)
+
+
+def test_grid_eps_choices_are_not_decided_by_rounding():
+  """The nearest grid ε: a target midway between two grid values goes to the smaller (0.55 between 0.5 and
+  0.6, where 0.6 − 0.55 < 0.55 − 0.5 in float64), and a grid value exactly 25 % away is accepted on either
+  side (|0.375 − 0.3| = 0.07500000000000001 > 0.25·0.3 in float64); clearly farther is not."""
+  grid = lambda *eps: [dict(eps=e) for e in eps]  # noqa: E731
+  assert claim_rows._nearest_eps(grid(0.5, 0.6), 0.55) == 0.5
+  assert claim_rows._nearest_eps(grid(0.6, 0.5), 0.55) == 0.5
+  assert claim_rows._nearest_eps(grid(0.375), 0.3) == 0.375 and claim_rows._nearest_eps(grid(0.225), 0.3) == 0.225
+  assert claim_rows._nearest_eps(grid(0.38), 0.3) is None and claim_rows._nearest_eps(grid(0.22), 0.3) is None
+  assert claim_rows._nearest_eps(grid(0.0, 0.3), 0.3) == 0.3 and claim_rows._nearest_eps([], 0.3) is None
+
+
+@pytest.mark.parametrize("flipped, top, reaches", [(33, 1000, True), (66, 2000, True), (3300, 100_000, True),
+                                                   (32, 1000, False), (34, 1000, True)])
+def test_calibrated_eps_counts_a_rate_of_exactly_the_paper_value_as_reaching_it(flipped, top, reaches):
+  """The paper's 2L-ReLU PGD rate on MNIST is 3.3 %: a pooled rate of exactly 3.3 % reaches it (whatever the
+  last bits of k/n and 3.3/100), one count fewer does not and the next grid ε is taken."""
+  rec = lambda eps, k, n: dict(task="mnist", model="relu", attack="pgd", eps=eps, n_flipped=k, n_top=n,  # noqa: E731
+                               converged=True)
+  records = [rec(0.1, flipped, top), rec(0.2, top, top)]
+  assert claim_rows.calibrated_eps(records, "mnist") == (0.1 if reaches else 0.2)
+
+
+def test_cubing_subset_on_the_float64_limit_within_rounding_is_kept(tmp_path):
+  """log10 κ(G)³ ≤ 13 keeps a subset: 3 · 4.333333333333334 = 13.000000000000002 is 13 within rounding
+  (kept, as 13/3 itself is); 3 · 4.34 = 13.02 is past it (left out)."""
+  edge = float(np.nextafter(13 / 3, np.inf))
+  assert 3 * edge > 13.0
+  records = [dict(dataset="mnist", n=n, seed=seed, full_rank=True, log10_kappa_G=log_k,
+                  log10_kappa_Gtilde_direct=3 * log_k + 0.01 * seed)
+             for seed in range(3) for n, log_k in ((50, 2.8), (100, edge), (200, 4.34))]
+  assert _main(_rows(tmp_path, "cub", records), "cubing")["n"] == 6
