@@ -1,0 +1,50 @@
+"""The README's measured figures come from the committed summaries: every number with a decimal point (or an
+exponent) inside a ``<!-- numbers from docs/X.md -->`` … ``<!-- end numbers -->`` block must appear in that
+summary, or among the papers' reported figures in docs/theory.md. A stale README sentence fails here."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BLOCK = re.compile(r"<!-- numbers from (docs/[\w./-]+\.md) -->(.*?)<!-- end numbers -->", re.S)
+NUMBER = re.compile(r"(?<![\w.^])-?\d+\.\d+(?:e-?\d+)?|(?<![\w.^])-?\d+e-?\d+")
+SOURCES = ("docs/quick_summary.md", "docs/claims_summary.md")
+
+
+def numbers(text: str) -> set[str]:
+  """Every decimal or exponent number in ``text``, with the typographic minus read as '-'; a bare '.5' and
+  digits inside words or after '^' (exponents written as powers) are not numbers here."""
+  return set(NUMBER.findall(text.replace("−", "-")))
+
+
+def unsupported(readme: str, read=lambda p: (ROOT / p).read_text()) -> dict[str, set[str]]:
+  """{summary path: the numbers of its README blocks found neither in it nor in docs/theory.md}."""
+  papers = numbers(read("docs/theory.md"))
+  out: dict[str, set[str]] = {}
+  for path, body in BLOCK.findall(readme):
+    missing = numbers(body) - numbers(read(path)) - papers
+    if missing:
+      out.setdefault(path, set()).update(missing)
+  return out
+
+
+def test_the_checker_catches_a_stale_number():
+  files = {"docs/theory.md": "paper 8.8×", "docs/quick_summary.md": "slope −0.49 ± 0.01, ratio 11.9"}
+  ok = "<!-- numbers from docs/quick_summary.md -->slope −0.49 ± 0.01 (paper 8.8×)<!-- end numbers -->"
+  assert unsupported(ok, files.__getitem__) == {}
+  stale = ok.replace("0.49", "0.46")
+  assert unsupported(stale, files.__getitem__) == {"docs/quick_summary.md": {"-0.46"}}
+  assert numbers("10^18.9, n = 256, 1.5e-3, κ⁶/ε²") == {"1.5e-3"}
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_the_readme_quotes_each_summary_in_checked_blocks(source):
+  assert source in dict(BLOCK.findall((ROOT / "README.md").read_text())), (
+      f"README.md has no '<!-- numbers from {source} -->' block: its figures from that summary are unchecked")
+
+
+def test_every_number_in_a_checked_block_is_in_its_summary():
+  assert unsupported((ROOT / "README.md").read_text()) == {}
