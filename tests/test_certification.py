@@ -500,6 +500,18 @@ def test_report_leads_with_the_rigorous_certificate_and_shows_the_attack_gap():
   assert "| cifar10 | 0.02 | 0.0625 | 33.0 | 30.0 | 32.0 | **✓** |" in text
 
 
+@pytest.mark.parametrize("n, clean_k, pgd_k, marked", [
+    (1000, 20, 19, False),   # exactly 5 %: 0.04999999999999918 in float64 before the tolerance
+    (100, 20, 19, False),    # exactly 5 %: 0.050000000000000044
+    (1000, 20, 20, True), (1000, 40, 39, True),   # 0 % and 2.5 %: clearly fewer
+    (1000, 20, 18, False),   # 10 %
+])
+def test_near_trivial_mark_at_exactly_five_percent_is_not_decided_by_rounding(n, clean_k, pgd_k, marked):
+  from experiments.certify_report import _trivial_mark
+  r = dict(clean_accuracy=clean_k / n, pgd_accuracy=1 - (n - pgd_k) / n)
+  assert (_trivial_mark(r) == " ⚠") is marked
+
+
 def test_certify_claim_rows_main_is_the_validation_selected_rigorous_row():
   from experiments import claim_rows
   from experiments.claim_rows import Source, certify_rows
