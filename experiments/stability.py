@@ -168,10 +168,11 @@ def apply_stability(rows: list[dict], root, sources: Sequence, *, run: bool, mod
 
   For each mode in ``modes`` (names from ``MODE_NAMES``) and each experiment of ``STABILITY`` that has a
   quick-setting source: reruns it into ``root/workdir_name(experiment, mode)`` when ``run`` (resuming), and
-  reads whatever rerun exists there. Every measured row gets ``stability``: {mode: its direction there, or
-  None where the rerun did not measure it}. A row whose direction or magnitude differs under any mode becomes
-  direction "unstable" (magnitude None), its reason giving the original outcome and each differing one;
-  its estimate and interval stay those of the first run.
+  reads whatever rerun exists there. Every measured or not-measured row gets ``stability``: {mode: its
+  direction there ('not measured' included), or None where the rerun has no such row}. A row whose direction
+  or magnitude differs under any mode, or that is measured in one run and not in another, becomes direction
+  "unstable" (magnitude None), its reason giving the original outcome and each differing one; its estimate
+  and interval stay those of the first run.
 
   Raises:
     ValueError: an unknown mode name.
@@ -201,11 +202,12 @@ def apply_stability(rows: list[dict], root, sources: Sequence, *, run: bool, mod
         by_mode.setdefault(name, {}).update({_key(r): r for r in rerun})
   def as_verdict(row: Mapping):
     return verdicts.Verdict(row["direction"], row.get("magnitude"), row["reason"])
+  compared = ("measured", "not measured")  # a row measured here and not under a mode (or back) has moved too
   for row in rows:
-    if row["status"] != "measured":
+    if row["status"] not in compared:
       continue
     seen = {name: by_mode.get(name, {}).get(_key(row)) for name in modes}
-    seen = {name: as_verdict(o) for name, o in seen.items() if o is not None and o["status"] == "measured"}
+    seen = {name: as_verdict(o) for name, o in seen.items() if o is not None and o["status"] in compared}
     if not seen:
       continue
     row["stability"] = {name: (seen[name].direction if name in seen else None) for name in modes}

@@ -101,3 +101,13 @@ def test_rerun_directory_names():
   assert all(stability.is_rerun_dir(stability.workdir_name(e, m)) for e in stability.STABILITY
              for m in stability.MODE_NAMES)
   assert not stability.is_rerun_dir("flip_rate") and not stability.is_rerun_dir("flip_rate_stability_fast")
+
+
+def test_a_row_measured_here_but_not_under_a_mode_is_unstable(tmp_path):
+  """As the sharpness rows on another CPU: measured on one machine, 'not measured' on the other."""
+  _write(tmp_path / "flip_rate", _flip_records([3] * 6, [21] * 6))
+  converged = lambda seed, model: model == "relu"  # noqa: E731  (MLP-Attn never reaches the criterion)
+  _write(tmp_path / "flip_rate_stability_serial", _flip_records([3] * 6, [21] * 6, converged=converged))
+  row = _main(_rows_with_stability(tmp_path, modes=("serial",)), "flip_ratio_mnist_pgd")
+  assert row["status"] == "measured" and row["direction"] == "unstable"
+  assert "not measured" in row["reason"] and row["stability"] == {"serial": "not measured"}
