@@ -310,10 +310,12 @@ def run(config: WidthSweepConfig, workdir, *, overwrite_config: bool = False) ->
       steps = config.train.steps
       if kind == "matched":
         t_star = matched_time(inf.train, y_onehot, loss_fraction=config.train.matched_fraction)
-        steps = min(config.train.max_steps, math.ceil(t_star / lr)) if math.isfinite(t_star) else \
-            config.train.max_steps
+        needed = math.ceil(t_star / lr) if math.isfinite(t_star) else math.inf
+        steps = min(config.train.max_steps, needed)
+        # Converged: the steps that reach t* were not capped. Tested on the step count itself, since
+        # ceil(t*/lr)·lr can fall an ulp short of t* when t* is within rounding of a multiple of lr.
         record.update(matched_fraction=config.train.matched_fraction, matched_time=t_star,
-                      converged=bool(math.isfinite(t_star) and steps * lr >= t_star))
+                      converged=bool(needed <= config.train.max_steps))
       result = train_and_compare(model, params, f_train, f_test, y_onehot, test.y, inf,
                                  learning_rate=lr, steps=steps, path=config.kernel_path)
       record.update(result.metrics._asdict())

@@ -163,3 +163,20 @@ def test_common_points_train_both_models_to_one_target_and_record_kernel_movemen
                                                                     for s in (0, 1)}  # widths ≥ 64 only
   assert all(r["common_target"] == target and r["train_loss"] <= target and r["converged"] for r in common)
   assert all(r["kernel_movement"] > 0 and np.isfinite(r["function_distance_relative"]) for r in common)
+
+
+def test_matched_point_is_converged_when_t_star_is_within_rounding_of_a_multiple_of_the_step(tmp_path, monkeypatch):
+  """t* = 10·η up to one ulp, where ceil(t*/η)·η = 0.8966196406950768 falls an ulp short of t*: the 10 steps
+  that reach t* were run (not capped), so the point is converged; with a cap of 9 steps it is not."""
+  lr, t_star = 0.08966196406950769, 0.8966196406950769
+  assert np.ceil(t_star / lr) * lr < t_star  # the rounding the flag must not depend on
+  monkeypatch.setattr(width_sweep, "default_learning_rate", lambda *a, **k: lr)
+  monkeypatch.setattr(width_sweep, "matched_time", lambda *a, **k: t_star)
+  for cap, converged in ((10, True), (9, False)):
+    config = apply_overrides(width_sweep.get_config(), [
+        "datasets=mnist", "widths=16", "seeds=0", "data.n_train=16", "data.n_test=8", "train.max_width=16",
+        "train.seeds=0", "train.steps=2", "train.matched_fraction=0.5", f"train.max_steps={cap}",
+        "converged.enabled=false"])
+    records = width_sweep.run(config, tmp_path / f"cap{cap}")
+    matched = [r for r in records if r["kind"] == "matched"]
+    assert matched and all(r["converged"] is converged for r in matched), (cap, matched)
