@@ -105,7 +105,7 @@ def not_measured(claim_id: str, claim: str, source: str, paper_value: str, why: 
 
 
 def _converged(r: dict) -> bool:
-  return r.get("converged", True) is not False
+  return tolerance.reached_target(r)  # the flag, or the final loss on the target within float32 rounding
 
 
 def _fmt(v) -> str:
@@ -681,7 +681,7 @@ def adversarial_training_rows(at: Source, std: Optional[Source], task: str = "mn
 def _matched_pair(a: dict, b: dict, prefix: str = "") -> bool:
   """Two landscape records of one seed are comparable when both reached the loss target, or when one
   missed it and the other was stopped at its final loss (that one's ``matched_loss`` is set)."""
-  converged = [r.get(prefix + "converged", True) is not False for r in (a, b)]
+  converged = [tolerance.reached_target(r, prefix) for r in (a, b)]
   matched = [r.get(prefix + "matched_loss") is not None for r in (a, b)]
   return all(converged) or any(matched)
 

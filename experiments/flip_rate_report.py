@@ -19,7 +19,7 @@ import scipy.stats
 from experiments.plotting import MODEL_COLORS, MODEL_LABELS, save, subplots
 from experiments.config import experiment_records, report_cli
 from experiments.workdir import write_derived
-from experiments import verdicts
+from experiments import tolerance, verdicts
 
 REQUIRED_FIELDS = ("task", "model", "width", "seed", "adversarial_training", "attack", "eps", "flip_rate")
 
@@ -68,7 +68,7 @@ def plot_vs(records, x: str, path, *, at_eps=None) -> None:
         g = _group(sel, (x,))
         if not g:
           continue
-        unconverged = sum(not r.get("converged", True) for r in sel)
+        unconverged = sum(not tolerance.reached_target(r) for r in sel)
         xs = sorted(g)
         stats = [mean_ci(100 * np.array(g[k])) for k in xs]
         means = np.array([s[0] for s in stats])
@@ -89,8 +89,9 @@ def plot_vs(records, x: str, path, *, at_eps=None) -> None:
 
 
 def converged(records) -> list[dict]:
-  """The records whose training reached its loss target (records without the field count as converged)."""
-  return [r for r in records if r.get("converged", True)]
+  """The records whose training reached its loss target (records without the field count as converged; a
+  final loss on the target within float32 rounding counts: ``experiments.tolerance.reached_target``)."""
+  return [r for r in records if tolerance.reached_target(r)]
 
 
 def gaps(records) -> list[dict]:
@@ -167,7 +168,7 @@ def derive(records) -> dict:
   and the number of runs (n_runs); "gaps": ``gaps``; "unconverged": the (task, model, width, seed) trainings
   left out because their loss target was not reached}. Only converged records enter."""
   left_out = sorted({(r["task"], r["model"], r["width"], r["seed"]) for r in records
-                     if not r.get("converged", True)})
+                     if not tolerance.reached_target(r)})
   records = converged(records)
   groups = _group(records, ("adversarial_training", "task", "model", "attack", "eps"))
   intervals = []
@@ -254,7 +255,7 @@ def summary_markdown(records, derived, eps: float | None = None) -> str:
   if crit:
     lines += ["Training criterion (per model): " + "; ".join(
         f"{MODEL_LABELS[m]}: train loss {np.mean([r['train_loss'] for r in crit if r['model'] == m]):.3g}, "
-        f"{sum(1 for r in {(q['task'], q['width'], q['seed']): q for q in crit if q['model'] == m}.values() if r['converged'])}"
+        f"{sum(1 for r in {(q['task'], q['width'], q['seed']): q for q in crit if q['model'] == m}.values() if tolerance.reached_target(r))}"
         f"/{len({(q['task'], q['width'], q['seed']) for q in crit if q['model'] == m})} converged (target "
         f"{crit[0]['loss_target']:g}), {_how_trained([r for r in crit if r['model'] == m])}"
         for m in ("relu", "mlp_attn") if any(r["model"] == m for r in crit)), ""]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments import tolerance
 from experiments.config import experiment_records, report_cli
 from experiments.plotting import MODEL_COLORS, MODEL_LABELS, save, subplots
 
@@ -61,7 +62,7 @@ def write_report(workdir) -> str:
              if r.get(prefix + "matched_loss") is not None}
   for r in records:
     # Comparable: the loss target reached, or the slowest model at its final loss with the other stopped there.
-    if not all(r.get(p + "converged", True) or (r["task"], r["width"], r["seed"], p) in matched
+    if not all(tolerance.reached_target(r, p) or (r["task"], r["width"], r["seed"], p) in matched
                for p in ("", "trained_")):
       left_out.append(r)
       continue
@@ -80,8 +81,8 @@ def write_report(workdir) -> str:
                f"{np.mean([r['trained_adaptive_sharpness'][0] for r in rs]):.3g} / "
                f"{np.mean([r['trained_train_loss'] for r in rs]):.3g}") if "trained_top_eigenvalues" in rs[0] else "–"
     every = [r for r in records if (r["task"], r["model"], r["width"]) == (task, model, width)]
-    conv = (f"{sum(r.get('converged', True) for r in every)}/{len(every)} / "
-            f"{sum(r.get('trained_converged', True) for r in every)}/{len(every)}")
+    conv = (f"{sum(tolerance.reached_target(r) for r in every)}/{len(every)} / "
+            f"{sum(tolerance.reached_target(r, 'trained_') for r in every)}/{len(every)}")
     lines.append(f"| {task} | {MODEL_LABELS[model]} | {width} | " + " | ".join(cells)
                  + f" | {adaptive} | {np.mean([r['train_loss'] for r in rs]):.3g} | {np.mean(rise):.3g} | "
                  f"{trained} | {conv} |")

@@ -29,21 +29,23 @@ EPS64 = float(np.finfo(np.float64).eps)  # 2.2e-16: the report-time computations
 EPS32 = float(np.finfo(np.float32).eps)  # 1.2e-7: for values a float32 pipeline produced
 
 
-def tolerance(*values, ops: float = 8, eps: float = EPS64) -> float:
-  """``ops · eps · max(1, |v|)`` over the finite ``values`` (NaN and ±inf are left out of the scale).
+def tolerance(*values, ops: float = 8, eps: float = EPS64, floor: float = 1.0) -> float:
+  """``ops · eps · max(floor, |v|)`` over the finite ``values`` (NaN and ±inf are left out of the scale).
 
   Args:
-    values: the numbers compared (e.g. the value and the threshold); none gives scale 1.
+    values: the numbers compared (e.g. the value and the threshold); none gives scale ``floor``.
     ops: the operations behind the value times the computation's condition (≥ 0).
     eps: machine epsilon of the precision the value was computed in (``EPS64`` or ``EPS32``).
+    floor: the smallest scale (1: an absolute tolerance for values below 1, which carry the rounding of
+      the larger numbers they were computed from; 0: purely relative, for a loss against a target of 0).
 
   Raises:
-    ValueError: ops or eps negative or not finite.
+    ValueError: ops, eps or floor negative or not finite.
   """
-  if not (math.isfinite(ops) and ops >= 0 and math.isfinite(eps) and eps >= 0):
-    raise ValueError(f"ops and eps must be finite and >= 0, got {ops!r} and {eps!r}")
+  if not all(math.isfinite(x) and x >= 0 for x in (ops, eps, floor)):
+    raise ValueError(f"ops, eps and floor must be finite and >= 0, got {ops!r}, {eps!r} and {floor!r}")
   finite = [abs(float(v)) for v in values if math.isfinite(float(v))]
-  return float(ops) * float(eps) * max([1.0, *finite])
+  return float(ops) * float(eps) * max([float(floor), *finite])
 
 
 def compare(a: float, b: float, tol: float) -> int:
@@ -96,3 +98,24 @@ def distinct(value: float, other: float, digits: int = 3) -> tuple[str, str]:
     if value == other or a != b:
       return a, b
   return repr(value), repr(other)
+
+
+# A training loss is a float32 mean over the training rows, evaluated once inside the optimizer's loop (where
+# the stopping rule compares it with float32(target)) and once more on the host for the record: the two
+# differ by a few float32 ulps. 16 ulps of the target. docs/decision_boundaries.md
+LOSS_OPS = 16
+
+
+def reached_target(record: dict, prefix: str = "") -> bool:
+  """Whether a training record reached its loss target: its ``converged`` flag (absent: True, as for records
+  written before the criterion), or, where the flag is False, its final ``train_loss`` at most its
+  ``loss_target`` within float32 rounding (``LOSS_OPS`` ulps of the target; a target of 0 has none). So a
+  run that stopped on the target in float32 and was recorded a rounding above it counts as having reached
+  it. ``prefix`` selects another set of fields (e.g. ``'trained_'``)."""
+  flag = record.get(prefix + "converged", True)
+  if flag is not False:
+    return True
+  loss, target = record.get(prefix + "train_loss"), record.get(prefix + "loss_target", record.get("loss_target"))
+  if loss is None or target is None or not (math.isfinite(float(loss)) and math.isfinite(float(target))):
+    return False
+  return at_least(float(target), float(loss), tolerance(target, ops=LOSS_OPS, eps=EPS32, floor=0.0))

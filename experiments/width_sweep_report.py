@@ -13,6 +13,7 @@ import numpy as np
 from ntk.distance import loglog_fit
 from experiments.plotting import (MODEL_COLORS, MODEL_LABELS, finite, grouped, log_errorbar, save, series,
                                   subplots)
+from experiments import tolerance
 from experiments.config import experiment_records, report_cli
 from experiments.workdir import write_derived
 
@@ -169,8 +170,8 @@ def summary_markdown(records, derived) -> str:
                        f"{acc_k[i]:.3f} |")
   conv_all = [r for r in records if r["kind"] == "converged"]
   if conv_all:
-    conv = [r for r in conv_all if r.get("converged")]
-    left = [r for r in conv_all if not r.get("converged")]
+    conv = [r for r in conv_all if tolerance.reached_target(r)]
+    left = [r for r in conv_all if not tolerance.reached_target(r)]
     lines += ["", "## Function distance at convergence", "",
               f"The network trained by {_optimizer_name(conv_all)} to a ½·MSE train-loss target "
               "against the kernel regression of its empirical NTK at initialisation with its own f₀, "
@@ -183,7 +184,7 @@ def summary_markdown(records, derived) -> str:
       for model in _models(conv_all):
         for w in sorted({r["width"] for r in conv_all if (r["dataset"], r["model"]) == (dataset, model)}):
           every = [r for r in conv_all if (r["dataset"], r["model"], r["width"]) == (dataset, model, w)]
-          rs = [r for r in every if r.get("converged")]
+          rs = [r for r in every if tolerance.reached_target(r)]
           loss = f"{np.mean([r['train_loss'] for r in every]):.3g}"
           if rs:
             d = np.array([r["function_distance"] for r in rs])
