@@ -81,13 +81,16 @@ class DataConfig:
       raise ValueError(f"{name('preprocessing')} must be one of {PREPROCESSINGS}, got {self.preprocessing!r}")
 
 
-def load_splits(data: DataConfig, name: str, *, flatten: bool = False):
+def load_splits(data: DataConfig, name: str, *, flatten: bool = False, block: Optional[int] = None):
   """The (train, test) ``Split``s of data set or binary task ``name`` as ``data`` says.
 
   Args:
     data: a ``DataConfig``.
     name: a data set name ('mnist', 'fashion_mnist', 'cifar10') or a ``BINARY_TASKS`` key.
     flatten: images as rows [n, h·w·c] instead of [n, h, w, c] (float32 in [0, 1]).
+    block: if given (≥ 0), the training subset is block ``block`` of a class-balanced partition of the
+      training split drawn with data.seed (``experiments.data.class_balanced_block_indices``: blocks share
+      no image), and the test subset an independent class-balanced draw with seed data.seed + block.
 
   Returns:
     (train, test); test is None when ``data.n_test == 0``.
@@ -99,7 +102,9 @@ def load_splits(data: DataConfig, name: str, *, flatten: bool = False):
   dataset, classes = BINARY_TASKS.get(name, (name, None))
   kw = dict(source=data.source, data_dir=data.dir, seed=data.seed, holdout=data.holdout, flatten=flatten,
             classes=classes)
-  train = load_dataset(dataset, "train", n=data.n_train, **kw)
+  train = load_dataset(dataset, "train", n=data.n_train, block=block, **kw)
+  if block is not None:
+    kw["seed"] = data.seed + block
   test = None if data.n_test == 0 else load_dataset(dataset, "test", n=data.n_test, **kw)
   return train, test
 

@@ -7,6 +7,8 @@
   (arXiv 2603.13085; docs/theory.md#kernel-distance: at m = 4096 on 256 MNIST images ≈16 vs ≈1.4e3).
 * ``loglog_fit``: least-squares slope of log(y) against log(m) with its standard error, and the width at
   which the fitted line reaches a target value (e.g. 1 for the spectral ratio).
+* ``kernel_movement_measures``: how far a trained kernel moved from K₀ (raw, centred, 1 − CKA, top-k
+  eigenspace), each relative to K₀.
 * ``kernel_regression`` and ``function_distance``: the converged predictor of the empirical NTK at
   initialisation with the network's own f₀, and how far a network trained to convergence is from it.
 """
@@ -35,6 +37,87 @@ def relative_frobenius(k_m, k_inf) -> float:
   if denom == 0:
     raise ValueError("k_inf is zero; the relative distance is undefined")
   return float(np.linalg.norm(a - b) / denom)
+
+
+KERNEL_MOVEMENT_TOP_K = 10  # k of the top-k eigenspace movement recorded by the width sweep
+
+
+class KernelMovement(NamedTuple):
+  """How far a trained kernel K_T has moved from the kernel at initialisation K₀, by four measures
+  (``kernel_movement_measures``); Python floats, each 0 for K_T = K₀.
+
+  Fields:
+    raw: ‖K_T − K₀‖_F / ‖K₀‖_F (dominated by the top eigenvalue when one mode carries the trace).
+    centred: ‖H(K_T − K₀)H‖_F / ‖HK₀H‖_F with H = I − 11ᵀ/n (the constant mode removed).
+    one_minus_cka: 1 − CKA(K_T, K₀), CKA(K, L) = ⟨HKH, HLH⟩_F / (‖HKH‖_F ‖HLH‖_F), in [0, 2] (0: the
+      centred kernels are proportional; invariant to scaling either kernel).
+    top_k_subspace: 1 − ‖U_kᵀV_k‖_F² / k, U_k and V_k the orthonormal top-k eigenvectors of K₀ and K_T:
+      the mean squared sine of the k principal angles between the two top-k eigenspaces, in [0, 1]
+      (0: the same subspace; 1: orthogonal).
+    top_k: the k used (min(top_k, n)).
+  """
+  raw: float
+  centred: float
+  one_minus_cka: float
+  top_k_subspace: float
+  top_k: int
+
+
+def kernel_movement_measures(k_trained_NxN, k_initial_NxN, *, top_k: int = KERNEL_MOVEMENT_TOP_K
+                             ) -> KernelMovement:
+  """Four measures of the movement of a kernel during training, all normalised by (or relative to) the
+  kernel at initialisation K₀, never the trained one.
+
+  * raw ‖K_T − K₀‖_F / ‖K₀‖_F, the lazy-training measure (Jacot et al. 2018, arXiv 1806.07572; Chizat
+    et al. 2019, arXiv 1812.07956);
+  * centred ‖H(K_T − K₀)H‖_F / ‖HK₀H‖_F, H = I − 11ᵀ/n: the same after removing the constant mode
+    (centred kernels, Cortes, Mohri & Rostamizadeh 2012, JMLR 13 "Algorithms for learning kernels based
+    on centered alignment"), so a top eigenvector near 1/√n that carries most of the trace (MLP-Attn's
+    K₀: 95 %) does not dominate the norm;
+  * 1 − CKA(K_T, K₀), centred kernel alignment CKA(K, L) = ⟨HKH, HLH⟩_F / (‖HKH‖_F ‖HLH‖_F)
+    (Kornblith et al. 2019, arXiv 1905.00414, eq. 3 with HSIC(K, L) = tr(KHLH)/(n − 1)²; equal since H
+    is a symmetric projection): a change of shape, blind to a change of scale;
+  * top-k eigenspace movement 1 − ‖U_kᵀV_k‖_F² / k = (1/k) Σᵢ sin²θᵢ over the principal angles θᵢ
+    between the top-k eigenspaces of K₀ (U_k) and K_T (V_k) (the squared projection / chordal subspace
+    distance divided by k; Golub & Van Loan, Matrix Computations, §6.4.3). Ill-defined when λ_k = λ_{k+1}.
+
+  Centred and CKA measures are invariant to adding c·11ᵀ to both kernels; CKA also to scaling either.
+
+  Args:
+    k_trained_NxN: K_T, shape [n, n] (symmetrised for the eigenvectors).
+    k_initial_NxN: K₀, same shape.
+    top_k: k ≥ 1 (capped at n).
+
+  Returns:
+    ``KernelMovement`` (computed in float64). 1 − CKA is NaN when HK_TH = 0 (a constant trained kernel).
+
+  Raises:
+    ValueError: non-square or mismatched shapes, non-finite entries, top_k < 1, ‖K₀‖_F = 0 or ‖HK₀H‖_F = 0.
+  """
+  kt, k0 = np.asarray(k_trained_NxN, np.float64), np.asarray(k_initial_NxN, np.float64)
+  if kt.shape != k0.shape or k0.ndim != 2 or k0.shape[0] != k0.shape[1] or k0.shape[0] < 1:
+    raise ValueError(f"kernels must be square and equal in shape, got {kt.shape} and {k0.shape}")
+  if not (np.isfinite(kt).all() and np.isfinite(k0).all()):
+    raise ValueError("kernels hold NaN or inf")
+  if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1:
+    raise ValueError(f"top_k must be an integer >= 1, got {top_k!r}")
+  n = k0.shape[0]
+
+  def centre(k):  # HKH without forming H: subtract row and column means, add back the grand mean
+    return k - k.mean(0, keepdims=True) - k.mean(1, keepdims=True) + k.mean()
+
+  c0, ct = centre(k0), centre(kt)
+  norm0, cnorm0, cnormt = np.linalg.norm(k0), np.linalg.norm(c0), np.linalg.norm(ct)
+  if norm0 == 0 or cnorm0 == 0:
+    raise ValueError("the initial kernel is zero (or constant after centring): the relative movement is "
+                     "undefined")
+  cka = float(np.sum(c0 * ct) / (cnorm0 * cnormt)) if cnormt > 0 else float("nan")
+  k = int(min(top_k, n))
+  u = np.linalg.eigh((k0 + k0.T) / 2)[1][:, -k:]
+  v = np.linalg.eigh((kt + kt.T) / 2)[1][:, -k:]
+  overlap = float(np.sum((u.T @ v) ** 2)) / k
+  return KernelMovement(raw=float(np.linalg.norm(kt - k0) / norm0), centred=float(np.linalg.norm(ct - c0) / cnorm0),
+                        one_minus_cka=1.0 - cka, top_k_subspace=float(min(max(1.0 - overlap, 0.0), 1.0)), top_k=k)
 
 
 class SpectralDistance(NamedTuple):

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ntk.analytic import arccos_ntk
-from ntk.distance import relative_frobenius, spectral_distance
+from ntk.distance import kernel_movement_measures, relative_frobenius, spectral_distance
 from ntk.empirical import empirical_ntk, two_layer_relu_ntk
 from ntk.models import Model
 from ntk.training import ntk_predict, train_gd
@@ -168,6 +168,12 @@ class TrainingMetrics(NamedTuple):
     test_accuracy_network, test_accuracy_ntk: test accuracy of the network and of the predictor.
     train_loss: ½·mean squared error of the trained network on the training set.
     learning_rate: η; steps: T; time: t = η·T.
+    kernel_movement_centred, kernel_movement_one_minus_cka, kernel_movement_top_k, kernel_movement_k: the
+      other measures of ``ntk.distance.kernel_movement_measures`` (centred ‖H(K_T − K₀)H‖_F/‖HK₀H‖_F,
+      1 − CKA(K_T, K₀), top-k eigenspace movement 1 − ‖U_kᵀV_k‖_F²/k, and that k).
+    function_distance_k0, function_distance_k0_relative: ‖f_m − f_K₀(t)‖_F and that over ‖f_K₀(t) − f₀‖_F,
+      against the gradient-descent predictor of the network's own empirical NTK at initialisation K₀ at the
+      same time t and f₀ (laziness: how far training left K₀'s linear model, beside the distance to K∞'s).
   """
   function_distance: float
   function_distance_rms: float
@@ -179,6 +185,12 @@ class TrainingMetrics(NamedTuple):
   learning_rate: float
   steps: int
   time: float
+  kernel_movement_centred: float
+  kernel_movement_one_minus_cka: float
+  kernel_movement_top_k: float
+  kernel_movement_k: int
+  function_distance_k0: float
+  function_distance_k0_relative: float
 
 
 class TrainingResult(NamedTuple):
@@ -223,7 +235,12 @@ def train_and_compare(model: Model, params, train_NxD, test_TxD, y_train_NxC, y_
                      fx_train_0=f0_train, fx_test_0=f0_test)
   k0 = finite_width_kernel(model, params, train_NxD, path=path)
   k_t = finite_width_kernel(model, trained, train_NxD, path=path)
+  k0_test = finite_width_kernel(model, params, test_TxD, train_NxD, path=path)
+  pred_k0 = ntk_predict(k0, k0_test, y_train_NxC, time=learning_rate * steps, fx_train_0=f0_train,
+                        fx_test_0=f0_test)
+  movement = kernel_movement_measures(k_t, k0)
   dist = float(np.linalg.norm(f_test - pred.test))
+  dist_k0 = float(np.linalg.norm(f_test - pred_k0.test))
   metrics = TrainingMetrics(
       function_distance=dist,
       function_distance_rms=dist / np.sqrt(f_test.size),
@@ -235,5 +252,11 @@ def train_and_compare(model: Model, params, train_NxD, test_TxD, y_train_NxC, y_
       learning_rate=float(learning_rate),
       steps=int(steps),
       time=float(learning_rate * steps),
+      kernel_movement_centred=movement.centred,
+      kernel_movement_one_minus_cka=movement.one_minus_cka,
+      kernel_movement_top_k=movement.top_k_subspace,
+      kernel_movement_k=movement.top_k,
+      function_distance_k0=dist_k0,
+      function_distance_k0_relative=dist_k0 / max(float(np.linalg.norm(pred_k0.test - f0_test)), 1e-30),
   )
   return TrainingResult(metrics, {"f_test_network": f_test, "f_test_ntk": pred.test})

@@ -114,6 +114,50 @@ def class_balanced_indices(y_N: np.ndarray, n: int, *, seed: int) -> np.ndarray:
   return np.sort(np.concatenate(picked)).astype(np.int64)
 
 
+def class_balanced_block_indices(y_N: np.ndarray, n: int, *, block: int, seed: int) -> np.ndarray:
+  """Block ``block`` (0, 1, 2, …) of a class-balanced partition of the examples: blocks share no example.
+
+  Each class's examples are permuted once with numpy ``default_rng(seed)`` (the same permutation for every
+  block) and cut into consecutive slots of q = ⌈n/k⌉ examples (k classes); block b takes its class-c
+  examples from slot b of class c, as many as ``class_balanced_indices`` would (n // k each, the n mod k
+  extra places to classes drawn with ``default_rng([seed, b])``). So seed s of an experiment can use block s
+  of one permutation of the full training set: subsets of different seeds are disjoint.
+
+  Args:
+    y_N: integer labels with shape [N].
+    n: examples per block, 0 < n <= N.
+    block: the block index, >= 0.
+    seed: seed of the permutation (the partition), >= 0.
+
+  Returns:
+    int64 indices into y_N with shape [n], sorted ascending (stored order).
+
+  Raises:
+    ValueError: n not in 1..N, a negative block, or a class with fewer than (block + 1)·q examples (names
+      how many blocks the data allow).
+  """
+  y_N = np.asarray(y_N)
+  if not 0 < n <= y_N.shape[0]:
+    raise ValueError(f"n must be in 1..{y_N.shape[0]} (the examples available), got {n}")
+  if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block < 0:
+    raise ValueError(f"block must be an integer >= 0, got {block!r}")
+  labels_K, counts_K = np.unique(y_N, return_counts=True)
+  k = labels_K.size
+  q = -(-n // k)
+  available = int(counts_K.min() // q)
+  if block >= available:
+    raise ValueError(f"block {block} of {n} class-balanced examples needs {(block + 1) * q} examples of every "
+                     f"class, but the smallest class has {int(counts_K.min())}: the data allow blocks "
+                     f"0..{available - 1} (use fewer seeds, a smaller n or more data)")
+  take_K = np.full(k, n // k)
+  extra = n - int(take_K.sum())
+  if extra:
+    take_K[np.random.default_rng([seed, block]).choice(k, extra, replace=False)] += 1
+  rng = np.random.default_rng(seed)
+  picked = [rng.permutation(np.flatnonzero(y_N == c))[block * q:block * q + t] for c, t in zip(labels_K, take_K)]
+  return np.sort(np.concatenate(picked)).astype(np.int64)
+
+
 def _check_classes(classes: Sequence[int] | None, spec: catalog.DatasetSpec) -> tuple[int, ...]:
   if classes is None:
     return tuple(range(spec.num_classes))
@@ -157,6 +201,7 @@ def load_dataset(
     seed: int = 0,
     holdout: int | None = None,
     download: bool = False,
+    block: int | None = None,
 ) -> Split:
   """Loads one split as float32 images in [0, 1] and int32 labels.
 
@@ -180,6 +225,9 @@ def load_dataset(
       ``holdout`` training examples (stored order) form "test" and the rest form "train". Use this for
       full-size CIFAR-10 runs on the npz layout, whose stored test split has only 1,000 images.
     download: for source="tfds", let TFDS download missing data (off by default).
+    block: with n, take block ``block`` of a class-balanced partition of the split drawn with ``seed``
+      (``class_balanced_block_indices``) instead of an independent draw: different blocks share no
+      example (one block per experiment seed on the full files). None: the independent draw.
 
   Returns:
     Split(x, y, info): x float32 [n, h, w, c] in [0, 1] (or [n, d] when flattened), y int32 [n].
@@ -232,7 +280,8 @@ def load_dataset(
       raise ValueError(
           f"n={n} exceeds the {rows.size} examples available in {spec.name} {split} "
           f"(source={source!r}, classes={class_ids}); use a smaller n or source='dir'/'tfds'")
-    pick = class_balanced_indices(y_all, n, seed=seed)
+    pick = (class_balanced_indices(y_all, n, seed=seed) if block is None
+            else class_balanced_block_indices(y_all, n, block=block, seed=seed))
     rows, y_all = rows[pick], y_all[pick]
 
   x = raw.x[rows].astype(np.float32) / np.float32(255.0)
