@@ -4,9 +4,11 @@ Runs on every supported version (both CI legs). When a new JAX release breaks ne
 fails first: README, "Supported versions, and why", says how to check a new release.
 """
 import importlib
+import importlib.util
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -120,3 +122,26 @@ def test_importing_the_packages_does_not_import_tensorflow():
           "import neural_tangents; w.versions(); "
           "bad = [m for m in ('tensorflow', 'tf2jax') if m in sys.modules]; assert not bad, bad")
   subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_a_bare_import_of_neural_tangents_works_in_a_fresh_interpreter():
+  """The install puts site_hook/attention_fragility_nt_hook.py (and its .pth) into site-packages: at start-up
+  it only adds a finder (no JAX import); ``import neural_tangents`` then runs ntk/_nt_compat.py first, once."""
+  code = ("import sys; assert 'jax' not in sys.modules, 'start-up imported JAX'; "
+          "import neural_tangents as nt; from neural_tangents import stax; import jax.numpy as jnp; "
+          "k = stax.serial(stax.Dense(4), stax.Relu(), stax.Dense(1))[2](jnp.eye(3), None, 'ntk'); "
+          "assert k.shape == (3, 3) and 'tensorflow' not in sys.modules; "
+          "import ntk, ntk._nt_compat as c; "
+          "assert c is sys.modules['ntk._nt_compat'] and 'neural_tangents.experimental' in c.ADDED, c.ADDED")
+  done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+  assert done.returncode == 0, (
+      f"{done.stderr.strip().splitlines()[-1:]}: is the hook installed? Reinstall the project "
+      "(pip install --no-deps -e .; setup.py puts site_hook/ into site-packages)")
+
+
+def test_the_installed_hook_is_this_versions():
+  """The hook is a copy in site-packages (data files are not editable): a stale one needs a reinstall."""
+  spec = importlib.util.find_spec("attention_fragility_nt_hook")
+  assert spec is not None, "the hook is not installed: pip install --no-deps -e . (setup.py)"
+  source = Path(__file__).resolve().parents[1] / "site_hook" / "attention_fragility_nt_hook.py"
+  assert Path(spec.origin).read_text() == source.read_text(), "stale hook: pip install --no-deps -e ."
