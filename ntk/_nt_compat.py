@@ -4,8 +4,9 @@ neural-tangents 0.6.5 (its last release, unmaintained since 2024) was written ag
 JAX its import fails in four places; this module fills each gap **only where the name is absent**, so on a
 JAX that still has a name it changes nothing. It must run before ``neural_tangents`` is first imported:
 ``ntk/__init__.py`` imports it first, so every ``import ntk…`` (the packages, ``experiments``, the tests,
-subprocesses, benchmarks) does; code that imports ``neural_tangents`` without ``ntk`` must
-``import ntk._nt_compat`` first.
+subprocesses, benchmarks) does. A bare ``import neural_tangents`` runs it through the install's import hook
+(``site_hook/attention_fragility_nt_hook.py``, in site-packages); where that is absent (``python -S``, a
+venv installed before the hook), ``import ntk._nt_compat`` first.
 
 What it touches (README, "Supported versions, and why"; docs/theory.md#neural-tangents-on-current-jax):
 
