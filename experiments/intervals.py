@@ -211,7 +211,8 @@ def _sign_flip_ends(d: np.ndarray, level: float, seed: int = 0,
     total = d[rows].sum(axis=1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):
       m_in = sums / sizes
-      m_out = (total - sums) / (n - sizes)
+      # The complement of subset j is subset 2^n − 1 − j: its own sum, not total − sum (no cancellation).
+      m_out = m_in[:, ::-1] if exact else (total - sums) / (n - sizes)
     trivial = (sizes == 0) | (sizes == n)
     lo = np.where(trivial, -np.inf, np.minimum(m_in, m_out))
     hi = np.where(trivial, np.inf, np.maximum(m_in, m_out))
@@ -307,10 +308,11 @@ def sign_flip_interval(differences, *, level: float = 0.95, seed: int = 0, n_res
   d = _vector(differences, "differences")
   level, unit = _check_level(level), _check_unit(unit)
   seed, n_resamples = _check_count(seed, "seed", 0), _check_count(n_resamples, "n_resamples")
-  scale = float(np.abs(d).max())
-  if scale == 0.0:
+  largest = float(np.abs(d).max())
+  if largest == 0.0:
     return Interval(0.0, 0.0, 0.0, level, int(d.size), unit, _sign_flip_method(d.size))
-  _, low, high = _sign_flip_ends((d / scale)[None, :], level, seed, n_resamples)  # scaled: no overflow
+  scale = math.ldexp(1.0, math.frexp(largest)[1])  # a power of two ≥ max|d|: exact scaling, no overflow of sums
+  _, low, high = _sign_flip_ends((d / scale)[None, :], level, seed, n_resamples)
   return Interval(float(d.mean()), float(low[0] * scale), float(high[0] * scale), level, int(d.size), unit,
                   _sign_flip_method(d.size))
 
