@@ -151,93 +151,208 @@ def _modes_label(records) -> str:
   return f" (K∞ modes fitted at this training time: {', '.join(parts)})" if parts else ""
 
 
+def _data_text(records) -> str:
+  """How the seeds' data subsets relate, from the width-sweep records' data fields (``width_sweep.seed_data``):
+  'disjoint per-seed training subsets of the full files', 'independent per-seed subsets of the 2,000-image
+  embedded pool (seeds share ≈ 13 % of their training images)', or one subset for every seed (also for
+  records written before per-seed subsets, which carry no data_draw field)."""
+  draws = {r.get("data_draw") for r in records}
+  if draws == {"disjoint"}:
+    return "disjoint per-seed training subsets of the full files"
+  if draws == {"independent"}:
+    overlap = float(np.mean([r["expected_seed_overlap"] for r in records if "expected_seed_overlap" in r] or [np.nan]))
+    pools = sorted({r["train_pool"] for r in records if r.get("train_pool")})
+    pool = f" of the {'/'.join(f'{p:,}' for p in pools)}-image embedded pool" if pools else ""
+    return (f"independent per-seed data subsets{pool} (seeds share ≈ {100 * overlap:.0f} % of their training "
+            "images in expectation)")
+  if draws <= {"shared", None}:
+    return "one data subset for every seed"
+  return "mixed per-seed data draws (" + ", ".join(sorted(str(d) for d in draws)) + ")"
+
+
+# (record field, measurement label, primary): the measures of ``ntk.distance.kernel_movement_measures``.
+KERNEL_MOVEMENT_MEASURES = (
+    ("kernel_movement", "raw ‖K_T − K₀‖_F/‖K₀‖_F", True),
+    ("kernel_movement_centred", "centred ‖H(K_T − K₀)H‖_F/‖HK₀H‖_F, H = I − 11ᵀ/n", False),
+    ("kernel_movement_one_minus_cka", "1 − CKA(K_T, K₀), centred kernel alignment", False),
+    ("kernel_movement_top_k", "top-{k} eigenspace 1 − ‖U_kᵀV_k‖_F²/k (U_k, V_k: top-k eigenvectors of K₀, K_T)",
+     False),
+)
+
+
 def feature_learning_rows(src: Source) -> list[dict]:
   """Claim: MLP-Attn is in the feature-learning regime, i.e. its kernel moves more than 2L-ReLU's during
   training, at a common criterion (kind = 'common': both trained to the same ½·MSE target). Statistic: the
-  difference of kernel movements ‖K_T − K₀‖_F/‖K₀‖_F, MLP-Attn − 2L-ReLU, paired over (width, seed); holds
-  above 0. Variant: the same at the fixed GD training time (kind = 'train')."""
+  difference of kernel movements, MLP-Attn − 2L-ReLU, paired over (width, seed); holds above 0. One row per
+  measurement choice (``KERNEL_MOVEMENT_MEASURES``, ``ntk.distance.kernel_movement_measures``): the raw
+  ‖K_T − K₀‖_F/‖K₀‖_F (primary: the paper's lazy-training measure; MLP-Attn's top eigenvalue carries most of
+  K₀'s trace and so of this norm), centred, 1 − CKA and the top-k eigenspace movement; a measure the records
+  lack (written before it existed) has no row. Variants: the same at a matched fraction of each model's
+  spectrum (kind = 'matched') and at the fixed GD training time (kind = 'train')."""
   rows = []
+  data = _data_text([r for r in src.records if r.get("kind") in ("common", "matched", "train")])
   for i, (kind, label) in enumerate((("common", "both trained to the common ½·MSE target"),
                                      ("matched", "GD to a matched fraction of each model's spectrum"),
                                      ("train", "fixed GD training time" + _modes_label(src.records)))):
     for dataset in sorted({r["dataset"] for r in src.records if r.get("kind") == kind}):
-      by = {}
-      for r in src.records:
-        if r.get("kind") == kind and r["dataset"] == dataset and "kernel_movement" in r and _converged(r):
-          by.setdefault((r["width"], r["seed"]), {})[r["model"]] = float(r["kernel_movement"])
-      pairs = [v for _, v in sorted(by.items()) if set(v) >= {"relu", "mlp_attn"}]
-      if len(pairs) < 2:
-        continue
-      attn, relu = [v["mlp_attn"] for v in pairs], [v["relu"] for v in pairs]
       variant = "; ".join(([] if i == 0 else [label]) + ([] if dataset == "mnist" else [f"dataset={dataset}"])
                           + list(src.variant))
-      rows.append(_row("feature_learning", "MLP-Attn is in the feature-learning regime: its kernel moves more "
-                       "than 2L-ReLU's (‖K_T − K₀‖_F/‖K₀‖_F)", ARXIV_NTK, "MLP-Attn moves more (no number)",
-                       interval=verdicts.paired_difference(attn, relu, unit="seeds"), paper_sign=+1, null=0.0,
-                       variant=variant, produced_by=src.command,
-                       setting=f"{dataset}, {label}; MLP-Attn {np.mean(attn):.3g}, 2L-ReLU {np.mean(relu):.3g}, "
-                               f"paired over {len(pairs)} (width, seed)"))
+      recs = [r for r in src.records if r.get("kind") == kind and r["dataset"] == dataset and _converged(r)]
+      for field, measurement, primary in KERNEL_MOVEMENT_MEASURES:
+        by = {}
+        for r in recs:
+          if field in r and math.isfinite(float(r[field])):
+            by.setdefault((r["width"], r["seed"]), {})[r["model"]] = float(r[field])
+        pairs = [v for _, v in sorted(by.items()) if set(v) >= {"relu", "mlp_attn"}]
+        if len(pairs) < 2:
+          continue
+        ks = sorted({int(r["kernel_movement_k"]) for r in recs if "kernel_movement_k" in r})
+        measurement = measurement.format(k="/".join(map(str, ks)) or "k")
+        attn, relu = [v["mlp_attn"] for v in pairs], [v["relu"] for v in pairs]
+        rows.append(_row("feature_learning", "MLP-Attn is in the feature-learning regime: its kernel moves more "
+                         "than 2L-ReLU's during training", ARXIV_NTK, "MLP-Attn moves more (no number)",
+                         interval=verdicts.paired_difference(attn, relu, unit="seeds"), paper_sign=+1, null=0.0,
+                         variant=variant, produced_by=src.command, measurement=measurement, primary=primary,
+                         setting=f"{dataset}, {label}; {measurement}: MLP-Attn {np.mean(attn):.3g}, 2L-ReLU "
+                                 f"{np.mean(relu):.3g}, paired over {len(pairs)} (width, seed); {data}"))
   return rows
+
+
+# The NTK-distance measurement choices: (name, label, primary). "kinf": the distance of the trained network
+# to the infinite-width NTK's predictor (the paper's reference: does the network approach K∞ as m grows);
+# "k0": to its own initial NTK K₀'s predictor (laziness: did training stay in K₀'s linear model).
+DISTANCE_REFERENCES = (
+    ("kinf", "distance to the K∞ predictor (infinite-width NTK: the paper's reference)", True),
+    ("k0", "distance to the K₀ predictor (the network's initial NTK: laziness)", False),
+)
+# kind -> (field of the K∞ distance, field of the K₀ distance, what was trained and how the distance is taken)
+DISTANCE_FIELDS = {
+    "common": ("function_distance_kinf_relative", "function_distance_relative",
+               "kernel regression f₀ + K(x, X)(K + λI)⁻¹(Y − f₀(X)), λ = ridge_scale·tr(K)/n; distance / "
+               "‖f_K − f₀‖"),
+    "converged": ("function_distance_kinf", "function_distance",
+                  "kernel regression f₀ + K(x, X)(K + λI)⁻¹(Y − f₀(X)), λ = ridge_scale·tr(K)/n; ‖f_m − f_K‖_F"),
+    "matched": ("function_distance_relative", "function_distance_k0_relative",
+                "GD predictor of the kernel at the same time t, from f₀; distance / ‖f_K(t) − f₀‖"),
+    "train": ("function_distance", "function_distance_k0",
+              "GD predictor of the kernel at the same time t, from f₀; ‖f_m − f_K(t)‖_F"),
+}
+
+
+def _distance_slopes(records, field: str):
+  """({seed: slope}, converged records, dropped records, left-out note) of one (kind, dataset, model)."""
+  recs = [r for r in records if field in r]
+  dropped = [r for r in recs if not _converged(r)]
+  recs = [r for r in recs if _converged(r)]
+  floored = sum(r.get("loss_floor", 0.0) > r.get("loss_target", math.inf) for r in dropped)
+  left_out = (f"{len(dropped)} unconverged point{'' if len(dropped) == 1 else 's'} left out"
+              + (f"; for {floored} the target is below the fixed readout's loss floor (unreachable)"
+                 if floored else "")) if dropped else ""
+  return per_seed_slopes(recs, field), recs, dropped, left_out
+
+
+def paper_slope_difference(dataset: str) -> Optional[float]:
+  """MLP-Attn's minus 2L-ReLU's log-log slope of the paper's ‖f_m − f_NTK‖ table, or None."""
+  a, b = paper_distance_slope(dataset, "mlp_attn"), paper_distance_slope(dataset, "relu")
+  return None if a is None or b is None else a - b
 
 
 def ntk_distance_rows(src: Source) -> list[dict]:
   """Claim: the NTK distance falls with width for 2L-ReLU and not for MLP-Attn (arXiv 2603.13085).
 
-  Statistic: per seed, the log-log slope of the distance against width; a seed bootstrap of the mean slope.
-  2L-ReLU: holds if the interval lies below 0; MLP-Attn (the paper's distance rises, 10.3 → 43.4 on
-  MNIST): holds if it lies above 0. Magnitude against the slope of the paper's own table. Rows, in order of
-  preference for the main one: kind 'converged' (trained to the criterion, against the kernel regression
-  with K₀), kind 'train' (fixed training time), kind 'init' (‖K_m − K∞‖_F/‖K∞‖_F: kernel at
-  initialisation); the others are variants ("kernel at initialisation vs trained").
+  Statistic: per seed, the least-squares slope of log distance against log width. Rows:
+
+  * ntk_distance_difference (the paper's contrast): per seed, MLP-Attn's slope minus 2L-ReLU's (one
+    difference per seed, the unit), a seed bootstrap of the mean difference; holds above 0. Magnitude
+    against the difference of the slopes of the paper's table.
+  * ntk_distance_relu / ntk_distance_mlp_attn: each model's own mean slope; 2L-ReLU holds below 0, MLP-Attn
+    (the paper's distance rises, 10.3 → 43.4 on MNIST) above 0; magnitude against the paper's slope.
+
+  Each with two measurement choices (``DISTANCE_REFERENCES``): the distance to the infinite-width NTK K∞'s
+  predictor (primary: the paper's claim is about convergence to K∞) and to the network's own K₀'s
+  (laziness). Training criteria (``DISTANCE_FIELDS``), in order of preference for the main row: kind
+  'common' (both models trained to one ½·MSE target, against the kernel regressions), 'converged' (each to
+  the criterion), 'matched' (GD to a matched fraction of each model's spectrum, against the GD predictors at
+  that time), 'train' (fixed GD time); the others are variants, as is kind 'init' for the per-model rows
+  (‖K_m − K∞‖_F/‖K∞‖_F: the kernel at initialisation). Unconverged points are left out and counted; a
+  reference the records lack (written before it existed) has no row.
   """
   rows = []
   target = next((r["common_target"] for r in src.records if r.get("kind") == "common"), None)
-  kinds = [("common", "function_distance_relative",
-            f"both trained to a common ½·MSE target {target:.3g} (1.5× MLP-Attn's largest converged loss) vs "
-            "K₀ kernel regression, distance / ‖f_NTK − f₀‖" if target else ""),
-           ("converged", "function_distance", "trained to the criterion vs K₀ kernel regression"),
-           ("matched", "function_distance_relative",
-            "matched fraction: GD until each model's K∞ predictor has fitted the same share of the train loss, "
-            "vs the NTK predictor, distance / ‖f_NTK − f₀‖"),
-           ("train", "function_distance", "fixed training time vs the NTK predictor" + _modes_label(src.records)),
-           ("init", "rel_frobenius_train", "kernel at initialisation, ‖K_m − K∞‖_F/‖K∞‖_F")]
-  present = [k for k in kinds if any(r.get("kind") == k[0] for r in src.records)]
+  labels = {"common": (f"both trained to a common ½·MSE target {target:.3g} (1.5× MLP-Attn's largest converged "
+                       "loss)" if target else "both trained to a common ½·MSE target"),
+            "converged": "trained to the criterion",
+            "matched": "matched fraction: GD until each model's K∞ predictor has fitted the same share of the "
+                       "train loss",
+            "train": "fixed training time" + _modes_label(src.records),
+            "init": "kernel at initialisation, ‖K_m − K∞‖_F/‖K∞‖_F"}
+  present = [k for k in ("common", "converged", "matched", "train", "init")
+             if any(r.get("kind") == k for r in src.records)]
   datasets = sorted({r["dataset"] for r in src.records}, key=lambda d: (d != "mnist", d))
-  for model, sign in (("relu", -1), ("mlp_attn", +1)):
-    claim = (f"NTK distance falls with width for {MODEL_NAMES[model]}" if sign < 0
-             else f"NTK distance does not fall with width for {MODEL_NAMES[model]} (it rises in the paper)")
-    cid = f"ntk_distance_{model}"
-    for dataset in datasets:
-      paper = paper_distance_slope(dataset, model)
-      paper_text = (f"slope {paper:+.2f} ({', '.join(f'{v:g}' for _, v in sorted(PAPER_DISTANCE[dataset, model].items()))}"
-                    f" at m = 16, 1024, 4096)") if paper is not None else "–"
-      for i, (kind, field, label) in enumerate(present):
-        main = dataset == datasets[0] and i == 0 and not src.variant
-        variant = "; ".join(([] if dataset == datasets[0] else [f"dataset={dataset}"])
-                            + ([] if i == 0 else [label]) + list(src.variant))
-        recs = [r for r in src.records if r.get("kind") == kind and r["dataset"] == dataset
-                and r["model"] == model and field in r]
-        dropped = [r for r in recs if not _converged(r)]
-        recs = [r for r in recs if _converged(r)]
-        floored = sum(r.get("loss_floor", 0.0) > r.get("loss_target", math.inf) for r in dropped)
-        left_out = (f"{len(dropped)} unconverged point{'' if len(dropped) == 1 else 's'} left out"
-                    + (f"; for {floored} the target is below the fixed readout's loss floor (unreachable)"
-                       if floored else ""))
-        slopes = per_seed_slopes(recs, field)
-        widths = sorted({r["width"] for r in recs})
-        if len(slopes) == 0:
-          if recs or dropped:
-            reason = "fewer than 2 converged widths per seed" if recs else "no width converged"
-            rows.append(not_measured(cid, claim, ARXIV_NTK, paper_text, reason + (f": {left_out}" if dropped else ""),
-                                     variant=variant, produced_by=src.command))
+  data = _data_text([r for r in src.records if r.get("kind") in present])
+  for dataset in datasets:
+    for i, kind in enumerate(present):
+      variant = "; ".join(([] if dataset == datasets[0] else [f"dataset={dataset}"])
+                          + ([] if i == 0 else [labels[kind]]) + list(src.variant))
+      recs = {m: [r for r in src.records if r.get("kind") == kind and r["dataset"] == dataset and r["model"] == m]
+              for m in ("relu", "mlp_attn")}
+      if kind == "init":
+        choices = [("", "rel_frobenius_train", "", True)]
+      else:
+        choices = [(name, DISTANCE_FIELDS[kind][j], label, primary)
+                   for j, (name, label, primary) in enumerate(DISTANCE_REFERENCES)]
+      for name, field, measurement, primary in choices:
+        if not any(field in r for rs in recs.values() for r in rs):
           continue
-        interval = verdicts.bootstrap_mean(list(slopes.values()), unit="seeds")
-        note = left_out if dropped else ""
-        rows.append(_row(cid, claim, ARXIV_NTK, paper_text, interval=interval, paper_sign=sign, null=0.0,
-                         paper_range=None if paper is None else (paper, paper), scale="slope",
-                         variant="" if main else variant, produced_by=src.command, note=note,
-                         setting=f"{dataset}, {label}; log-log slope per seed over widths "
-                                 f"{widths[0]}–{widths[-1]}"))
+        how = "" if kind == "init" else (f"; vs the {'K∞' if name == 'kinf' else 'K₀'} "
+                                         f"{DISTANCE_FIELDS[kind][2]}")
+        fits = {m: _distance_slopes(recs[m], field) for m in recs}
+        seeds = sorted(set(fits["relu"][0]) & set(fits["mlp_attn"][0]))
+        if kind != "init":
+          paper = paper_slope_difference(dataset)
+          paper_text = f"slope difference {paper:+.2f} (MLP-Attn − 2L-ReLU, the paper's table)" if paper is not None else "–"
+          claim = "NTK distance grows with width faster for MLP-Attn than for 2L-ReLU (paired slope difference)"
+          notes = "; ".join(f"{MODEL_NAMES[m]}: {fits[m][3]}" for m in fits if fits[m][3])
+          if len(seeds) == 0:
+            if any(fits[m][1] or fits[m][2] for m in fits):
+              rows.append(not_measured("ntk_distance_difference", claim, ARXIV_NTK, paper_text,
+                                       "no seed with ≥ 2 converged widths for both models"
+                                       + (f": {notes}" if notes else ""), variant=variant,
+                                       produced_by=src.command) | dict(measurement=measurement, primary=primary))
+          else:
+            diffs = [fits["mlp_attn"][0][s] - fits["relu"][0][s] for s in seeds]
+            widths = sorted({r["width"] for m in fits for r in fits[m][1]})
+            rows.append(_row("ntk_distance_difference", claim, ARXIV_NTK, paper_text,
+                             interval=verdicts.bootstrap_mean(diffs, unit="seeds"), paper_sign=+1, null=0.0,
+                             paper_range=None if paper is None else (paper, paper), scale="slope", variant=variant,
+                             produced_by=src.command, note=notes, measurement=measurement, primary=primary,
+                             setting=f"{dataset}, {labels[kind]}{how}; per seed MLP-Attn's minus 2L-ReLU's "
+                                     f"log-log slope over widths {widths[0]}–{widths[-1]} (MLP-Attn "
+                                     f"{np.mean([fits['mlp_attn'][0][s] for s in seeds]):+.3g}, 2L-ReLU "
+                                     f"{np.mean([fits['relu'][0][s] for s in seeds]):+.3g}); {data}"))
+        for model, sign in (("relu", -1), ("mlp_attn", +1)):
+          claim = (f"NTK distance falls with width for {MODEL_NAMES[model]}" if sign < 0
+                   else f"NTK distance does not fall with width for {MODEL_NAMES[model]} (it rises in the paper)")
+          cid = f"ntk_distance_{model}"
+          paper = paper_distance_slope(dataset, model)
+          paper_text = (f"slope {paper:+.2f} ({', '.join(f'{v:g}' for _, v in sorted(PAPER_DISTANCE[dataset, model].items()))}"
+                        f" at m = 16, 1024, 4096)") if paper is not None else "–"
+          slopes, kept, dropped, left_out = fits[model]
+          if len(slopes) == 0:
+            if kept or dropped:
+              reason = "fewer than 2 converged widths per seed" if kept else "no width converged"
+              rows.append(not_measured(cid, claim, ARXIV_NTK, paper_text, reason + (f": {left_out}" if dropped else ""),
+                                       variant=variant, produced_by=src.command)
+                          | dict(measurement=measurement, primary=primary))
+            continue
+          widths = sorted({r["width"] for r in kept})
+          rows.append(_row(cid, claim, ARXIV_NTK, paper_text, interval=verdicts.bootstrap_mean(list(slopes.values()),
+                                                                                               unit="seeds"),
+                           paper_sign=sign, null=0.0, paper_range=None if paper is None else (paper, paper),
+                           scale="slope", variant=variant, produced_by=src.command, note=left_out,
+                           measurement=measurement, primary=primary,
+                           setting=f"{dataset}, {labels[kind]}{how}; log-log slope per seed over widths "
+                                   f"{widths[0]}–{widths[-1]}; {data}"))
   return rows
 
 

@@ -11,6 +11,10 @@ of the empirical NTK at initialisation, ``ConvergedConfig``) on MNIST at widths 
 ``--full``: 1,000 train / 500 test images from the full files (``data.source=dir``, ``ATTN_DATA_DIR``),
 training and converged points on all data sets up to width 4096 — sized for an accelerator or a long CPU run.
 
+Data: each seed draws its own training and test subsets (``data_seed_follows_seed``, default true: from the
+embedded pool independent draws, from the full files disjoint blocks of one partition; false: one subset
+for every seed, the behaviour before).
+
 Writes config.json, results.jsonl (one record per (dataset, model, readout, width, seed, kind)), orbax
 arrays of the test predictions, and plots + summary.md (``experiments.width_sweep_report``).
 A killed run restarted with the same workdir skips the recorded points.
@@ -31,7 +35,7 @@ import ntk
 from ntk.sweep import (default_learning_rate, infinite_width_kernels, kernel_distance, matched_time,
                        train_and_compare)
 from ntk.criterion import train_to_criterion
-from ntk.distance import function_distance, kernel_regression
+from ntk.distance import function_distance, kernel_movement_measures, kernel_regression
 from ntk.loss_floor import fixed_readout_loss_floor
 from experiments import config as config_lib
 from experiments.network_training import criterion_fields, perturb_initial
@@ -121,8 +125,15 @@ class WidthSweepConfig:
 
   datasets, models: what to sweep (models: 'relu' = 2L-ReLU, 'mlp_attn' = MLP-Attn).
   widths, seeds: hidden widths and init seeds for the kernels at initialisation.
-  data: ``DataConfig`` (n_train, n_test class-balanced images drawn with data.seed; data.source 'embedded',
-    'dir' (full files; data.dir or ATTN_DATA_DIR) or 'tfds').
+  data: ``DataConfig`` (n_train, n_test class-balanced images; data.source 'embedded', 'dir' (full files;
+    data.dir or ATTN_DATA_DIR) or 'tfds').
+  data_seed_follows_seed: each seed draws its own training and test subsets, so intervals over seeds cover
+    the choice of images (as ``experiments.flip_rate``; ``data_draw``): from the embedded pool an
+    independent draw with data.seed = that seed (subsets of two seeds overlap by chance, recorded as
+    expected_seed_overlap); from the full files (data.source 'dir' or 'tfds') block ``seed`` of one
+    class-balanced partition of the training split drawn with data.seed (disjoint across seeds,
+    ``experiments.data.class_balanced_block_indices``) and a test draw with seed data.seed + seed.
+    False: one subset (data.seed) for every seed, the behaviour before.
   readout: 'fixed' (the paper's ±1 readout) or 'trained' (stax; adds the NNGP term).
   kernel_path: 'fast' (closed form) or 'neural_tangents' (reference, much slower).
   train: ``SweepTrainConfig``, gradient descent and the function distance at a fixed time.
@@ -139,6 +150,7 @@ class WidthSweepConfig:
   train: SweepTrainConfig = SweepTrainConfig()
   converged: ConvergedConfig = ConvergedConfig()
   save_arrays: bool = True
+  data_seed_follows_seed: bool = True
 
   def validate(self) -> None:
     """Raises ValueError naming the field and its allowed range."""
@@ -171,6 +183,50 @@ def get_config(full: bool = False) -> WidthSweepConfig:
                                                     widths=(16, 64, 256, 1024, 4096), seeds=(0, 1, 2), common=True,
                                                     train=config_lib.TrainConfig(
                                                         loss_target=1e-3, optimizer="lbfgs")))
+
+
+def data_draw(config: WidthSweepConfig) -> str:
+  """How the seeds' data subsets relate: 'shared' (one subset, data.seed, for every seed), 'independent'
+  (each seed its own draw from the embedded pool; they overlap by chance) or 'disjoint' (each seed its own
+  block of one partition of the full files)."""
+  if not config.data_seed_follows_seed:
+    return "shared"
+  return "independent" if config.data.source == "embedded" else "disjoint"
+
+
+def _expected_overlap(data, dataset: str, split: str, subset_y) -> tuple[float, int]:
+  """(overlap, pool): the expected fraction of one class-balanced draw's examples that another independent
+  draw of the same class counts from the same pool also holds, Σ_c t_c²/N_c / n (t_c of the pool's N_c
+  in class c, n = Σ_c t_c), and the pool size N (``split`` of ``data``'s source, not subsampled)."""
+  from experiments.data import load_dataset
+  pool = np.bincount(load_dataset(dataset, split, source=data.source, data_dir=data.dir, holdout=data.holdout).y)
+  take = np.bincount(np.asarray(subset_y), minlength=pool.size)
+  return float(np.sum(take[pool > 0] ** 2 / pool[pool > 0]) / take.sum()), int(pool.sum())
+
+
+def seed_data(config: WidthSweepConfig, dataset: str, seed: int) -> tuple:
+  """(train, test, fields): the flattened ``Split``s seed ``seed`` uses (``data_draw``) and the record fields
+  that say which: data_draw, data_seed (the seed of the draw: data.seed for one shared subset or a block of
+  the partition, else ``seed``), data_block (``seed`` for a disjoint block, else None), train_pool (images
+  drawn from, for an independent draw) and expected_seed_overlap / expected_test_overlap (the expected
+  fraction of a seed's training / test images that another seed's subset also holds: 1 when shared, 0 for
+  disjoint training blocks); the field names of ``experiments.seed_subsets`` (flip rate, landscape)."""
+  draw = data_draw(config)
+  if draw == "shared":
+    train, test = config_lib.load_splits(config.data, dataset, flatten=True)
+    return train, test, dict(data_draw=draw, data_seed=config.data.seed, data_block=None, train_pool=None,
+                             expected_seed_overlap=1.0, expected_test_overlap=1.0)
+  if draw == "disjoint":
+    train, test = config_lib.load_splits(config.data, dataset, flatten=True, block=seed)
+    return train, test, dict(data_draw=draw, data_seed=config.data.seed, data_block=seed, train_pool=None,
+                             expected_seed_overlap=0.0,
+                             expected_test_overlap=_expected_overlap(config.data, dataset, "test", test.y)[0])
+  data = dataclasses.replace(config.data, seed=seed)
+  train, test = config_lib.load_splits(data, dataset, flatten=True)
+  overlap, pool = _expected_overlap(data, dataset, "train", train.y)
+  return train, test, dict(data_draw=draw, data_seed=seed, data_block=None, train_pool=pool,
+                           expected_seed_overlap=overlap,
+                           expected_test_overlap=_expected_overlap(data, dataset, "test", test.y)[0])
 
 
 def _points(config: WidthSweepConfig):
@@ -230,19 +286,28 @@ def _ntk_float64(model, params, x1_NxD, x2_KxD) -> np.ndarray:
 
 
 def converged_distance(config, model, f_train, f_test, y_train, y_test, n_classes, seed, rates, group,
-                       target=None) -> dict:
+                       target=None, inf=None, search=None) -> dict:
   """The fields of a kind = 'converged' record: the network (initialised as the other points of this width
   and seed) trained to ``config.converged.train``'s criterion on ½·MSE (or to ``target``, the common
   target), against the kernel regression of its empirical NTK at initialisation with its own f₀
-  (``ConvergedConfig``); with the kernel movement ‖K_T − K₀‖_F/‖K₀‖_F on the training inputs."""
+  (``ConvergedConfig``; function_distance*), and against the same regression with the infinite-width NTK
+  K∞, f₀ + K∞(x, X)(K∞ + λ∞I)⁻¹(Y − f₀(X)), λ∞ = ridge_scale·tr(K∞)/n (function_distance_kinf*: the
+  paper's reference); with the kernel movement of K_T from K₀ on the training inputs by the four measures
+  of ``ntk.distance.kernel_movement_measures`` (kernel_movement = the raw ‖K_T − K₀‖_F/‖K₀‖_F).
+
+  ``inf``: the ``InfiniteWidthKernels`` of these features (None: computed here). ``search``: (f_train,
+  y_train) of the data the per-(data set, model) learning-rate search runs on (the first converged seed's;
+  None: this point's)."""
   t = config.converged.train
   y_onehot = np.eye(n_classes, dtype=np.float32)[y_train]
   d, width = f_train.shape[1], model.width
   grid, selection = t.learning_rates, t.selection()
   if selection == "per_model_dataset":
     if group not in rates:  # searched at the largest width and the first seed, whichever process asks
+      f_search, y_search = (f_train, y_train) if search is None else search
       rates[group] = (_converged_network(config, max(config.converged.widths), d, n_classes,
-                                         config.converged.seeds[0], f_train, y_onehot, grid)[2].learning_rate,)
+                                         config.converged.seeds[0], f_search,
+                                         np.eye(n_classes, dtype=np.float32)[y_search], grid)[2].learning_rate,)
     grid = rates[group]
   model, params, result = _converged_network(config, width, d, n_classes, seed, f_train, y_onehot, grid,
                                              target)
@@ -253,6 +318,12 @@ def converged_distance(config, model, f_train, f_test, y_train, y_test, n_classe
                            ridge_scale=config.converged.ridge_scale)
   f_net = np.asarray(model.apply_fn(result.params, f_test))
   dist = function_distance(f_net, pred.test, f0_test)
+  if inf is None:
+    inf = infinite_width_kernels(f_train, f_test, readout=config.readout)
+  pred_inf = kernel_regression(inf.train, inf.test_train, y_onehot, fx_train_0=f0_train, fx_test_0=f0_test,
+                               ridge_scale=config.converged.ridge_scale)
+  dist_inf = function_distance(f_net, pred_inf.test, f0_test)
+  movement = kernel_movement_measures(k_trained, k0)
   out = criterion_fields(result, t)
   # The fixed ±1 readout bounds the ½·MSE from below whatever W is: a target under this floor is unreachable.
   out["loss_floor"] = (fixed_readout_loss_floor(np.asarray(ntk.readout_weights(model, params)), y_train)
@@ -261,8 +332,35 @@ def converged_distance(config, model, f_train, f_test, y_train, y_test, n_classe
              function_distance_relative=dist.relative, ridge=pred.ridge, ridge_scale=config.converged.ridge_scale,
              loss="mse", test_accuracy=float(np.mean(np.argmax(f_net, 1) == y_test)),
              kernel_test_accuracy=float(np.mean(np.argmax(pred.test, 1) == y_test)),
-             kernel_movement=float(np.linalg.norm(k_trained - k0) / np.linalg.norm(k0)))
+             kernel_movement=float(np.linalg.norm(k_trained - k0) / np.linalg.norm(k0)),
+             kernel_movement_centred=movement.centred, kernel_movement_one_minus_cka=movement.one_minus_cka,
+             kernel_movement_top_k=movement.top_k_subspace, kernel_movement_k=movement.top_k,
+             function_distance_kinf=dist_inf.distance, function_distance_kinf_rms=dist_inf.rms,
+             function_distance_kinf_relative=dist_inf.relative, kinf_ridge=pred_inf.ridge,
+             kinf_test_accuracy=float(np.mean(np.argmax(pred_inf.test, 1) == y_test)))
   return out
+
+
+def _seed_inputs(config, cache, dataset, model_name, seed) -> tuple:
+  """(train, test, data record fields, f_train, f_test, K∞) of ``seed`` (``seed_data``), cached per data
+  subset: one entry per seed, or one for all seeds when they share the subset."""
+  subset = None if data_draw(config) == "shared" else seed
+  if (dataset, subset) not in cache:
+    cache[dataset, subset] = seed_data(config, dataset, seed)
+  train, test, fields = cache[dataset, subset]
+  if (dataset, model_name, subset) not in cache:
+    f_train, f_test = (np.asarray(f) for f in ntk.model_features(model_name, train.x, test.x))
+    cache[dataset, model_name, subset] = (f_train, f_test,
+                                          infinite_width_kernels(f_train, f_test, readout=config.readout))
+  return (train, test, fields) + cache[dataset, model_name, subset]
+
+
+def _search_data(config, cache, dataset, model_name):
+  """(f_train, y_train) of the first converged seed: the data of the per-(data set, model) rate search."""
+  if config.converged.train.selection() != "per_model_dataset":
+    return None
+  train, _, _, f_train, _, _ = _seed_inputs(config, cache, dataset, model_name, config.converged.seeds[0])
+  return f_train, train.y
 
 
 def run(config: WidthSweepConfig, workdir, *, overwrite_config: bool = False) -> list[dict]:
@@ -282,28 +380,21 @@ def run(config: WidthSweepConfig, workdir, *, overwrite_config: bool = False) ->
   cache: dict = {}
   rates: dict = {}
   for dataset, model_name, width, seed, kind in tqdm(todo, desc="width sweep", unit="point"):
-    if (dataset, model_name) not in cache:
-      if dataset not in cache:
-        cache[dataset] = config_lib.load_splits(config.data, dataset, flatten=True)
-      train, test = cache[dataset]
-      f_train, f_test = ntk.model_features(model_name, train.x, test.x)
-      f_train, f_test = np.asarray(f_train), np.asarray(f_test)
-      cache[dataset, model_name] = (f_train, f_test,
-                                    infinite_width_kernels(f_train, f_test, readout=config.readout))
-    train, test = cache[dataset]
-    f_train, f_test, inf = cache[dataset, model_name]
+    train, test, data_fields, f_train, f_test, inf = _seed_inputs(config, cache, dataset, model_name, seed)
     n_classes = int(train.y.max()) + 1
     start = time.perf_counter()
     model = ntk.two_layer_relu(width, f_train.shape[1], out_dim=n_classes, readout=config.readout)
     init_key = jax.random.fold_in(jax.random.PRNGKey(seed), width)
     _, params = model.init_fn(init_key, f_train.shape)
     record = dict(dataset=dataset, model=model_name, readout=config.readout, width=width, seed=seed,
-                  kind=kind, n_train=len(f_train), n_test=len(f_test), kernel_path=config.kernel_path)
+                  kind=kind, n_train=len(f_train), n_test=len(f_test), kernel_path=config.kernel_path,
+                  **data_fields)
     if kind == "init":
       record.update(kernel_distance(model, params, f_train, f_test, inf, path=config.kernel_path)._asdict())
     elif kind == "converged":
       record.update(converged_distance(config, model, f_train, f_test, train.y, test.y, n_classes, seed,
-                                       rates, (dataset, model_name)))
+                                       rates, (dataset, model_name), inf=inf,
+                                       search=_search_data(config, cache, dataset, model_name)))
     else:
       y_onehot = np.eye(n_classes, dtype=np.float32)[train.y]
       lr = default_learning_rate(inf, n_classes, config.train.lr_scale)
@@ -346,22 +437,17 @@ def _run_common(config, wd, cache, rates) -> None:
               if w >= COMMON_MIN_WIDTH for s in config.converged.seeds]
     todo = [p for p in distributed.shard(points) if (*p[:2], config.readout, *p[2:], "common") not in done]
     for _, model_name, width, seed in tqdm(todo, desc=f"common target {target:.3g}", unit="point"):
-      if dataset not in cache:
-        cache[dataset] = config_lib.load_splits(config.data, dataset, flatten=True)
-      train, test = cache[dataset]
-      if (dataset, model_name) not in cache:
-        f_tr, f_te = (np.asarray(f) for f in ntk.model_features(model_name, train.x, test.x))
-        cache[dataset, model_name] = (f_tr, f_te, None)
-      f_train, f_test, _ = cache[dataset, model_name]
+      train, test, data_fields, f_train, f_test, inf = _seed_inputs(config, cache, dataset, model_name, seed)
       n_classes = int(train.y.max()) + 1
       start = time.perf_counter()
       model = ntk.two_layer_relu(width, f_train.shape[1], out_dim=n_classes, readout=config.readout)
       record = dict(dataset=dataset, model=model_name, readout=config.readout, width=width, seed=seed,
                     kind="common", n_train=len(f_train), n_test=len(f_test), kernel_path=config.kernel_path,
                     common_target=target, common_rule=f"{COMMON_FACTOR:g} × MLP-Attn's largest converged ½·MSE "
-                                                      f"at widths ≥ {COMMON_MIN_WIDTH}")
+                                                      f"at widths ≥ {COMMON_MIN_WIDTH}", **data_fields)
       record.update(converged_distance(config, model, f_train, f_test, train.y, test.y, n_classes, seed, rates,
-                                       (dataset, model_name), target=target))
+                                       (dataset, model_name), target=target, inf=inf,
+                                       search=_search_data(config, cache, dataset, model_name)))
       record["wall_time_s"] = time.perf_counter() - start
       wd.append(record)
 

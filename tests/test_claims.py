@@ -473,3 +473,92 @@ def test_a_run_recorded_unconverged_a_float32_rounding_above_its_target_counts_a
   from experiments import tolerance
   assert tolerance.reached_target(dict(converged=False, train_loss=1e-30, loss_target=0.0)) is False  # target 0
   assert tolerance.reached_target(dict(converged=False)) is False and tolerance.reached_target({}) is True
+
+
+def _sweep_source(records, variant=()):
+  return claim_rows.Source("width_sweep", "ws", {}, records, variant, "python -m experiments.width_sweep")
+
+
+def test_feature_learning_has_one_row_per_kernel_movement_measure_and_the_raw_one_is_primary():
+  """MLP-Attn's raw movement is below 2L-ReLU's (its top eigenvalue dominates ‖K₀‖_F) while its centred
+  movement, 1 − CKA and top-k eigenspace movement are above: the raw row fails and the other three hold,
+  each a measurement choice of the same claim and variant; only the raw one is the paper's (primary)."""
+  recs = []
+  for width in (64, 256, 1024):
+    for seed in range(5):
+      for model, raw, other in (("relu", 0.4, 0.3), ("mlp_attn", 0.1, 0.7)):
+        recs.append(dict(dataset="mnist", model=model, width=width, seed=seed, kind="common", converged=True,
+                         kernel_movement=raw + 0.01 * seed, kernel_movement_centred=other + 0.01 * seed,
+                         kernel_movement_one_minus_cka=other / 2 + 0.01 * seed,
+                         kernel_movement_top_k=other / 3 + 0.01 * seed, kernel_movement_k=10,
+                         data_draw="independent", expected_seed_overlap=0.128, train_pool=2000))
+  rows = claim_rows.feature_learning_rows(_sweep_source(recs))
+  assert [r["measurement"].split()[0] for r in rows] == ["raw", "centred", "1", "top-10"]
+  assert [r["primary"] for r in rows] == [True, False, False, False]
+  assert {r["variant"] for r in rows} == {""} and {r["claim_id"] for r in rows} == {"feature_learning"}
+  assert [r["direction"] for r in rows] == ["fails", "holds", "holds", "holds"]
+  assert [r["estimate"] for r in rows] == pytest.approx([-0.3, 0.4, 0.2, 0.4 / 3])
+  assert all(r["n"] == 15 for r in rows)  # paired over (width, seed)
+  assert "seeds share ≈ 13 % of their training images" in rows[0]["setting"]
+  assert "2,000-image" in rows[0]["setting"]
+
+
+def _distance_records(kinf_slopes, k0_slopes, *, kind="common", seeds=range(5), noise=0.02):
+  """Records whose K∞ and K₀ distances grow as m^slope per model, with seed noise of the slope."""
+  rng = np.random.default_rng(0)
+  kinf_field, k0_field, _ = claim_rows.DISTANCE_FIELDS[kind]
+  out = []
+  for seed in seeds:
+    jitter = {m: rng.normal(0, noise, 2) for m in ("relu", "mlp_attn")}
+    for width in (64, 256, 1024):
+      for model in ("relu", "mlp_attn"):
+        out.append({"dataset": "mnist", "model": model, "width": width, "seed": seed, "kind": kind,
+                    "converged": True, "common_target": 0.035, "data_draw": "disjoint",
+                    kinf_field: 2.0 * width ** (kinf_slopes[model] + jitter[model][0]),
+                    k0_field: 0.5 * width ** (k0_slopes[model] + jitter[model][1])})
+  return out
+
+
+@pytest.mark.parametrize("kind", ["common", "matched", "train"])
+def test_ntk_distance_difference_is_the_paired_per_seed_slope_difference_against_k_inf(kind):
+  """Per seed, MLP-Attn's slope of log distance on log width minus 2L-ReLU's is the unit: with K∞ slopes
+  +0.1 and −0.4 the primary row's mean difference is 0.5 over 5 seeds and holds; against K₀ (laziness,
+  slopes −0.1 and −0.05) the difference is −0.05 and fails. Each model's own slope is its own row under both
+  references. The same for every training criterion (a variant beside the common target)."""
+  recs = _distance_records({"relu": -0.4, "mlp_attn": 0.1}, {"relu": -0.05, "mlp_attn": -0.1}, kind=kind)
+  rows = claim_rows.ntk_distance_rows(_sweep_source(recs))
+  diff = [r for r in rows if r["claim_id"] == "ntk_distance_difference"]
+  assert [(r["primary"], r["measurement"].split()[3]) for r in diff] == [(True, "K∞"), (False, "K₀")]
+  kinf, k0 = diff
+  assert kinf["n"] == 5 and kinf["unit"] == "seeds" and kinf["direction"] == "holds"
+  assert kinf["estimate"] == pytest.approx(0.5, abs=0.05) and kinf["scale"] == "slope"
+  slopes = {m: claim_rows.per_seed_slopes([r for r in recs if r["model"] == m], claim_rows.DISTANCE_FIELDS[kind][0])
+            for m in ("relu", "mlp_attn")}
+  assert kinf["estimate"] == pytest.approx(np.mean([slopes["mlp_attn"][s] - slopes["relu"][s] for s in range(5)]),
+                                           rel=1e-12)
+  assert k0["direction"] == "fails" and k0["estimate"] == pytest.approx(-0.05, abs=0.05)
+  assert kinf["paper_range"] == [pytest.approx(claim_rows.paper_slope_difference("mnist"))] * 2
+  assert "disjoint per-seed training subsets" in kinf["setting"]
+  per_model = {(r["claim_id"], r["primary"]): r for r in rows if r["claim_id"] != "ntk_distance_difference"}
+  assert per_model["ntk_distance_relu", True]["direction"] == "holds"
+  assert per_model["ntk_distance_mlp_attn", True]["direction"] == "holds"
+  assert per_model["ntk_distance_mlp_attn", False]["direction"] == "fails"
+  assert {r["variant"] for r in rows} == {""}  # the first criterion present is the main one
+  if kind != "common":
+    both = claim_rows.ntk_distance_rows(_sweep_source(recs + _distance_records(
+        {"relu": -0.4, "mlp_attn": 0.1}, {"relu": -0.4, "mlp_attn": 0.1}, kind="common")))
+    variants = {r["variant"] for r in both if r["claim_id"] == "ntk_distance_difference"}
+    assert len(variants) == 2 and "" in variants  # the common target main, this criterion a variant
+
+
+def test_ntk_distance_difference_pairs_only_seeds_both_models_measured():
+  """A seed whose MLP-Attn points did not converge is left out of the paired difference and counted."""
+  recs = _distance_records({"relu": -0.4, "mlp_attn": 0.1}, {"relu": -0.4, "mlp_attn": 0.1})
+  for r in recs:
+    if r["seed"] == 4 and r["model"] == "mlp_attn":
+      r.update(converged=False, loss_target=0.035, train_loss=0.05)
+  rows = claim_rows.ntk_distance_rows(_sweep_source(recs))
+  kinf = next(r for r in rows if r["claim_id"] == "ntk_distance_difference" and r["primary"])
+  assert kinf["n"] == 4 and "MLP-Attn: 3 unconverged points left out" in kinf["note"]
+  relu = next(r for r in rows if r["claim_id"] == "ntk_distance_relu" and r["primary"])
+  assert relu["n"] == 5

@@ -51,7 +51,9 @@ CONFIGS: dict[str, dict] = {
                                                   check_every=1, batch_size=128, l2=0.0, validation_fraction=0.2,
                                                   lr_selection="per_point", optimizer="adam",
                                  init_perturbation=0.0)),
-                        save_arrays=False),
+                        save_arrays=False,
+                        # Protocol field added later, at its old-behaviour value (one data subset for every seed).
+                        data_seed_follows_seed=False),
     "flip_rate": dict(tasks=("mnist",), models=("relu", "mlp_attn"), widths=(32,), seeds=(0,),
                       eps=(0.0, 0.3), attacks=("fgsm", "pgd", "mim", "random_sign"),
                       data=dict(n_train=30, n_test=8, source="embedded", dir=None, seed=0, holdout=None,

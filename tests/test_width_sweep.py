@@ -37,9 +37,14 @@ def test_record_schema(finished_run, small_config):
     for field in ("rel_frobenius_train", "rel_frobenius_test_train", "spectral_ratio", "lambda_min_inf"):
       assert np.isfinite(float(r[field])) and float(r[field]) > 0
   for r in train:
-    for field in ("function_distance", "kernel_movement", "test_accuracy_network", "test_accuracy_ntk"):
-      assert np.isfinite(r[field])
-    assert r["time"] == pytest.approx(r["learning_rate"] * r["steps"])
+    for field in ("function_distance", "kernel_movement", "test_accuracy_network", "test_accuracy_ntk",
+                  "kernel_movement_centred", "kernel_movement_one_minus_cka", "kernel_movement_top_k",
+                  "function_distance_k0", "function_distance_k0_relative"):
+      assert np.isfinite(r[field]), field
+    assert r["time"] == pytest.approx(r["learning_rate"] * r["steps"]) and r["kernel_movement_k"] == 10
+  for r in records:  # each seed its own independent draw from the embedded pool (data_seed_follows_seed)
+    assert r["data_draw"] == "independent" and r["data_seed"] == r["seed"] and r["train_pool"] == 2000
+    assert 0 < r["expected_seed_overlap"] < 0.05  # 48 of 2,000: ≈ 48/2000
   assert json.loads((workdir / "config.json").read_text())["widths"] == [16, 256, 2048]
   assert (workdir / "arrays").is_dir()
 
@@ -71,7 +76,7 @@ def test_mlp_attn_record_agrees_with_the_neural_tangents_kernel(finished_run):
   from experiments.data import load_dataset
   _, records = finished_run
   (rec,) = [r for r in records if (r["kind"], r["model"], r["width"], r["seed"]) == ("init", "mlp_attn", 16, 1)]
-  train = load_dataset("mnist", "train", n=rec["n_train"], seed=0, flatten=True)
+  train = load_dataset("mnist", "train", n=rec["n_train"], seed=rec["data_seed"], flatten=True)
   f_train, _ = ntk.model_features("mlp_attn", train.x)
   f_train = np.asarray(f_train)
   model = ntk.two_layer_relu(16, f_train.shape[1], out_dim=int(train.y.max()) + 1, readout="fixed")
@@ -163,6 +168,63 @@ def test_common_points_train_both_models_to_one_target_and_record_kernel_movemen
                                                                     for s in (0, 1)}  # widths ≥ 64 only
   assert all(r["common_target"] == target and r["train_loss"] <= target and r["converged"] for r in common)
   assert all(r["kernel_movement"] > 0 and np.isfinite(r["function_distance_relative"]) for r in common)
+  for r in common + [r for r in records if r["kind"] == "converged"]:
+    for field in ("kernel_movement_centred", "kernel_movement_one_minus_cka", "kernel_movement_top_k",
+                  "function_distance_kinf", "function_distance_kinf_relative", "kinf_ridge"):
+      assert np.isfinite(r[field]) and r[field] >= 0, field
+
+
+def test_k_inf_distance_is_the_k0_regression_with_k_inf_in_place_of_k0():
+  """The distance to the K∞ predictor reuses the K₀ predictor's ridge rule and f₀: given the network's own
+  float64 K₀ as 'K∞' it equals the recorded K₀ distance (all three forms); given the arc-cosine K∞ it
+  differs."""
+  import ntk
+  from ntk.sweep import InfiniteWidthKernels, infinite_width_kernels
+  config = apply_overrides(width_sweep.get_config(), [
+      "datasets=mnist", "data.n_train=16", "data.n_test=8", "converged.widths=16", "converged.seeds=0",
+      "converged.train.max_epochs=5"])
+  train, test, _ = width_sweep.seed_data(config, "mnist", 0)
+  f_train, f_test = (np.asarray(f) for f in ntk.model_features("relu", train.x, test.x))
+  model = ntk.two_layer_relu(16, f_train.shape[1], out_dim=10, readout="fixed")
+  import jax
+  _, params = model.init_fn(jax.random.fold_in(jax.random.PRNGKey(0), 16), f_train.shape)
+  own = InfiniteWidthKernels(width_sweep._ntk_float64(model, params, f_train, f_train),
+                             width_sweep._ntk_float64(model, params, f_test, f_train))
+  args = (config, model, f_train, f_test, train.y, test.y, 10, 0, {}, ("mnist", "relu"))
+  rec = width_sweep.converged_distance(*args, inf=own)
+  for suffix in ("", "_rms", "_relative"):
+    assert rec["function_distance_kinf" + suffix] == pytest.approx(rec["function_distance" + suffix], rel=1e-9)
+  assert rec["kinf_ridge"] == pytest.approx(rec["ridge"], rel=1e-12)
+  real = width_sweep.converged_distance(*args, inf=infinite_width_kernels(f_train, f_test, readout="fixed"))
+  assert real["function_distance"] == pytest.approx(rec["function_distance"], rel=1e-6)  # same training
+  assert real["function_distance_kinf"] != pytest.approx(real["function_distance"], rel=1e-3)
+
+
+def test_seeds_draw_their_own_subsets_unless_the_flag_is_off():
+  """data_seed_follows_seed (default): seed s draws its own subset (data.seed = s) from the embedded pool;
+  false: every seed uses data.seed's subset, the behaviour before (the golden records' setting)."""
+  from experiments.data import load_dataset
+  config = apply_overrides(width_sweep.get_config(), ["datasets=mnist", "data.n_train=40", "data.n_test=10"])
+  a, b = (width_sweep.seed_data(config, "mnist", s) for s in (0, 1))
+  assert set(a[0].info.indices) != set(b[0].info.indices) and set(a[1].info.indices) != set(b[1].info.indices)
+  assert a[0].info.indices.tolist() == load_dataset("mnist", "train", n=40, seed=0).info.indices.tolist()
+  pool = np.bincount(load_dataset("mnist", "train").y)  # 4 of each class's N_c: Σ 4²/N_c / 40
+  assert a[2]["expected_seed_overlap"] == pytest.approx(np.sum(16 / pool) / 40, rel=1e-12)
+  shared = apply_overrides(config, ["data_seed_follows_seed=false", "data.seed=3"])
+  c, d = (width_sweep.seed_data(shared, "mnist", s) for s in (0, 1))
+  assert c[0].info.indices.tolist() == d[0].info.indices.tolist() == load_dataset(
+      "mnist", "train", n=40, seed=3).info.indices.tolist()
+  assert c[2] == dict(data_draw="shared", data_seed=3, data_block=None, train_pool=None, expected_seed_overlap=1.0,
+                      expected_test_overlap=1.0)
+
+
+def test_full_files_give_each_seed_a_disjoint_block(full_data_dir):
+  """With the full files each seed's training subset is its own block of one partition (no shared image)."""
+  config = apply_overrides(width_sweep.get_config(), ["datasets=mnist", "data.source=dir", f"data.dir={full_data_dir}"])
+  blocks = [width_sweep.seed_data(config, "mnist", s) for s in range(3)]
+  sets = [set(t.info.indices) for t, _, _ in blocks]
+  assert not (sets[0] & sets[1] or sets[0] & sets[2] or sets[1] & sets[2])
+  assert [f["data_block"] for _, _, f in blocks] == [0, 1, 2] and blocks[0][2]["expected_seed_overlap"] == 0.0
 
 
 def test_matched_point_is_converged_when_t_star_is_within_rounding_of_a_multiple_of_the_step(tmp_path, monkeypatch):
