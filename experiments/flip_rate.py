@@ -1,7 +1,7 @@
 """Influence malleability: how often NTK influence flips sign when the training data is attacked.
 
 Usage:
-  python -m experiments.flip_rate --workdir runs/flip_rate [--full] [field=value ...]
+  python -m experiments.flip_rate --workdir runs/flip_rate [--full | --standard [mnist|cifar10]] [field=value ...]
 
 For each task (10-class MNIST / Fashion-MNIST / CIFAR-10, binary MNIST 3-vs-8 and CIFAR cars-vs-planes),
 model (2L-ReLU, MLP-Attn), width and seed:
@@ -27,7 +27,12 @@ Optionally (``adversarial_training=true``) the network is first trained adversar
 Quick config: embedded MNIST, n = 512 train / 100 test, width 256 (L-BFGS takes MLP-Attn about 16 s per
 seed to the target there, 80 s at width 1024, on 2 CPU cores), 10 seeds, ε ∈ {0, 0.05, 0.1, 0.2, 0.3}.
 ``--full``: every task, widths 256/1024/4096, 20 seeds, n = 1000, ε from 0 to 0.3 in steps of 0.025, full
-data files.
+data files. ``--standard [mnist|cifar10]`` (``standard_config``): the claims job's ε grid at n = 512, m = 256
+on the full files, 30 seeds on MNIST, 10 on CIFAR-10 (the paper's data sets).
+Data per seed (``data_seed_follows_seed``, ``experiments.seed_subsets``): from the full files seed s trains on
+block s of one class-balanced partition of the training split (seeds share no image); from the embedded
+subsets each seed draws its own subset of the 2,000-image pool (two seeds share n/2,000 of their images in
+expectation, recorded as expected_seed_overlap).
 Writes config.json, results.jsonl, flip_rate_vs_eps.png, flip_rate_vs_width.png and summary.md.
 Source: arXiv 2603.13085 §5; docs/theory.md#flip-rate (paper's numbers in ``PAPER_FLIP_RATES``).
 """
@@ -46,7 +51,7 @@ import ntk
 from influence import flip_rate, malleability
 from ntk.training import adversarial_train_adam
 from experiments import config as config_lib
-from experiments import distributed, network_training
+from experiments import distributed, network_training, seed_subsets
 from experiments.data import scales
 from experiments.workdir import Workdir
 
@@ -75,9 +80,11 @@ class FlipRateConfig:
   at_epochs_per_round (Adam, at the clean network's rate or, after L-BFGS, at train.learning_rates[0]).
   Protocol choices: influence_kernel, the kernel of the NTK influence
   ('trained': the empirical NTK at the trained parameters; 'init': at the initial ones, K₀; 'infinite': the
-  analytic K∞); ridge_scale, its ridge λ/(tr(K)/n); data_seed_follows_seed (default true), draw each
-  seed's training subset with data.seed = that seed (so intervals over seeds cover the choice of subset;
-  false: one subset, data.seed, for every seed, the behaviour before); seed_floor, also train a second
+  analytic K∞); ridge_scale, its ridge λ/(tr(K)/n); data_seed_follows_seed (default true), each seed its
+  own training subset (``experiments.seed_subsets.seed_splits``: block s of a partition of the full
+  training files drawn with data.seed, disjoint across seeds; from the embedded subsets an independent draw
+  with seed s), so intervals over seeds cover the choice of subset; false: one subset, data.seed, for every
+  seed, the behaviour before; seed_floor, also train a second
   network from seed + 100,000 on the same data to the same criterion and record the flip rate between the
   two networks' influence (no attack: the seed noise floor; with adversarial_training the second network
   is the clean one)."""
@@ -136,7 +143,46 @@ class FlipRateConfig:
       raise ValueError(f"pgd_alpha must be in (0, 1] or None (α = ε/30), got {self.pgd_alpha}")
 
 
-def get_config(full: bool = False) -> FlipRateConfig:
+STANDARD = ("mnist", "cifar10")
+STANDARD_SEEDS = {"mnist": 30, "cifar10": 10}
+
+
+def standard_config(dataset: str = "mnist") -> FlipRateConfig:
+  """The standard CPU grid of ``dataset`` (``STANDARD``): the quick protocol (L-BFGS to CE 0.05, trained
+  NTK, ridge 1e-3, top 10 %, FGSM / PGD / MIM / random sign, the seed floor) at n = 512 train / 100 test,
+  width 256, the claims job's whole ε grid (``CLAIMS_EPS``), on the full training files from ATTN_DATA_DIR
+  (data.dir is recorded, so a resume on other files is refused) with disjoint per-seed subsets; 30 seeds on
+  MNIST, 10 on CIFAR-10 (the paper's setting; its n and width are not stated, these are the quick config's).
+  Without ATTN_DATA_DIR it falls back to the embedded subsets with a warning (seeds then share about 25 % of
+  their images). Measured: one MNIST seed (both models, 44 attack points each and the seed floor) took 4.2
+  minutes of wall time on 2 CPU cores shared with other jobs (75 s of CPU time), so the 30 MNIST seeds take
+  about 2 hours there (about 40 minutes on an idle machine, by the CPU time).
+
+  Raises:
+    ValueError: an unknown ``dataset``.
+  """
+  import os
+  import warnings
+  from experiments.data.loader import DATA_DIR_ENV
+  if dataset not in STANDARD:
+    raise ValueError(f"the standard config's data set must be one of {STANDARD}, got {dataset!r}")
+  data_dir = os.environ.get(DATA_DIR_ENV) or None
+  if data_dir is None:
+    warnings.warn(f"{DATA_DIR_ENV} is not set: the standard flip-rate grid falls back to the embedded subsets, "
+                  "where the seeds' training subsets overlap (about 25 % for n = 512); set it to the directory "
+                  "of the full data files for disjoint subsets", RuntimeWarning, stacklevel=2)
+  data = config_lib.DataConfig(n_train=512, n_test=100, source="dir" if data_dir else "embedded", dir=data_dir)
+  return FlipRateConfig(tasks=(dataset,), widths=(256,), seeds=tuple(range(STANDARD_SEEDS[dataset])),
+                        eps=CLAIMS_EPS, data=data, seed_floor=True, data_seed_follows_seed=True)
+
+
+def get_config(full: bool = False, standard=None) -> FlipRateConfig:
+  """The quick config, ``standard`` (True or a data set of ``STANDARD``: ``standard_config``), or with
+  ``full`` the accelerator grid (module docstring)."""
+  if standard and full:
+    raise ValueError("--full and --standard are exclusive")
+  if standard:
+    return standard_config("mnist" if standard is True else standard)
   if not full:
     return FlipRateConfig()
   return FlipRateConfig(tasks=("mnist", "fashion_mnist", "cifar10", "mnist_3v8", "cifar_cars_planes"),
@@ -229,11 +275,14 @@ def run(config: FlipRateConfig, workdir, *, overwrite_config: bool = False) -> l
   rates = network_training.RateCache(config.train, config.seeds[0])
   bar = tqdm(total=len(groups) * len(wanted), desc="flip rate", unit="point")
   for task, model_name, width, seed in groups:
-    data_seed = seed if config.data_seed_follows_seed else config.data.seed
-    if (task, data_seed) not in data:
-      data[task, data_seed] = config_lib.load_splits(dataclasses.replace(config.data, seed=data_seed), task,
-                                                     flatten=True)
-    train, test = data[task, data_seed]
+    draw_key = (task, seed if config.data_seed_follows_seed else None)
+    if draw_key not in data:
+      if config.data_seed_follows_seed:  # this seed's own subset (disjoint blocks on the full files)
+        data[draw_key] = seed_subsets.seed_splits(config.data, task, seed)
+      else:  # one subset for every seed (the behaviour before; the golden records' setting)
+        data[draw_key] = (*config_lib.load_splits(config.data, task, flatten=True),
+                          dict(data_draw="shared", data_seed=config.data.seed, data_block=None))
+    train, test, draw = data[draw_key]
     stats = network_training.channel_stats(train)
     mean_row = None if config.data.preprocessing == "raw" else network_training.mean_row(stats, train.x.shape[1])
     n_classes = len(train.info.class_ids)
@@ -266,7 +315,7 @@ def run(config: FlipRateConfig, workdir, *, overwrite_config: bool = False) -> l
     del criterion["train_accuracy"]  # measured below on the final (possibly adversarially trained) params
     units = dict(channel_mean=stats.as_record()["mean"], channel_std=stats.as_record()["std"],
                  preprocessing=config.data.preprocessing, influence_kernel=config.influence_kernel,
-                 ridge_scale=config.ridge_scale, data_seed=data_seed)
+                 ridge_scale=config.ridge_scale, **draw)
     common = dict(task=task, model=model_name, width=width, seed=seed, adversarial_training=at,
                   train_accuracy=train_acc, test_accuracy=test_acc, n_train=len(train.y), n_test=len(test.y),
                   n_classes=n_classes, setup_time_s=setup_s)

@@ -13,6 +13,9 @@ network (Hessian w.r.t. W), each record holds the elementwise adaptive sharpness
 diag|θ| H diag|θ| (Kwon et al. 2021, arXiv 2102.11600), and, with ``readouts`` holding 'trained', the same
 numbers (``trained_*`` fields) for the trained-readout network (Hessian w.r.t. W and V), where a layer
 rescaling changes the raw eigenvalue but not the adaptive sharpness.
+Each seed trains on its own training subset (``experiments.seed_subsets.seed_splits``: block s of a
+partition of the full training files, disjoint across seeds; from the embedded subsets an independent draw
+with seed s, two seeds sharing n/N of their images in expectation), so the seed intervals cover the data.
 Quick config: embedded MNIST, n = 256, width 256, 3 seeds. Writes config.json,
 results.jsonl (top eigenvalues and landscape arrays per (task, model, width, seed)), and landscape_1d.png,
 landscape_2d.png and summary.md (``experiments.landscape_report``, which redraws them from the records).
@@ -35,6 +38,7 @@ from ntk.training import LOSSES
 from experiments import config as config_lib
 from experiments import distributed
 from experiments import network_training
+from experiments import seed_subsets
 from experiments.workdir import Workdir
 
 KEY_FIELDS = ("task", "model", "width", "seed")
@@ -110,9 +114,9 @@ def run(config: LandscapeConfig, workdir, *, overwrite_config: bool = False) -> 
   trained = {}
   for task, model_name, width, seed in tqdm(todo, desc="landscape", unit="model"):
     start = time.perf_counter()
-    if task not in data:
-      data[task] = config_lib.load_splits(config.data, task, flatten=True)[0]
-    train = data[task]
+    if (task, seed) not in data:  # this seed's own training subset
+      data[task, seed] = seed_subsets.seed_splits(config.data, task, seed)
+    train, _, draw = data[task, seed]
     stats = network_training.channel_stats(train)
     x_in = train.x if config.data.preprocessing == "raw" else train.x - network_training.mean_row(
         stats, train.x.shape[1])
@@ -121,7 +125,8 @@ def run(config: LandscapeConfig, workdir, *, overwrite_config: bool = False) -> 
     key = jax.random.PRNGKey(seed)
     feats, _ = ntk.model_features(model_name, x_in)
     loss_fn = LOSSES[network_training.loss_for(n_classes)]
-    record = dict(task=task, model=model_name, width=width, seed=seed, preprocessing=config.data.preprocessing)
+    record = dict(task=task, model=model_name, width=width, seed=seed, preprocessing=config.data.preprocessing,
+                  n_train=len(train.y), **draw)
     for readout in config.readouts:
       model = ntk.two_layer_relu(width, train.x.shape[1], out_dim=n_classes, readout=readout)
 

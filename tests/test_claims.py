@@ -44,7 +44,8 @@ def _rows(tmp_path, name, records, config=None, claim_id=None):
 
 
 def _main(rows, claim_id):
-  found = [r for r in rows if r["claim_id"] == claim_id and not r["variant"]]
+  """The claim's main row: no variant, and among its measurement choices the primary one."""
+  found = [r for r in rows if r["claim_id"] == claim_id and not r["variant"] and r.get("primary", True)]
   assert len(found) == 1, [r["claim_id"] for r in rows]
   return found[0]
 
@@ -99,19 +100,112 @@ def test_unconverged_seeds_are_left_out_and_counted(tmp_path):
 
 
 def test_eps_on_the_standardised_scale_is_a_variant_that_can_flip_the_verdict(tmp_path):
-  """ε = 0.3 standardised is 0.3·σ = 0.092 on [0, 1] for σ = 0.3081: the nearest grid value is 0.1."""
+  """ε = 0.3 standardised is 0.3·σ = 0.092 on [0, 1] for σ = 0.3081: the nearest grid value is 0.1. The other
+  grid ε are measurement choices of the main row, and so is the interpolated calibrated ε*."""
   extra = dict(channel_std=[0.3081], channel_mean=[0.1307])
   records = (_flip_records([3] * 6, [21] * 6, eps=0.3, extra=extra)
              + _flip_records([10] * 6, [10] * 6, eps=0.1, extra=extra)
              + _flip_records([0] * 6, [0] * 6, eps=0.0, extra=extra))
   rows = _rows(tmp_path, "fr", records, claim_id="flip_ratio_mnist_pgd")
-  main, calibrated, variant = rows
+  main = _main(rows, "flip_ratio_mnist_pgd")
+  variant = next(r for r in rows if r["variant"].startswith("ε unit"))
+  grid = next(r for r in rows if r["measurement"] == "ε = 0.1 on [0, 1]")
+  calibrated = next(r for r in rows if r["measurement"].startswith("ε calibrated by interpolation"))
   assert main["direction"] == "holds" and "ε = 0.3 on [0, 1]" in main["setting"]
+  assert main["measurement"] == "ε = 0.3 on [0, 1]" and main["primary"] and not grid["primary"]
   assert variant["variant"].startswith("ε unit") and "ε = 0.1 on [0, 1]" in variant["setting"]
   assert variant["estimate"] == 1.0 and variant["direction"] == "inconclusive"
-  # 2L-ReLU's PGD flip rate is 10/26 ≥ 3.3 % already at ε = 0.1, the smallest grid ε > 0: the calibrated ε
-  assert calibrated["variant"].startswith("ε calibrated") and "at ε = 0.1" in calibrated["variant"]
-  assert [c["variant"] for c in main["protocol"]] == [calibrated["variant"], variant["variant"]]
+  assert grid["estimate"] == 1.0 and grid["direction"] == "inconclusive"
+  # 2L-ReLU's PGD rate is 0 at ε = 0 and 10/26 at 0.1: 3.3 % is reached at ε* = 0.1·0.033·26/10 = 0.00858,
+  # where both models' interpolated rates are equal (ratio 1 in every resample)
+  assert "ε* = 0.00858" in calibrated["measurement"] and not calibrated["primary"]
+  assert (calibrated["estimate"], calibrated["low"], calibrated["high"]) == pytest.approx((1.0, 1.0, 1.0))
+  assert [c["variant"] for c in main["protocol"]] == [variant["variant"]]
+
+
+def _curve_records(relu_flips, attn_flips, eps_grid, n_top=52, attacks=("fgsm", "pgd", "mim")):
+  """relu_flips / attn_flips: [seeds][ε] flip counts of n_top at each ε of eps_grid (every attack alike)."""
+  out = []
+  for e_i, eps in enumerate(eps_grid):
+    out += _flip_records([f[e_i] for f in relu_flips], [f[e_i] for f in attn_flips], eps=eps, n_top=n_top,
+                         attacks=attacks)
+  return out
+
+
+def test_calibrated_eps_is_the_interpolated_crossing_with_a_seed_bootstrap(tmp_path):
+  """The knife edge of the grid rule: 2L-ReLU's pooled PGD rate is 17/520 = 3.27 % at ε = 0.0625 (just short of
+  3.3 %) and 36/520 = 6.9 % at 0.075, so the first grid ε reaching 3.3 % is 0.075. Interpolated linearly in ε:
+  ε* = 0.0625 + 0.0125·(0.033 − 17/520)/((36 − 17)/520). The interval: resample the 10 seeds
+  (numpy default_rng(0), 10,000 × 10 indices), recompute each resample's crossing and the ratio of both models'
+  pooled curves interpolated there; 2.5 / 97.5 percentiles. Recomputed by hand."""
+  grid = (0.0, 0.05, 0.0625, 0.075, 0.3)
+  rng = np.random.default_rng(3)
+  relu = [[0, int(v), 0, 0, 20] for v in rng.integers(0, 2, 10)]
+  relu_0625 = [2, 1, 2, 2, 1, 2, 2, 2, 1, 2]   # 17 in all
+  relu_075 = [4, 3, 4, 4, 3, 4, 4, 3, 3, 4]    # 36 in all
+  for s in range(10):
+    relu[s][1] = min(relu[s][1], relu_0625[s])
+    relu[s][2], relu[s][3] = relu_0625[s], relu_075[s]
+  attn = [[0, 2, 3 + s % 3, 5, 30] for s in range(10)]
+  records = _curve_records(relu, attn, grid)
+  assert claim_rows.calibrated_eps(records, "mnist") == 0.075  # the grid rule jumps past the crossing
+  cal = claim_rows.interpolated_calibration(records, "mnist")
+  counts_r = np.array(relu, float)
+  counts_a = np.array(attn, float)
+  eps = np.array(grid)
+
+  def crossing(rate):
+    i = int(np.argmax(rate >= 0.033))
+    return eps[i - 1] + (0.033 - rate[i - 1]) / (rate[i] - rate[i - 1]) * (eps[i] - eps[i - 1])
+  star = crossing(counts_r.sum(0) / 520)
+  assert sum(relu_0625) == 17 and sum(relu_075) == 36
+  assert star == pytest.approx(0.0625 + 0.0125 * (0.033 - 17 / 520) / (19 / 520))
+  assert cal.eps == pytest.approx(star)
+  idx = np.random.default_rng(0).integers(0, 10, size=(10_000, 10))
+  stars, ratios = [], []
+  for row in idx:
+    r, a = counts_r[row].sum(0), counts_a[row].sum(0)
+    e = crossing(r / 520) if (r / 520 >= 0.033).any() else np.inf
+    stars.append(e)
+    if np.isfinite(e):
+      ratios.append(np.interp(e, eps, a) / np.interp(e, eps, r))
+  assert (cal.eps_interval.low, cal.eps_interval.high) == pytest.approx(
+      tuple(np.quantile(stars, [0.025, 0.975], method="nearest" if np.isinf(stars).any() else "linear")))
+  assert cal.ratios["pgd"].estimate == pytest.approx(np.interp(star, eps, counts_a.sum(0))
+                                                     / np.interp(star, eps, counts_r.sum(0)))
+  assert (cal.ratios["pgd"].low, cal.ratios["pgd"].high) == pytest.approx(tuple(np.quantile(ratios, [0.025, 0.975])))
+  assert cal.rates["relu", "pgd"] == pytest.approx(0.033)  # the calibration puts 2L-ReLU's PGD rate at 3.3 %
+  rows = _rows(tmp_path, "fr", records)
+  row = next(r for r in rows if r["claim_id"] == "flip_ratio_mnist_pgd" and "interpolation" in r["measurement"])
+  assert row["estimate"] == pytest.approx(cal.ratios["pgd"].estimate) and row["low"] == pytest.approx(cal.ratios["pgd"].low)
+  context = next(r for r in rows if r["claim_id"] == "flip_calibrated_eps_mnist")
+  assert context["direction"] == "context" and context["estimate"] == pytest.approx(star)
+
+
+def test_the_ratio_curve_has_a_row_at_every_grid_eps_and_names_the_ceiling(tmp_path):
+  """One ratio row and one attack-minus-random-sign row per grid ε > 0 and attack, the ε = 0.3 one primary;
+  at ε = 0.3 2L-ReLU flips 18/52 = 34.6 %, so no ratio can exceed 100/34.6 = 2.9×, below the paper's 6–9×; an ε
+  where 2L-ReLU flips nothing has no ratio."""
+  grid = (0.0, 0.05, 0.1, 0.3)
+  relu = [[0, 0, 4, 18]] * 6
+  attn = [[0, 3, 8, 30]] * 6
+  records = (_curve_records(relu, attn, grid)
+             + _curve_records([[0, 1, 2, 10]] * 6, [[0, 1, 2, 10]] * 6, grid, attacks=("random_sign",)))
+  rows = _rows(tmp_path, "fr", records)
+  ratio = [r for r in rows if r["claim_id"] == "flip_ratio_mnist_pgd" and not r["variant"]]
+  assert sorted(r["measurement"] for r in ratio if "interpolation" not in r["measurement"]) == [
+      "ε = 0.05 on [0, 1]", "ε = 0.1 on [0, 1]", "ε = 0.3 on [0, 1]"]
+  assert [r["primary"] for r in ratio].count(True) == 1
+  main = _main(rows, "flip_ratio_mnist_pgd")
+  assert main["measurement"] == "ε = 0.3 on [0, 1]" and main["estimate"] == pytest.approx(30 / 18)
+  assert "ceiling 100 %/rate(2L-ReLU) = 100/34.6 = 2.9×" in main["setting"] and "out of reach" in main["setting"]
+  at_005 = next(r for r in ratio if r["measurement"] == "ε = 0.05 on [0, 1]")
+  assert at_005["status"] == "not measured" and "flips none" in at_005["reason"]
+  at_01 = next(r for r in ratio if r["measurement"] == "ε = 0.1 on [0, 1]")
+  assert at_01["estimate"] == pytest.approx(2.0) and "= 13×" in at_01["setting"]
+  excess = [r for r in rows if r["claim_id"] == "flip_excess_mnist_pgd" and not r["variant"]]
+  assert {r["measurement"] for r in excess} >= {"ε = 0.05 on [0, 1]", "ε = 0.1 on [0, 1]", "ε = 0.3 on [0, 1]"}
+  assert _main(rows, "flip_excess_mnist_pgd")["estimate"] == pytest.approx((30 - 10 - (18 - 10)) / 52)
 
 
 def test_excess_over_random_sign_and_the_floors_in_the_note(tmp_path):
