@@ -29,7 +29,14 @@ be rebuilt as above): an attention mask, ``normalize_qk``, cross-attention (inpu
 a decode cache, active dropout, a custom ``attention_fn`` or einsum, NNX's ``is_causal`` and grouped-query
 heads (``num_kv_heads`` < ``num_heads``), and differential heads (rebuilt, but
 the bound covers softmax dot-product heads only). A layer whose weights cannot be read, or that runs
-inside a JAX transformation that traces even with jit disabled (scan, remat), is listed as unreadable.
+inside a JAX transformation that traces even with jit disabled (e.g. ``nn.vmap``), is listed as unreadable.
+
+Transformations. ``jax.checkpoint`` / ``jax.remat`` (hence ``nn.remat``, ``nnx.remat``) trace their function
+even with jit disabled; they change only what is stored for the backward pass, never the forward values, so
+for the duration of the capture they run the function as it is and the layers under them are read. ``nn.scan``
+with jit disabled runs its body once per step with concrete arrays, after one abstract pass of Flax's own
+(``flax.core.axes_scan``'s check of the broadcast variables): calls made in that pass are not layers and are
+not recorded, so a scanned stack of d layers, with or without ``nn.remat`` inside, gives d layers.
 
 Source of the bound's setting: Havens et al., "Fine-grained local sensitivity analysis of standard
 dot-product self-attention" (ICML 2024); see ``attention.sensitivity``.
@@ -40,6 +47,7 @@ import contextlib
 import functools
 import inspect
 import math
+import sys
 from typing import Any, Callable, NamedTuple, Optional, Union
 
 import flax.linen as nn
@@ -366,7 +374,8 @@ def capture_attention(apply_fn: Callable, params, x) -> Capture:
 
   def record(module, kind: str, path: str, call, args, kwargs):
     # Only the outermost __call__ of a module: SelfAttention.__call__ calls its parent's __call__.
-    if id(module) in active:
+    # Nothing from Flax scan's abstract pass: the steps that follow are the layers (module docstring).
+    if id(module) in active or _in_flax_scan_trace():
       return call(*args, **kwargs)
     active.add(id(module))
     weights_seen.append([])
@@ -406,7 +415,7 @@ def capture_attention(apply_fn: Callable, params, x) -> Capture:
     return record(module, KIND_NNX, _nnx_path(nnx_paths, module), call, args, kwargs)
 
   with jax.disable_jit(), nn.intercept_methods(interceptor), _wrapped_nnx_attention(nnx_call), \
-      _observed_attention_weights(on_weights):
+      _observed_attention_weights(on_weights), _transparent_checkpoint():
     logits = apply_fn(params, x)
   return Capture(logits, _drop_tracing_passes(layers))
 
@@ -414,12 +423,26 @@ def capture_attention(apply_fn: Callable, params, x) -> Capture:
 _TRACED = "unreadable layer: it runs inside a JAX transformation"
 
 
+def _in_flax_scan_trace() -> bool:
+  """Whether the current call runs inside ``flax.core.axes_scan``'s abstract pass over the scan body (its
+  ``body_fn`` called with ``init_mode=True``, which checks that the broadcast variables are loop invariants
+  before the loop runs). That pass is not a step of the loop: under ``nn.scan`` of depth d the body is seen
+  d + 1 times, the first one abstract."""
+  frame = sys._getframe(1)  # pylint: disable=protected-access
+  while frame is not None:
+    if (frame.f_code.co_name == "body_fn" and frame.f_globals.get("__name__") == "flax.core.axes_scan"
+        and frame.f_locals.get("init_mode") is True):
+      return True
+    frame = frame.f_back
+  return False
+
+
 def _drop_tracing_passes(layers: list[AttentionLayer]) -> tuple[AttentionLayer, ...]:
   """Drops the traced call of a layer that also ran concretely, and renumbers the repeats.
 
-  ``nn.scan`` traces its body once (abstractly, to build the loop) and then, with jit disabled, runs it once
-  per step with concrete arrays: a scanned stack of d layers was seen d + 1 times, the first one traced and
-  unreadable. The traced pass is not a layer; layers that only ever run traced stay listed as unreadable.
+  A fallback for a tracing pass that ``_in_flax_scan_trace`` does not recognise: a layer seen traced once
+  and then concretely was traced to build a loop (as Flax's scan does before running its d steps); the traced
+  pass is not a layer. Layers that only ever run traced stay listed as unreadable.
   """
   base = lambda path: path.split("#")[0]  # noqa: E731
   concrete = {base(l.path) for l in layers if not l.reason.startswith(_TRACED)}
@@ -488,6 +511,27 @@ def _observed_attention_weights(on_weights):
   finally:
     for module, original in originals:
       module.dot_product_attention_weights = original
+
+
+def _run_as_is(fun: Callable, *args, **kwargs) -> Callable:
+  """Stands in for ``jax.checkpoint`` / ``jax.remat`` during a capture: ``fun`` itself (same forward values;
+  rematerialisation only changes what the backward pass stores)."""
+  del args, kwargs  # prevent_cse, policy, static_argnums, concrete: backward-pass and compilation options
+  return fun
+
+
+@contextlib.contextmanager
+def _transparent_checkpoint():
+  """``jax.checkpoint`` and ``jax.remat`` (hence ``nn.remat``, ``nnx.remat``, which look them up when called)
+  return their function unchanged while open: a rematerialised layer runs with concrete arrays and is read."""
+  originals = {name: getattr(jax, name) for name in ("checkpoint", "remat")}
+  for name in originals:
+    setattr(jax, name, _run_as_is)
+  try:
+    yield
+  finally:
+    for name, original in originals.items():
+      setattr(jax, name, original)
 
 
 @contextlib.contextmanager

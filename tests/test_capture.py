@@ -21,7 +21,7 @@ class ForeignTransformer(nn.Module):
   """A small transformer written only with flax.linen layers: 4 patch tokens of an 8×8 image."""
   num_classes: int = 3
   dim: int = 8
-  variant: str = "plain"   # "plain", "mask", "normalize_qk", "cross", "remat"
+  variant: str = "plain"   # "plain", "mask", "normalize_qk", "cross", "remat", "vmap"
 
   @nn.compact
   def __call__(self, x):
@@ -39,6 +39,9 @@ class ForeignTransformer(nn.Module):
       t = t + nn.MultiHeadDotProductAttention(num_heads=2, name="attn_1")(t, memory)
     elif self.variant == "remat":
       t = t + nn.remat(nn.MultiHeadDotProductAttention)(num_heads=2, name="attn_1")(t)
+    elif self.variant == "vmap":   # a transformation that traces even with jit disabled (batch tracers)
+      t = t + nn.vmap(nn.MultiHeadDotProductAttention, variable_axes={"params": None},
+                      split_rngs={"params": False}, in_axes=0)(num_heads=2, name="attn_1")(t)
     t = t + nn.Dense(self.dim)(nn.gelu(nn.Dense(2 * self.dim)(nn.LayerNorm()(t))))
     return nn.Dense(self.num_classes)(t.mean(axis=1))
 
@@ -108,7 +111,7 @@ def test_biases_are_needed_by_the_rebuild():
     ("mask", "attention mask"),
     ("normalize_qk", "normalize_qk"),
     ("cross", "cross-attention"),
-    ("remat", "unreadable layer"),
+    ("vmap", "unreadable layer"),
 ])
 def test_uncovered_layers_are_listed_with_their_reason(variant, reason):
   model, params, x = foreign_model(variant)
@@ -119,6 +122,20 @@ def test_uncovered_layers_are_listed_with_their_reason(variant, reason):
   np.testing.assert_allclose(np.asarray(cap.logits), np.asarray(model.apply({"params": params}, x)), **TOL)
   with pytest.raises(ValueError, match="no rebuilt heads"):
     layer_output(second)
+
+
+def test_a_rematerialised_layer_is_read():
+  """nn.remat (jax.checkpoint) traces its function even with jit disabled; it changes only what the backward
+  pass stores, so the capture runs it as the plain function: the layer is read and rebuilt, the logits are
+  the model's, and jax.checkpoint / jax.remat are themselves again afterwards."""
+  checkpoint, remat = jax.checkpoint, jax.remat
+  model, params, x = foreign_model("remat")
+  cap = capture_attention(lambda p, v: model.apply({"params": p}, v), params, x)
+  assert jax.checkpoint is checkpoint and jax.remat is remat
+  assert [(l.path, l.bound_applicable) for l in cap.layers] == [("attn_0", True), ("attn_1", True)]
+  np.testing.assert_allclose(np.asarray(cap.logits), np.asarray(model.apply({"params": params}, x)), **TOL)
+  for layer in cap.layers:
+    np.testing.assert_allclose(np.asarray(layer_output(layer)), np.asarray(layer.output), **TOL)
 
 
 VIT_TINY = ViTConfig(num_classes=3, image_size=8, patch_size=4, dim=8, depth=2, num_heads=2, lambda_init=0.8)
@@ -252,6 +269,63 @@ def test_a_scanned_stack_of_d_layers_reports_d_layers(depth):
     np.testing.assert_allclose(layer_output(layer), layer.output, atol=2e-5)
   if depth > 1:
     assert not np.allclose(cap.layers[0].heads.a, cap.layers[1].heads.a)
+
+
+@pytest.mark.parametrize("remat, policy", [(False, None), (True, None), (True, "nothing_saveable")],
+                         ids=["scan", "scan_remat", "scan_remat_policy"])
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_big_vision_scanned_encoder_reports_its_depth(depth, remat, policy):
+  """big_vision's construction (tests/scanned_vit.py): nn.scan over nn.remat(Block, prevent_cse=False,
+  static_argnums=(2,), policy=...), in_axes=nn.broadcast, the deterministic flag broadcast. Flax's scan runs
+  one abstract pass over the body before its d steps, and under nn.remat every step was traced too, so the
+  abstract pass could not be told from the steps by tracing: depth 3 reported 4 unreadable layers. Now: d
+  layers, each rebuilt from its own slice of the stacked weights (leading axis of size d)."""
+  from scanned_vit import ATTENTION_PATH, ScannedViT, jiggled_params
+  from attention.capture import _softmax_heads
+  model = ScannedViT(depth=depth, remat=remat, policy=policy)
+  x = _images(2, channels=3)
+  params = jiggled_params(model, x, 0)
+  cap = capture_attention(lambda p, v: model.apply({"params": p}, v), params, x)
+  assert [l.path for l in cap.layers] == [ATTENTION_PATH] + [f"{ATTENTION_PATH}#{k}" for k in range(2, depth + 1)]
+  np.testing.assert_allclose(np.asarray(cap.logits), np.asarray(model.apply({"params": params}, x)), **TOL)
+  stacked = params["Transformer"]["encoderblock"]["MultiHeadDotProductAttention_0"]
+  assert stacked["query"]["kernel"].shape == (depth, 8, 2, 4)
+  for k, layer in enumerate(cap.layers):
+    assert layer.bound_applicable and layer.reason == "" and layer.augmented
+    assert layer.tokens.shape == (2, 5, 8)   # class token + 4 patches
+    np.testing.assert_allclose(np.asarray(layer_output(layer)), np.asarray(layer.output), atol=2e-5)
+    p = jax.tree_util.tree_map(lambda a: a[k], stacked)   # step k's slice
+    heads, bias = _softmax_heads(*(p[n][w] for n in ("query", "key", "value") for w in ("kernel", "bias")),
+                                 p["out"]["kernel"], p["out"]["bias"], True)
+    np.testing.assert_allclose(np.asarray(layer.heads.a), np.asarray(heads.a), **TOL)
+    np.testing.assert_allclose(np.asarray(layer.output_bias), np.asarray(bias), **TOL)
+
+
+@pytest.mark.parametrize("depth", [1, 3])
+def test_a_layer_still_traced_under_scan_is_counted_once_per_step(depth):
+  """A layer that stays traced in every step (nn.vmap inside the scanned block) cannot be read, but Flax's
+  abstract pass over the scan body is still not counted: d unreadable layers, not d + 1."""
+  class Block(nn.Module):
+    @nn.compact
+    def __call__(self, x, _):
+      attn = nn.vmap(nn.MultiHeadDotProductAttention, variable_axes={"params": None},
+                     split_rngs={"params": False}, in_axes=0)(num_heads=2)
+      return x + attn(nn.LayerNorm()(x)), None
+
+  class Encoder(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+      x, _ = nn.scan(Block, variable_axes={"params": 0}, split_rngs={"params": True},
+                     length=depth)(name="blocks")(x, None)
+      return x.mean(axis=(1, 2))
+
+  model = Encoder()
+  x = jax.random.normal(jax.random.PRNGKey(0), (2, 5, 8))
+  params = model.init(jax.random.PRNGKey(1), x)["params"]
+  cap = capture_attention(lambda p, v: model.apply({"params": p}, v), params, x)
+  base = "blocks/VmapMultiHeadDotProductAttention_0"
+  assert [l.path for l in cap.layers] == [base] + [f"{base}#{k}" for k in range(2, depth + 1)]
+  assert all(l.heads is None and l.reason.startswith("unreadable layer") for l in cap.layers)
 
 
 @pytest.mark.parametrize("variant, reason", [
