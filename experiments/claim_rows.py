@@ -151,7 +151,7 @@ def _modes_label(records) -> str:
   return f" (K∞ modes fitted at this training time: {', '.join(parts)})" if parts else ""
 
 
-def _data_text(records) -> str:
+def data_draw_text(records) -> str:
   """How the seeds' data subsets relate, from the width-sweep records' data fields (``width_sweep.seed_data``):
   'disjoint per-seed training subsets of the full files', 'independent per-seed subsets of the 2,000-image
   embedded pool (seeds share ≈ 13 % of their training images)', or one subset for every seed (also for
@@ -160,11 +160,11 @@ def _data_text(records) -> str:
   if draws == {"disjoint"}:
     return "disjoint per-seed training subsets of the full files"
   if draws == {"independent"}:
-    overlap = float(np.mean([r["expected_seed_overlap"] for r in records if "expected_seed_overlap" in r] or [np.nan]))
+    overlaps = [float(r["expected_seed_overlap"]) for r in records if "expected_seed_overlap" in r]
     pools = sorted({r["train_pool"] for r in records if r.get("train_pool")})
     pool = f" of the {'/'.join(f'{p:,}' for p in pools)}-image embedded pool" if pools else ""
-    return (f"independent per-seed data subsets{pool} (seeds share ≈ {100 * overlap:.0f} % of their training "
-            "images in expectation)")
+    return f"independent per-seed data subsets{pool}" + (
+        f" (seeds share ≈ {100 * np.mean(overlaps):.0f} % of their training images in expectation)" if overlaps else "")
   if draws <= {"shared", None}:
     return "one data subset for every seed"
   return "mixed per-seed data draws (" + ", ".join(sorted(str(d) for d in draws)) + ")"
@@ -190,7 +190,7 @@ def feature_learning_rows(src: Source) -> list[dict]:
   lack (written before it existed) has no row. Variants: the same at a matched fraction of each model's
   spectrum (kind = 'matched') and at the fixed GD training time (kind = 'train')."""
   rows = []
-  data = _data_text([r for r in src.records if r.get("kind") in ("common", "matched", "train")])
+  data = data_draw_text([r for r in src.records if r.get("kind") in ("common", "matched", "train")])
   for i, (kind, label) in enumerate((("common", "both trained to the common ½·MSE target"),
                                      ("matched", "GD to a matched fraction of each model's spectrum"),
                                      ("train", "fixed GD training time" + _modes_label(src.records)))):
@@ -289,7 +289,7 @@ def ntk_distance_rows(src: Source) -> list[dict]:
   present = [k for k in ("common", "converged", "matched", "train", "init")
              if any(r.get("kind") == k for r in src.records)]
   datasets = sorted({r["dataset"] for r in src.records}, key=lambda d: (d != "mnist", d))
-  data = _data_text([r for r in src.records if r.get("kind") in present])
+  data = data_draw_text([r for r in src.records if r.get("kind") in present])
   for dataset in datasets:
     for i, kind in enumerate(present):
       variant = "; ".join(([] if dataset == datasets[0] else [f"dataset={dataset}"])

@@ -13,7 +13,7 @@ import numpy as np
 from ntk.distance import loglog_fit
 from experiments.plotting import (MODEL_COLORS, MODEL_LABELS, finite, grouped, log_errorbar, save, series,
                                   subplots)
-from experiments import tolerance
+from experiments import claim_rows, tolerance
 from experiments.config import experiment_records, report_cli
 from experiments.workdir import write_derived
 
@@ -126,7 +126,8 @@ def summary_markdown(records, derived) -> str:
     r0 = records[0]
     lines += [f"Readout: **{r0['readout']}**; n_train = {r0['n_train']}, n_test = {r0['n_test']}; "
               f"kernel path: {r0['kernel_path']}. Mean ± std over seeds. Source: arXiv 2603.13085 "
-              "(docs/theory.md#kernel-distance).", ""]
+              "(docs/theory.md#kernel-distance).", "",
+              f"Data: {claim_rows.data_draw_text(records)}.", ""]
   lines += ["## Kernel distance at initialisation", "",
             "Relative Frobenius ‖K_m − K∞‖_F/‖K∞‖_F (train block) should fall as m^(−1/2) for both models "
             "(sanity check). The discriminating figure is ‖K_m − K∞‖₂/λ_min(K∞) at the largest width, "
@@ -176,10 +177,11 @@ def summary_markdown(records, derived) -> str:
               f"The network trained by {_optimizer_name(conv_all)} to a ½·MSE train-loss target "
               "against the kernel regression of its empirical NTK at initialisation with its own f₀, "
               "f₀ + K₀(x, X)(K₀ + λI)⁻¹(Y − f₀(X)), λ = ridge_scale·tr(K₀)/n; ‖·‖_F over the [n_test, C] "
-              "test outputs, mean ± std over the converged seeds. Points that did not reach the target are "
-              "left out.", "",
-              "| data set | model | width | ‖f_m − f_K₀‖_F | relative | train loss | converged | test acc. "
-              "network / kernel |", "|---|---|---|---|---|---|---|---|"]
+              "test outputs, mean ± std over the converged seeds; beside it the same regression with the "
+              "infinite-width NTK K∞ in place of K₀ (λ∞ = ridge_scale·tr(K∞)/n, same f₀). Points that did not "
+              "reach the target are left out.", "",
+              "| data set | model | width | ‖f_m − f_K₀‖_F | relative | ‖f_m − f_K∞‖_F | train loss | converged | "
+              "test acc. network / K₀ / K∞ |", "|---|---|---|---|---|---|---|---|---|"]
     for dataset in _datasets(conv_all):
       for model in _models(conv_all):
         for w in sorted({r["width"] for r in conv_all if (r["dataset"], r["model"]) == (dataset, model)}):
@@ -188,14 +190,17 @@ def summary_markdown(records, derived) -> str:
           loss = f"{np.mean([r['train_loss'] for r in every]):.3g}"
           if rs:
             d = np.array([r["function_distance"] for r in rs])
+            kinf = [r["function_distance_kinf"] for r in rs if "function_distance_kinf" in r]
             cells = (f"{d.mean():.3g} ± {d.std():.2g} | "
-                     f"{np.mean([r['function_distance_relative'] for r in rs]):.3g}")
+                     f"{np.mean([r['function_distance_relative'] for r in rs]):.3g} | "
+                     + (f"{np.mean(kinf):.3g} ± {np.std(kinf):.2g}" if kinf else "–"))
             acc = (f"{np.mean([r['test_accuracy'] for r in rs]):.3f} / "
-                   f"{np.mean([r['kernel_test_accuracy'] for r in rs]):.3f}")
+                   f"{np.mean([r['kernel_test_accuracy'] for r in rs]):.3f} / "
+                   + (f"{np.mean([r['kinf_test_accuracy'] for r in rs]):.3f}" if kinf else "–"))
           elif all(r.get("loss_floor", 0.0) > r["loss_target"] for r in every):
-            cells, acc = f"unreachable (floor ≥ {min(r['loss_floor'] for r in every):.3g}) | –", "–"
+            cells, acc = f"unreachable (floor ≥ {min(r['loss_floor'] for r in every):.3g}) | – | –", "–"
           else:
-            cells, acc = "not converged | –", "–"
+            cells, acc = "not converged | – | –", "–"
           lines.append(f"| {dataset} | {MODEL_LABELS[model]} | {w} | {cells} | {loss} | {len(rs)}/{len(every)} "
                        f"| {acc} |")
     if left:
@@ -210,9 +215,71 @@ def summary_markdown(records, derived) -> str:
                   f"the ½·MSE at or above {lo:.3g}" + (f" – {hi:.3g}" if f"{hi:.3g}" != f"{lo:.3g}" else "")
                   + f" (width{'s' if len(widths) > 1 else ''} {', '.join(map(str, widths))}; `ntk.loss_floor`, "
                   "docs/theory.md#fixed-readout-loss-floor)."]
+  lines += _distance_slope_lines(records) + _movement_lines(records)
   lines += ["", "Fits: derived.json. Plots: kernel_distance.png, spectral_ratio.png"
             + (", function_distance.png, kernel_movement.png" if train else ""), ""]
   return "\n".join(lines)
+
+
+KIND_LABELS = {"common": "common ½·MSE target", "converged": "trained to the criterion",
+               "matched": "matched fraction", "train": "fixed GD time"}
+
+
+def _distance_slope_lines(records) -> list[str]:
+  """Per (kind, data set): each model's mean per-seed log-log slope of the distance to the K∞ predictor and
+  to the K₀ predictor (``claim_rows.DISTANCE_FIELDS``), and the mean paired difference MLP-Attn − 2L-ReLU
+  over the seeds both have (the claim rows' statistic, without its interval); converged points only."""
+  out = []
+  for kind, (kinf, k0, how) in claim_rows.DISTANCE_FIELDS.items():
+    recs = [r for r in records if r["kind"] == kind and tolerance.reached_target(r)]
+    for dataset in _datasets(recs):
+      cells = {}
+      for name, field in (("K∞", kinf), ("K₀", k0)):
+        slopes = {m: claim_rows.per_seed_slopes([r for r in recs if (r["dataset"], r["model"]) == (dataset, m)
+                                                 and field in r], field) for m in ("relu", "mlp_attn")}
+        seeds = sorted(set(slopes["relu"]) & set(slopes["mlp_attn"]))
+        mean = lambda v: f"{np.mean(v):+.3g}" if len(v) else "–"  # noqa: E731
+        cells[name] = (mean(list(slopes["relu"].values())), mean(list(slopes["mlp_attn"].values())),
+                       mean([slopes["mlp_attn"][s] - slopes["relu"][s] for s in seeds]) + f" ({len(seeds)})")
+      if any(c[2] != "– (0)" for c in cells.values()):
+        out.append(f"| {dataset} | {KIND_LABELS[kind]} | " + " | ".join(" | ".join(c) for c in cells.values()) + " |")
+  if not out:
+    return []
+  return ["", "## Distance to the K∞ and K₀ predictors: slopes against width", "",
+          "Mean per-seed least-squares slope of log distance on log width (converged points), and the mean "
+          "per-seed difference MLP-Attn − 2L-ReLU (seeds paired; how many in brackets). K∞: the infinite-width "
+          "NTK's predictor (the paper's reference: a falling distance means the network approaches K∞); K₀: "
+          "the network's own initial NTK's (laziness). Common / converged: against the kernel regressions; "
+          "matched / fixed time: against the GD predictors at the same time. Intervals and verdicts: "
+          "experiments.claims (ntk_distance_*).", "",
+          "| data set | criterion | 2L-ReLU (K∞) | MLP-Attn (K∞) | difference (K∞) | 2L-ReLU (K₀) | MLP-Attn (K₀) | "
+          "difference (K₀) |", "|---|---|---|---|---|---|---|---|"] + out
+
+
+def _movement_lines(records) -> list[str]:
+  """Per (kind, data set, model, width): the mean of each kernel-movement measure over the converged seeds
+  (``claim_rows.KERNEL_MOVEMENT_MEASURES``)."""
+  fields = [f for f, _, _ in claim_rows.KERNEL_MOVEMENT_MEASURES]
+  out = []
+  for kind in ("common", "matched", "train", "converged"):
+    recs = [r for r in records if r["kind"] == kind and tolerance.reached_target(r) and fields[1] in r]
+    for dataset in _datasets(recs):
+      for model in _models(recs):
+        for w in sorted({r["width"] for r in recs if (r["dataset"], r["model"]) == (dataset, model)}):
+          rs = [r for r in recs if (r["dataset"], r["model"], r["width"]) == (dataset, model, w)]
+          out.append(f"| {dataset} | {KIND_LABELS[kind]} | {MODEL_LABELS[model]} | {w} | "
+                     + " | ".join(f"{np.mean([r[f] for r in rs]):.3g}" for f in fields) + f" | {len(rs)} |")
+  if not out:
+    return []
+  k = sorted({r["kernel_movement_k"] for r in records if "kernel_movement_k" in r})
+  return ["", "## Kernel movement by measure", "",
+          "K_T against K₀ on the training inputs (``ntk.distance.kernel_movement_measures``), mean over the "
+          "converged seeds: raw ‖K_T − K₀‖_F/‖K₀‖_F; centred ‖H(K_T − K₀)H‖_F/‖HK₀H‖_F, H = I − 11ᵀ/n; "
+          "1 − CKA(K_T, K₀); top-k eigenspace 1 − ‖U_kᵀV_k‖_F²/k (k = "
+          f"{'/'.join(map(str, k))}). MLP-Attn's top eigenvalue carries most of K₀'s trace, so the raw measure "
+          "mostly sees that one mode.", "",
+          "| data set | criterion | model | width | raw | centred | 1 − CKA | top-k eigenspace | seeds |",
+          "|---|---|---|---|---|---|---|---|---|"] + out
 
 
 def write_report(workdir) -> str:
