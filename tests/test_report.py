@@ -330,6 +330,37 @@ def test_model_given_as_a_file_path(tmp_path):
     load_model("no_such_module_xyz:f")
 
 
+@pytest.mark.parametrize("depth, remat, policy", [
+    (1, True, "nothing_saveable"), (2, True, "nothing_saveable"), (3, True, "nothing_saveable"),
+    (3, True, None), (3, False, None)])
+def test_report_on_a_big_vision_scanned_vit_reports_its_depth(tmp_path, depth, remat, policy):
+  """The user's case: a ViT whose encoder is big_vision's nn.scan over nn.remat(Block, ..., policy=...)
+  (tests/scanned_vit.py), given as ``--model file.py:spec(...)`` with sections=attention, reported depth + 1
+  layers. Now the attention section has exactly d layers, each with its entropy, largest weight and bound
+  check, and the summary's table has one row per layer."""
+  from pathlib import Path
+  from experiments.report import load_model
+  ref = f"{Path(__file__).parent / 'scanned_vit.py'}:spec(depth={depth}, remat={remat}, policy={policy!r})"
+  spec, data = load_model(ref)
+  assert spec.params["Transformer"]["encoderblock"]["MultiHeadDotProductAttention_0"]["query"]["kernel"].shape[0] \
+      == depth
+  config = ReportConfig(**dict(TINY, sections=("attention",)))
+  (rec,) = run_report([(spec, data)], config, tmp_path, verbose=False)
+  assert rec["status"] == "ok" and rec["n_layers"] == depth == rec["n_bound_applicable"]
+  base = "Transformer/encoderblock/MultiHeadDotProductAttention_0"
+  assert [layer["path"] for layer in rec["layers"]] == [base] + [f"{base}#{k}" for k in range(2, depth + 1)]
+  n, n_eps = TINY["bound_samples"], len(TINY["bound_eps"])
+  for layer in rec["layers"]:
+    # One softmax map of 2 heads; the bound check at each of the n samples and n_eps radii.
+    assert layer["bound_applicable"] and layer["maps"] == ["softmax"] and layer["n_samples"] == n
+    assert len(layer["entropy"]) == len(layer["max_weight"]) == 1 and np.shape(layer["entropy_per_head"]) == (1, 2)
+    assert np.shape(layer["deviation"]) == (n, n_eps) and np.shape(layer["bound"]["min"]) == (n, n_eps)
+    assert not any(layer["violations"].values())
+  text = report_report.write_report(tmp_path)
+  assert f"| {depth} ({depth}) |" in text
+  assert sum(line.startswith(f"| {spec.name} | {base}") for line in text.splitlines()) == depth
+
+
 def test_standardised_input_model_summary_names_its_eps_units(tmp_path):
   """A model whose apply_fn takes standardised inputs (input_range the standardised box) is attacked in those
   units: the summary says so instead of calling ε pixel levels."""
