@@ -39,7 +39,7 @@ from ntk.distance import function_distance, kernel_movement_measures, kernel_reg
 from ntk.loss_floor import fixed_readout_loss_floor
 from experiments import config as config_lib
 from experiments.network_training import criterion_fields, perturb_initial
-from experiments import distributed
+from experiments import distributed, seed_subsets
 from experiments.workdir import Workdir
 
 KEY_FIELDS = ("dataset", "model", "readout", "width", "seed", "kind")
@@ -188,45 +188,26 @@ def get_config(full: bool = False) -> WidthSweepConfig:
 def data_draw(config: WidthSweepConfig) -> str:
   """How the seeds' data subsets relate: 'shared' (one subset, data.seed, for every seed), 'independent'
   (each seed its own draw from the embedded pool; they overlap by chance) or 'disjoint' (each seed its own
-  block of one partition of the full files)."""
-  if not config.data_seed_follows_seed:
-    return "shared"
-  return "independent" if config.data.source == "embedded" else "disjoint"
-
-
-def _expected_overlap(data, dataset: str, split: str, subset_y) -> tuple[float, int]:
-  """(overlap, pool): the expected fraction of one class-balanced draw's examples that another independent
-  draw of the same class counts from the same pool also holds, Σ_c t_c²/N_c / n (t_c of the pool's N_c
-  in class c, n = Σ_c t_c), and the pool size N (``split`` of ``data``'s source, not subsampled)."""
-  from experiments.data import load_dataset
-  pool = np.bincount(load_dataset(dataset, split, source=data.source, data_dir=data.dir, holdout=data.holdout).y)
-  take = np.bincount(np.asarray(subset_y), minlength=pool.size)
-  return float(np.sum(take[pool > 0] ** 2 / pool[pool > 0]) / take.sum()), int(pool.sum())
+  block of one partition of the full files); ``experiments.seed_subsets.draw_kind``."""
+  return seed_subsets.draw_kind(config.data) if config.data_seed_follows_seed else "shared"
 
 
 def seed_data(config: WidthSweepConfig, dataset: str, seed: int) -> tuple:
-  """(train, test, fields): the flattened ``Split``s seed ``seed`` uses (``data_draw``) and the record fields
-  that say which: data_draw, data_seed (the seed of the draw: data.seed for one shared subset or a block of
-  the partition, else ``seed``), data_block (``seed`` for a disjoint block, else None), train_pool (images
-  drawn from, for an independent draw) and expected_seed_overlap / expected_test_overlap (the expected
-  fraction of a seed's training / test images that another seed's subset also holds: 1 when shared, 0 for
-  disjoint training blocks); the field names of ``experiments.seed_subsets`` (flip rate, landscape)."""
-  draw = data_draw(config)
-  if draw == "shared":
+  """(train, test, fields): the flattened ``Split``s seed ``seed`` uses (``data_draw``;
+  ``experiments.seed_subsets.seed_splits`` unless shared) and the record fields that say which: data_draw,
+  data_seed (the seed of the draw: data.seed for one shared subset or a block of the partition, else
+  ``seed``), data_block (``seed`` for a disjoint block, else None), train_pool (images drawn from, for an
+  independent draw), expected_seed_overlap and expected_test_overlap (the expected fraction of a seed's
+  training / test images that another seed's subset also holds: 1 when shared, 0 for disjoint training
+  blocks; ``seed_subsets.expected_overlap``: the test draws of different seeds are independent)."""
+  if data_draw(config) == "shared":
     train, test = config_lib.load_splits(config.data, dataset, flatten=True)
-    return train, test, dict(data_draw=draw, data_seed=config.data.seed, data_block=None, train_pool=None,
+    return train, test, dict(data_draw="shared", data_seed=config.data.seed, data_block=None, train_pool=None,
                              expected_seed_overlap=1.0, expected_test_overlap=1.0)
-  if draw == "disjoint":
-    train, test = config_lib.load_splits(config.data, dataset, flatten=True, block=seed)
-    return train, test, dict(data_draw=draw, data_seed=config.data.seed, data_block=seed, train_pool=None,
-                             expected_seed_overlap=0.0,
-                             expected_test_overlap=_expected_overlap(config.data, dataset, "test", test.y)[0])
-  data = dataclasses.replace(config.data, seed=seed)
-  train, test = config_lib.load_splits(data, dataset, flatten=True)
-  overlap, pool = _expected_overlap(data, dataset, "train", train.y)
-  return train, test, dict(data_draw=draw, data_seed=seed, data_block=None, train_pool=pool,
-                           expected_seed_overlap=overlap,
-                           expected_test_overlap=_expected_overlap(data, dataset, "test", test.y)[0])
+  from experiments.data import load_dataset
+  train, test, fields = seed_subsets.seed_splits(config.data, dataset, seed)
+  pool = load_dataset(dataset, "test", source=config.data.source, data_dir=config.data.dir, holdout=config.data.holdout)
+  return train, test, dict(fields, expected_test_overlap=seed_subsets.expected_overlap(pool.y, len(test.y)))
 
 
 def _points(config: WidthSweepConfig):
