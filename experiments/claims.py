@@ -426,15 +426,18 @@ def write_rows(root, rows: Sequence[dict], choices: Sequence[dict] = ()) -> Path
 
 
 def standard_runs() -> list[tuple]:
-  """(sub-workdir, experiment, config, matches) of the standard differential-attention and certification
-  grids that ``--standard`` runs when missing; ``matches(source)`` says whether a source already holds it."""
+  """(sub-workdir, experiment, config, matches) of the standard differential-attention, certification and
+  flip-rate grids (MNIST, 30 seeds; CIFAR-10, 10 seeds: ``flip_rate.standard_config``) that ``--standard``
+  runs when missing; ``matches(source)`` says whether a source already holds it."""
   import warnings
-  from experiments import certify, diff_attention
+  from experiments import certify, diff_attention, flip_rate
   with warnings.catch_warnings():
     warnings.simplefilter("ignore", RuntimeWarning)  # the missing-ATTN_DATA_DIR warning comes when it runs
     out = [(name, "diff_attention", diff_attention.standard_config(dataset))
            for name, dataset in (("diff_attention", "fashion_mnist"), ("diff_attention_cifar10", "cifar10"))]
     out.append(("certify", "certify", certify.get_config(standard=True)))
+    out += [(name, "flip_rate", flip_rate.standard_config(dataset))
+            for name, dataset in (("flip_rate_standard", "mnist"), ("flip_rate_standard_cifar10", "cifar10"))]
 
   def holds(experiment, config):
     """A source holds a standard grid when its config equals it in every field but the data's location."""

@@ -138,13 +138,17 @@ def validation_split(n: int, fraction: float, key) -> tuple[np.ndarray, np.ndarr
 
 def choose_ridge(k_train, y_train, grid, fit, val) -> tuple[float, list[float]]:
   """The ridge scale of ``grid`` whose kernel regression on the ``fit`` training rows has the lowest relative
-  error on the ``val`` training rows (ties: the smaller scale), and the validation error at each scale. The
-  test rows are never read."""
+  error on the ``val`` training rows (ties: the smaller scale), and the validation error at each scale (inf
+  where K + λI is not positive definite in float64). The test rows are never read."""
   errors = []
   for scale in grid:
-    reg = kernel_regression(k_train[np.ix_(fit, fit)], k_train[np.ix_(val, fit)], y_train[fit],
-                            fx_train_0=np.zeros_like(y_train[fit]), fx_test_0=np.zeros_like(y_train[val]),
-                            ridge_scale=scale)
+    try:
+      reg = kernel_regression(k_train[np.ix_(fit, fit)], k_train[np.ix_(val, fit)], y_train[fit],
+                              fx_train_0=np.zeros_like(y_train[fit]), fx_test_0=np.zeros_like(y_train[val]),
+                              ridge_scale=scale)
+    except ValueError:  # K + λI not positive definite in float64 at this small a ridge: not a candidate
+      errors.append(math.inf)
+      continue
     errors.append(approximation.relative_error(reg.test, y_train[val]))
   best = min(range(len(grid)), key=lambda i: (errors[i], grid[i]))
   return float(grid[best]), errors
@@ -170,8 +174,16 @@ def _kernel_fields(k_train, k_test_train, k_test, y_train, y_test, ridge_scale: 
              alignment=approximation.kernel_target_alignment(k_test, y_test), ridge=reg.ridge)
   if grid and split is not None:
     chosen, errors = choose_ridge(k_train, y_train, tuple(grid), *split)
-    out.update(kernel_error_validated=approximation.relative_error(fit(chosen).test, y_test),
-               ridge_scale_validated=chosen, validation_errors=errors)
+    # The chosen scale refitted on every training row; if K + λI is not positive definite there in float64,
+    # the next best scale on the validation rows (recorded).
+    for scale in sorted(grid, key=lambda g: (errors[list(grid).index(g)], g)):
+      try:
+        test_error = approximation.relative_error(fit(scale).test, y_test)
+      except ValueError:
+        continue
+      out.update(kernel_error_validated=test_error, ridge_scale_validated=float(scale), validation_errors=errors,
+                 ridge_scale_validation_best=chosen)
+      break
   return {prefix + k: v for k, v in out.items()}
 
 
@@ -224,7 +236,8 @@ def run(config: DualImplicationsConfig, workdir, *, overwrite_config: bool = Fal
                              jax.random.fold_in(jax.random.PRNGKey(1000 * dataset_index + draw), 99))
     record = dict(dataset=dataset, target=target, draw=draw, model=model_name, kind=kind, seed=seed,
                   n_train=len(x_tr), n_test=len(x_te), k=config.k, outputs=int(y_tr.shape[1]), **extra,
-                  **draw_fields, n_validation=len(split[1]), ridge_grid=list(config.ridge_grid))
+                  **draw_fields, n_validation=len(split[1]), ridge_grid=list(config.ridge_grid),
+                  ridge_scale=config.ridge_scale)
     if kind == "finite":
       model = ntk.two_layer_relu(config.width, f_tr.shape[1], out_dim=y_tr.shape[1], readout="fixed")
       init_key, train_key = jax.random.split(jax.random.PRNGKey(seed))

@@ -53,11 +53,53 @@ def summary_markdown(records) -> str:
                for m in models]
       lines.append(f"| {target} | " + " | ".join(cells) + " |")
     lines.append("")
+  lines += measurement_choice_lines(records)
   unconverged = [r for r in records if r.get("network_converged") is False]
   if unconverged:
     lines += [f"{len(unconverged)} trained network(s) stopped short of the loss target; their errors are "
               "included (the table shows what the network reached)."]
   return "\n".join(lines) + "\n"
+
+
+def measurement_choice_lines(records) -> list[str]:
+  """The K∞ rows under each measurement choice (``experiments.claim_rows.DUAL_MEASUREMENTS``: unit-norm or raw
+  feature rows; the fixed ridge or one chosen on a validation split of the training rows): per data set and
+  target kind (top, bottom) the mean errors, err(2L-ReLU) − err(MLP-Attn) with its interval over draws and
+  the direction verdict; then, per row, the choices whose verdict differs from the primary one."""
+  from experiments import claim_rows, verdicts
+  fields = [m for m in claim_rows.DUAL_MEASUREMENTS if any(r.get(m[0]) is not None for r in records)]
+  if len(fields) < 2:
+    return []
+  lines = ["## Measurement choices (K∞ kernel regression, test relative error)", "",
+           "The kernels on the unit-norm feature rows the networks see (primary) or on the raw features (2L-ReLU: "
+           "the [0, 1] pixel rows; MLP-Attn: x X_trᵀ X_tr), each with the run's fixed ridge or with the ridge "
+           "scale chosen on a validation split of the training rows (grid "
+           + "{" + ", ".join(f"{g:g}" for g in (records[0].get("ridge_grid") or [])) + "}"
+           + f", {records[0].get('n_validation', '?')} held-out training rows; the test targets are never read). "
+           "Difference: err(2L-ReLU) − err(MLP-Attn) over draws, studentized bootstrap; the claim: > 0 on "
+           "top-mode targets, < 0 on bottom-mode ones.", "",
+           "| data set | target | measurement | 2L-ReLU | MLP-Attn | difference [95 %] | verdict |",
+           "|---|---|---|---|---|---|---|"]
+  flips = []
+  for dataset in sorted({r["dataset"] for r in records}):
+    for target, sign in (("top", +1), ("bottom", -1)):
+      verdict_of = {}
+      for field, label, primary in fields:
+        relu, attn = claim_rows._dual_differences(records, dataset, target, "kinf", field)
+        if len(relu) < 2:
+          continue
+        iv = verdicts.paired_difference(relu, attn, unit="seeds")
+        v = verdicts.verdict(iv, sign, null=0.0).direction
+        label = label.format(ridge=f"{float(records[0].get('ridge_scale', 1e-3)):g}")
+        verdict_of[label] = (v, primary)
+        lines.append(f"| {dataset} | {target} | {label}{' (primary)' if primary else ''} | {np.mean(relu):.4g} | "
+                     f"{np.mean(attn):.4g} | {iv.estimate:+.4g} [{iv.low:+.4g}, {iv.high:+.4g}] | {v} |")
+      base = next((v for v, p in verdict_of.values() if p), None)
+      changed = [f"{label} ({v})" for label, (v, p) in verdict_of.items() if not p and v != base]
+      if base is not None:
+        flips.append(f"{dataset}, {target}: {base} under the primary choice; "
+                     + (f"the verdict changes under {', '.join(changed)}" if changed else "the same under every choice"))
+  return lines + [""] + [f"- {f}" for f in flips] + [""]
 
 
 def plot(records, path: Path) -> None:

@@ -137,3 +137,71 @@ def test_scale_invariant_measures_at_extreme_scales():
     assert approximation.kernel_target_alignment(k, y * c) == pytest.approx(base)
     assert approximation.relative_error(f * c, y * c) == pytest.approx(approximation.relative_error(f, y))
     assert matched_time(k, y * c, loss_fraction=0.5) == pytest.approx(matched_time(k, y, loss_fraction=0.5))
+
+
+def test_runner_targets_lie_in_the_top_or_bottom_singular_span_of_each_draws_training_rows(tmp_path):
+  """A 'top' target on the training rows is X V_k c = U_k Σ_k c: it lies in the span of the top-k left singular
+  vectors of that draw's training matrix and has no component along the bottom-k non-zero ones; a 'bottom'
+  target the other way round. U, Σ computed here by hand (numpy SVD of the rows the runner loads for the
+  draw); the records carry the singular values of their directions."""
+  from experiments import dual_implications, seed_subsets
+  from experiments.config import apply_overrides
+  k = 3
+  config = apply_overrides(dual_implications.get_config(), [
+      "datasets=mnist", "data.n_train=40", "data.n_test=10", "targets=top,bottom", "draws=0,1", f"k={k}",
+      "seeds=0", "network_seeds=", "width=8", "features=unit"])
+  records = dual_implications.run(config, tmp_path)
+  for draw in config.draws:
+    train, test, fields = seed_subsets.seed_splits(config.data, "mnist", draw)
+    x, xt = np.asarray(train.x, np.float32), np.asarray(test.x, np.float32)
+    u, s, _ = np.linalg.svd(x.astype(np.float64), full_matrices=False)
+    rank = int(np.sum(s > max(x.shape) * np.finfo(np.float64).eps * s[0]))
+    spans = {"top": u[:, :k], "bottom": u[:, rank - k:rank]}
+    labels = (np.eye(10)[train.y], np.eye(10)[test.y])
+    for target, other in (("top", "bottom"), ("bottom", "top")):
+      y, _, _ = dual_implications._targets(config, x, xt, labels, target, draw, 0)
+      inside = spans[target] @ (spans[target].T @ y)
+      assert np.linalg.norm(y - inside) < 1e-6 * np.linalg.norm(y), (draw, target)
+      assert np.linalg.norm(spans[other].T @ y) < 1e-6 * np.linalg.norm(y), (draw, target)
+      want = s[:k] if target == "top" else s[rank - k:rank]
+      recorded = [r for r in records if (r["target"], r["draw"]) == (target, draw)]
+      assert recorded and all(np.allclose(r["singular_values"], want, rtol=1e-4) for r in recorded)
+      assert all(r["data_seed"] == draw and r["data_draw"] == fields["data_draw"] for r in recorded)
+
+
+def test_ridge_is_chosen_on_held_out_training_rows_never_on_the_test_targets():
+  """choose_ridge fits on the fit rows and scores on the held-out training rows (by hand); the chosen scale, and
+  so kernel_error_validated's ridge, does not change when the test targets do."""
+  from experiments import dual_implications
+  rng = np.random.default_rng(0)
+  a, at = rng.normal(size=(30, 4)), rng.normal(size=(7, 4))
+  k, kt, ktt = a @ a.T, at @ a.T, at @ at.T
+  y = a @ rng.normal(size=(4, 1)) + 0.3 * rng.normal(size=(30, 1))
+  yt = at @ rng.normal(size=(4, 1))
+  fit, val = dual_implications.validation_split(30, 0.25, jax.random.PRNGKey(0))
+  assert len(val) == 8 and len(fit) == 22 and not set(fit) & set(val)
+  grid = (1e-4, 1e-2, 1.0)
+  chosen, errors = dual_implications.choose_ridge(k, y, grid, fit, val)
+  by_hand = []
+  for scale in grid:
+    reg = kernel_regression(k[np.ix_(fit, fit)], k[np.ix_(val, fit)], y[fit], fx_train_0=np.zeros((22, 1)),
+                            fx_test_0=np.zeros((8, 1)), ridge_scale=scale)
+    by_hand.append(approximation.relative_error(reg.test, y[val]))
+  np.testing.assert_allclose(errors, by_hand, rtol=1e-12)
+  assert chosen == grid[int(np.argmin(by_hand))]
+  one = dual_implications._kernel_fields(k, kt, ktt, y, yt, 1e-3, grid=grid, split=(fit, val))
+  other = dual_implications._kernel_fields(k, kt, ktt, y, -7 * yt + 1, 1e-3, grid=grid, split=(fit, val))
+  assert one["ridge_scale_validated"] == other["ridge_scale_validated"] == chosen
+  raw = dual_implications._kernel_fields(k, kt, ktt, y, yt, 1e-3, grid=grid, split=(fit, val), prefix="raw_")
+  assert raw["raw_kernel_error_validated"] == one["kernel_error_validated"]
+
+
+def test_raw_features_are_the_rows_before_normalisation_up_to_one_constant():
+  from experiments import dual_implications
+  rng = np.random.default_rng(1)
+  x, xt = rng.uniform(size=(6, 5)), rng.uniform(size=(3, 5))
+  for model, want, want_t in (("relu", x, xt), ("mlp_attn", x @ x.T @ x, xt @ x.T @ x)):
+    a, b = dual_implications.raw_features(model, x, xt)
+    c = np.mean(np.linalg.norm(want, axis=1))
+    np.testing.assert_allclose(a, want / c, rtol=1e-12)
+    np.testing.assert_allclose(b, want_t / c, rtol=1e-12)
