@@ -142,9 +142,12 @@ def t_interval(values, *, scale: str = "identity", level: float = 0.95, unit: st
   if scale not in SCALES:
     raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
   level, unit = _check_level(level), _check_unit(unit)
+  if scale == "log" and (v <= 0).any():
+    raise ValueError(f"values must be > 0 on the log scale, got a minimum of {v.min()!r}")
+  if (v == v[0]).all():  # no spread: the value itself (the mean of equal floats can differ from it by rounding)
+    return Interval(float(v[0]), float(v[0]), float(v[0]), level, int(v.size), unit,
+                    "student_t_log" if scale == "log" else "student_t")
   if scale == "log":
-    if (v <= 0).any():
-      raise ValueError(f"values must be > 0 on the log scale, got a minimum of {v.min()!r}")
     m, lo, hi = _t_ends(np.log(v), level)
     return Interval(float(np.exp(m)), float(np.exp(lo)), float(np.exp(hi)), level, int(v.size), unit,
                     "student_t_log")

@@ -6,7 +6,7 @@ uses, on named populations with known parameters.
 
 Prints a markdown table (method, population, n, coverage, miss below, miss above, median width / t width,
 pass) and writes it, with the settings, to ``--out``. docs/theory.md#interval-methods-and-their-coverage holds
-the table of the default run (2,000 replications, 2,000 resamples, seed 0; about 5 minutes on 2 cores).
+the table of the default run (2,000 replications, 2,000 resamples, seed 0; 9–10 minutes on 2 shared cores).
 
 Definitions, per (method, population, n), over ``--replications`` samples drawn from numpy's PCG64 seeded
 with (``--seed``, population index, n), so every cell is reproducible on its own:

@@ -54,6 +54,9 @@ def test_log_scale_t_interval_is_the_exponentiated_interval_of_the_logs_around_t
 def test_equal_values_give_the_value_as_a_degenerate_t_interval():
   ci = t_interval([4.0, 4.0, 4.0])
   assert ci.estimate == ci.low == ci.high == 4.0
+  for scale in ("identity", "log"):
+    ci = t_interval([0.1] * 7, scale=scale)
+    assert ci.estimate == ci.low == ci.high == 0.1
 
 
 # ------------------------------------------------------------------------------------------- sign flip
