@@ -365,7 +365,7 @@ def write_report(workdir) -> str:
   records = experiment_records(workdir, "certify", REQUIRED_FIELDS)
   plot_certified_accuracy(records, workdir / "certified_accuracy.png")
   plot_tightness(records, workdir / "tightness.png")
-  text = stamp(summary_markdown(records))
+  text = stamp(summary_markdown(records), "certification")
   (workdir / "summary.md").write_text(text)
   return text
 

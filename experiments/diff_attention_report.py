@@ -459,7 +459,7 @@ def write_report(workdir) -> str:
   if any(r["kind"] == "lipschitz" for r in records):
     plot_lipschitz(first, workdir / "lipschitz.png")
   plot_cw(first, workdir / "cw_l2.png")
-  text = stamp(summary_markdown(records, config, cross))
+  text = stamp(summary_markdown(records, config, cross), "differential_attention")
   (workdir / "summary.md").write_text(text)
   return text
 

@@ -16,34 +16,46 @@ import re
 VERSION_PATTERN = re.compile(r"Verdict rules `([0-9a-f]{8})`")
 
 
-def rules_constants() -> dict:
-  """The constants that decide an interval or a verdict, by name (JSON-able values)."""
+SCOPES = ("core", "differential_attention", "certification")
+
+
+def rules_constants(scope: str = "core") -> dict:
+  """The constants that decide an interval or a verdict in summaries of ``scope`` (JSON-able values):
+  'core' for the main job's and the claims job's summaries, 'differential_attention' and 'certification' for
+  those experiments' summaries, whose rows use their own interval methods.
+
+  Raises:
+    ValueError: an unknown scope.
+  """
   from experiments import claim_rows, verdicts
-  out = {
-      "level": claim_rows.LEVEL,
-      "mean_interval": inspect.signature(verdicts.bootstrap_mean).parameters["method"].default,
-      "tail_factor": verdicts.TAIL_FACTOR,
-      "se_floor": verdicts.SE_FLOOR,
-      "resamples": verdicts.N_RESAMPLES,
-      "min_seeds": verdicts.MIN_SEEDS,
-      "magnitude_factor": verdicts.MAGNITUDE_FACTOR,
-  }
+  if scope not in SCOPES:
+    raise ValueError(f"scope {scope!r}: expected one of {', '.join(SCOPES)}")
+  out = {"level": claim_rows.LEVEL, "magnitude_factor": verdicts.MAGNITUDE_FACTOR}
+  if scope == "core":
+    from experiments import intervals
+    out.update(intervals=dict(getattr(claim_rows, "INTERVAL_METHODS", {}) or {}),
+               mean_interval=inspect.signature(verdicts.bootstrap_mean).parameters["method"].default,
+               tail_factor=verdicts.TAIL_FACTOR, se_floor=verdicts.SE_FLOOR, resamples=verdicts.N_RESAMPLES,
+               min_seeds=verdicts.MIN_SEEDS, sign_flip_exact_max_n=intervals.EXACT_MAX_N,
+               continuity=intervals.CONTINUITY)
+  elif scope == "differential_attention":
+    from experiments import diff_attention_claims as da
+    out.update(interval=da.METHOD, resamples=da.N_BOOT, bootstrap_seed=da.BOOT_SEED)
   return out
 
 
-def rules_version() -> str:
-  """Eight hex digits of the SHA-256 of ``rules_constants()`` (sorted JSON)."""
-  text = json.dumps(rules_constants(), sort_keys=True)
+def rules_version(scope: str = "core") -> str:
+  """Eight hex digits of the SHA-256 of ``rules_constants(scope)`` (sorted JSON)."""
+  text = json.dumps(rules_constants(scope), sort_keys=True)
   return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
-def rules_line() -> str:
-  """The line a summary states its rules with: the version and the constants in words."""
-  c = rules_constants()
-  return (f"Verdict rules `{rules_version()}` (derived from the rule constants): {c['level']:.0%} intervals, "
-          f"{c['mean_interval']} seed bootstrap with tails at {c['tail_factor']:g}·α/2 and SE floor "
-          f"{c['se_floor']:g}, {c['resamples']:,} resamples, at least {c['min_seeds']} seeds for a direction, "
-          f"magnitude band ×/÷{c['magnitude_factor']:g}.")
+def rules_line(scope: str = "core") -> str:
+  """The line a summary states its rules with: the version and the constants."""
+  c = rules_constants(scope)
+  words = ", ".join(f"{k.replace('_', ' ')} {json.dumps(v, sort_keys=True) if isinstance(v, dict) else v}"
+                    for k, v in c.items())
+  return f"Verdict rules `{rules_version(scope)}` ({scope}; derived from the rule constants): {words}."
 
 
 def version_of(text: str):
@@ -52,7 +64,7 @@ def version_of(text: str):
   return m.group(1) if m else None
 
 
-def stamp(summary: str) -> str:
-  """``summary`` (markdown, starting with its '# ' title line) with ``rules_line()`` under the title."""
+def stamp(summary: str, scope: str = "core") -> str:
+  """``summary`` (markdown, starting with its '# ' title line) with ``rules_line(scope)`` under the title."""
   title, _, rest = summary.partition("\n")
-  return f"{title}\n\n{rules_line()}\n{rest}"
+  return f"{title}\n\n{rules_line(scope)}\n{rest}"
