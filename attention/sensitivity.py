@@ -237,9 +237,6 @@ def _head_constants(x_NxD, a_DxD, w_v_DxE, key, power_iters: int) -> HeadConstan
   m_NxDxE = jnp.einsum("cd,kd,ike->ice", a_DxD, x_NxD, b_NxNxE)
   key_est = top_singular_value(key_side_operator(x_NxD, a_DxD, w_v_DxE), jnp.zeros_like(x_NxD), key=key,
                                iters=power_iters)
-  upper_rows = spectral_norm(b_norm_N[:, None] * xa_NxD)
-  gram_NxN = jnp.einsum("i,ike,ile->kl", jnp.sum(xa_NxD ** 2, axis=1), b_NxNxE, b_NxNxE)
-  upper_cols = jnp.sqrt(jnp.maximum(jnp.linalg.eigvalsh(gram_NxN)[-1], 0.0))
   return HeadConstants(
       n_tokens=jnp.asarray(n, dtype),
       p_norm=spectral_norm(p_NxN),
@@ -251,11 +248,46 @@ def _head_constants(x_NxD, a_DxD, w_v_DxE, key, power_iters: int) -> HeadConstan
       xca_norm=spectral_norm(xc_NxD @ a_DxD.T),
       query_norm=jnp.max(spectral_norm(m_NxDxE)),
       key_norm=key_est.sigma,
-      key_norm_upper=jnp.minimum(upper_rows, upper_cols),
+      key_norm_upper=_closed_form_key_norm(xa_NxD, b_NxNxE, b_norm_N),
       key_gap=key_est.gap,
       jv_norm=jnp.max(b_norm_N),
       value_radius=jnp.max(jnp.linalg.norm(v_NxE - jnp.mean(v_NxE, axis=0, keepdims=True), axis=1)),
   )
+
+
+def _closed_form_key_norm(xa_NxD, b_NxNxE, b_norm_N) -> jnp.ndarray:
+  """min(‖diag(‖B_i‖₂) XA‖₂, √λ_max(Σ_i ‖a_i‖² B_iB_iᵀ)) ≥ σ_K (module docstring, step 4), from XA, the
+  B_i = J_iV [n, n, e] and their norms ‖B_i‖₂ [n]."""
+  upper_rows = spectral_norm(b_norm_N[:, None] * xa_NxD)
+  gram_NxN = jnp.einsum("i,ike,ile->kl", jnp.sum(xa_NxD ** 2, axis=1), b_NxNxE, b_NxNxE)
+  upper_cols = jnp.sqrt(jnp.maximum(jnp.linalg.eigvalsh(gram_NxN)[-1], 0.0))
+  return jnp.minimum(upper_rows, upper_cols)
+
+
+@jax.jit
+@jax.default_matmul_precision("highest")
+def _closed_form_key_norm_at(x_NxD, a_DxD, w_v_DxE) -> jnp.ndarray:
+  p_NxN = attention_probs(x_NxD, a_DxD)
+  v_NxE = x_NxD @ w_v_DxE
+  b_NxNxE = p_NxN[:, :, None] * (v_NxE[None, :, :] - (p_NxN @ v_NxE)[:, None, :])
+  return _closed_form_key_norm(x_NxD @ a_DxD, b_NxNxE, spectral_norm(b_NxNxE))
+
+
+def closed_form_key_norm(x_NxD, a_DxD, w_v_DxE) -> jnp.ndarray:
+  """Rigorous closed-form upper bound on the key-side norm σ_K of one head at X (module docstring, step 4;
+  ``HeadConstants.key_norm_upper``, what ``key_norm="closed_form"`` certifies with): with a_iᵀ = x_iA and
+  B_i = J_iV, σ_K ≤ min(‖diag(‖B_i‖₂) XA‖₂, √λ_max(Σ_i ‖a_i‖² B_iB_iᵀ)). No Krylov estimate.
+
+  Args:
+    x_NxD, a_DxD, w_v_DxE: as ``head_constants``.
+
+  Returns:
+    A scalar.
+
+  Raises:
+    ValueError: as ``check_head``.
+  """
+  return _closed_form_key_norm_at(*check_head(x_NxD, a_DxD, w_v_DxE))
 
 
 def logit_shift_bound(c: HeadConstants, eps) -> jnp.ndarray:
