@@ -112,9 +112,9 @@ def kernel_movement_measures(k_trained_NxN, k_initial_NxN, *, top_k: int = KERNE
     raise ValueError("the initial kernel is zero (or constant after centring): the relative movement is "
                      "undefined")
   cka = float(np.sum(c0 * ct) / (cnorm0 * cnormt)) if cnormt > 0 else float("nan")
+  import scipy.linalg
   k = int(min(top_k, n))
-  u = np.linalg.eigh((k0 + k0.T) / 2)[1][:, -k:]
-  v = np.linalg.eigh((kt + kt.T) / 2)[1][:, -k:]
+  u, v = (scipy.linalg.eigh((a + a.T) / 2, subset_by_index=[n - k, n - 1])[1] for a in (k0, kt))  # top k only
   overlap = float(np.sum((u.T @ v) ** 2)) / k
   return KernelMovement(raw=float(np.linalg.norm(kt - k0) / norm0), centred=float(np.linalg.norm(ct - c0) / cnorm0),
                         one_minus_cka=1.0 - cka, top_k_subspace=float(min(max(1.0 - overlap, 0.0), 1.0)), top_k=k)
