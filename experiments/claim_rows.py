@@ -201,11 +201,15 @@ def feature_learning_rows(src: Source) -> list[dict]:
       for field, measurement, primary in KERNEL_MOVEMENT_MEASURES:
         by = {}
         for r in recs:
-          if field in r and math.isfinite(float(r[field])):
+          if field in r:
             by.setdefault((r["width"], r["seed"]), {})[r["model"]] = float(r[field])
-        pairs = [v for _, v in sorted(by.items()) if set(v) >= {"relu", "mlp_attn"}]
+        both = [v for _, v in sorted(by.items()) if set(v) >= {"relu", "mlp_attn"}]
+        pairs = [v for v in both if math.isfinite(v["relu"]) and math.isfinite(v["mlp_attn"])]
         if len(pairs) < 2:
           continue
+        undefined = len(both) - len(pairs)
+        note = (f"{undefined} (width, seed) pair{'' if undefined == 1 else 's'} left out: the measure is undefined "
+                "there (a trained kernel that is constant or of rank < k, e.g. every unit dead)" if undefined else "")
         ks = sorted({int(r["kernel_movement_k"]) for r in recs if "kernel_movement_k" in r})
         measurement = measurement.format(k="/".join(map(str, ks)) or "k")
         attn, relu = [v["mlp_attn"] for v in pairs], [v["relu"] for v in pairs]
@@ -213,7 +217,7 @@ def feature_learning_rows(src: Source) -> list[dict]:
                          "than 2L-ReLU's during training", ARXIV_NTK, "MLP-Attn moves more (no number)",
                          interval=verdicts.paired_difference(attn, relu, unit="seeds"), paper_sign=+1, null=0.0,
                          variant=variant, produced_by=src.command, measurement=measurement, primary=primary,
-                         setting=f"{dataset}, {label}; {measurement}: MLP-Attn {np.mean(attn):.3g}, 2L-ReLU "
+                         note=note, setting=f"{dataset}, {label}; {measurement}: MLP-Attn {np.mean(attn):.3g}, 2L-ReLU "
                                  f"{np.mean(relu):.3g}, paired over {len(pairs)} (width, seed); {data}"))
   return rows
 

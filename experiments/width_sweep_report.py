@@ -256,9 +256,15 @@ def _distance_slope_lines(records) -> list[str]:
           "difference (K₀) |", "|---|---|---|---|---|---|---|---|"] + out
 
 
+def _finite_mean(values) -> str:
+  """The mean of the finite values ('–' if none), with '(of k)' when some were undefined (NaN)."""
+  v = [float(x) for x in values if np.isfinite(float(x))]
+  return ("–" if not v else f"{np.mean(v):.3g}") + (f" (of {len(v)})" if len(v) < len(values) else "")
+
+
 def _movement_lines(records) -> list[str]:
   """Per (kind, data set, model, width): the mean of each kernel-movement measure over the converged seeds
-  (``claim_rows.KERNEL_MOVEMENT_MEASURES``)."""
+  where it is defined (``claim_rows.KERNEL_MOVEMENT_MEASURES``)."""
   fields = [f for f, _, _ in claim_rows.KERNEL_MOVEMENT_MEASURES]
   out = []
   for kind in ("common", "matched", "train", "converged"):
@@ -268,7 +274,7 @@ def _movement_lines(records) -> list[str]:
         for w in sorted({r["width"] for r in recs if (r["dataset"], r["model"]) == (dataset, model)}):
           rs = [r for r in recs if (r["dataset"], r["model"], r["width"]) == (dataset, model, w)]
           out.append(f"| {dataset} | {KIND_LABELS[kind]} | {MODEL_LABELS[model]} | {w} | "
-                     + " | ".join(f"{np.mean([r[f] for r in rs]):.3g}" for f in fields) + f" | {len(rs)} |")
+                     + " | ".join(_finite_mean([r[f] for r in rs]) for f in fields) + f" | {len(rs)} |")
   if not out:
     return []
   k = sorted({r["kernel_movement_k"] for r in records if "kernel_movement_k" in r})

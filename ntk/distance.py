@@ -89,7 +89,9 @@ def kernel_movement_measures(k_trained_NxN, k_initial_NxN, *, top_k: int = KERNE
     top_k: k ≥ 1 (capped at n).
 
   Returns:
-    ``KernelMovement`` (computed in float64). 1 − CKA is NaN when HK_TH = 0 (a constant trained kernel).
+    ``KernelMovement`` (computed in float64). 1 − CKA is NaN when HK_TH = 0 (a constant trained kernel, e.g.
+    a network whose units all died); the top-k movement is NaN when either kernel's k-th largest eigenvalue
+    is not positive (beyond rounding): its top-k eigenspace is then not determined.
 
   Raises:
     ValueError: non-square or mismatched shapes, non-finite entries, top_k < 1, ‖K₀‖_F = 0 or ‖HK₀H‖_F = 0.
@@ -114,10 +116,15 @@ def kernel_movement_measures(k_trained_NxN, k_initial_NxN, *, top_k: int = KERNE
   cka = float(np.sum(c0 * ct) / (cnorm0 * cnormt)) if cnormt > 0 else float("nan")
   import scipy.linalg
   k = int(min(top_k, n))
-  u, v = (scipy.linalg.eigh((a + a.T) / 2, subset_by_index=[n - k, n - 1])[1] for a in (k0, kt))  # top k only
-  overlap = float(np.sum((u.T @ v) ** 2)) / k
+  spaces = []
+  for a in (k0, kt):  # the top k only
+    lam, vec = scipy.linalg.eigh((a + a.T) / 2, subset_by_index=[n - k, n - 1])
+    determined = lam[0] > n * np.finfo(np.float64).eps * max(abs(lam[-1]), np.finfo(np.float64).tiny)
+    spaces.append(vec if determined else None)
+  u, v = spaces
+  overlap = float(np.sum((u.T @ v) ** 2)) / k if u is not None and v is not None else float("nan")
   return KernelMovement(raw=float(np.linalg.norm(kt - k0) / norm0), centred=float(np.linalg.norm(ct - c0) / cnorm0),
-                        one_minus_cka=1.0 - cka, top_k_subspace=float(min(max(1.0 - overlap, 0.0), 1.0)), top_k=k)
+                        one_minus_cka=1.0 - cka, top_k_subspace=float(np.clip(1.0 - overlap, 0.0, 1.0)), top_k=k)
 
 
 class SpectralDistance(NamedTuple):

@@ -595,6 +595,9 @@ def test_feature_learning_has_one_row_per_kernel_movement_measure_and_the_raw_on
   assert all(r["n"] == 15 for r in rows)  # paired over (width, seed)
   assert "seeds share ≈ 13 % of their training images" in rows[0]["setting"]
   assert "2,000-image" in rows[0]["setting"]
+  recs[0]["kernel_movement_one_minus_cka"] = float("nan")  # a dead network: CKA undefined there
+  cka = claim_rows.feature_learning_rows(_sweep_source(recs))[2]
+  assert cka["n"] == 14 and cka["note"].startswith("1 (width, seed) pair left out: the measure is undefined")
 
 
 def _distance_records(kinf_slopes, k0_slopes, *, kind="common", seeds=range(5), noise=0.02):

@@ -67,6 +67,17 @@ def test_centred_and_cka_measures_ignore_a_constant_added_to_both_kernels_and_ck
   assert 0 < kernel_movement_measures(kt, k0, top_k=2).top_k_subspace <= 1
 
 
+def test_a_dead_network_moved_by_one_and_its_alignment_and_eigenspace_are_undefined():
+  """K_T = 0 (every unit dead): raw and centred movement 1; CKA and the top-k eigenspace of K_T are not
+  determined (NaN, left out of the claim rows); a rank-1 K₀ has no determined top-2 eigenspace."""
+  m = kernel_movement_measures(np.zeros((3, 3)), K0, top_k=2)
+  assert m.raw == 1.0 and m.centred == pytest.approx(1.0, rel=1e-14)
+  assert math.isnan(m.one_minus_cka) and math.isnan(m.top_k_subspace)
+  v = np.array([1.0, 2.0, -3.0])
+  assert math.isnan(kernel_movement_measures(K0, np.outer(v, v), top_k=2).top_k_subspace)
+  assert math.isfinite(kernel_movement_measures(K0, np.outer(v, v), top_k=1).top_k_subspace)
+
+
 @pytest.mark.parametrize("kt,k0,kwargs,match", [
     (np.eye(3), np.eye(4), {}, "square and equal"),
     (np.eye(3), np.zeros((3, 3)), {}, "zero"),
