@@ -31,9 +31,11 @@ heads (``num_kv_heads`` < ``num_heads``), and differential heads (rebuilt, but
 the bound covers softmax dot-product heads only). A layer whose weights cannot be read, or that runs
 inside a JAX transformation that traces even with jit disabled (e.g. ``nn.vmap``), is listed as unreadable.
 
-Transformations. ``jax.checkpoint`` / ``jax.remat`` (hence ``nn.remat``, ``nnx.remat``) trace their function
-even with jit disabled; they change only what is stored for the backward pass, never the forward values, so
-for the duration of the capture they run the function as it is and the layers under them are read. ``nn.scan``
+Transformations. ``jax.checkpoint`` / ``jax.remat`` trace their function even with jit disabled; they change
+only what is stored for the backward pass, never the forward values, so for the duration of the capture they
+return the function as it is, and the layers under a checkpoint applied while the model runs (``nn.remat``,
+whose lifted transform calls ``jax.remat`` at every call; ``nnx.remat`` called inside ``__call__``) are read.
+A function wrapped before the capture (e.g. a method decorated with ``nnx.remat``) still traces. ``nn.scan``
 with jit disabled runs its body once per step with concrete arrays, after one abstract pass of Flax's own
 (``flax.core.axes_scan``'s check of the broadcast variables): calls made in that pass are not layers and are
 not recorded, so a scanned stack of d layers, with or without ``nn.remat`` inside, gives d layers.
@@ -522,8 +524,9 @@ def _run_as_is(fun: Callable, *args, **kwargs) -> Callable:
 
 @contextlib.contextmanager
 def _transparent_checkpoint():
-  """``jax.checkpoint`` and ``jax.remat`` (hence ``nn.remat``, ``nnx.remat``, which look them up when called)
-  return their function unchanged while open: a rematerialised layer runs with concrete arrays and is read."""
+  """``jax.checkpoint`` and ``jax.remat`` return their function unchanged while open, so a checkpoint applied
+  while the model runs (``nn.remat``'s lifted transform looks ``jax.remat`` up at every call) lets its layers
+  run with concrete arrays and be read."""
   originals = {name: getattr(jax, name) for name in ("checkpoint", "remat")}
   for name in originals:
     setattr(jax, name, _run_as_is)
