@@ -1159,7 +1159,8 @@ def sharpness_rows(src: Source) -> list[dict]:
                          note=f"{left} seeds left out (not at a common train loss)" if left else "",
                          setting=f"{task}, width {width}, {readout} readout, {label}; ratio 2L-ReLU / MLP-Attn "
                                  f"(geometric mean over seeds); train loss {loss['relu']:.3g} / "
-                                 f"{loss['mlp_attn']:.3g}; {_sharpness_data([by[m, s] for m in ('relu', 'mlp_attn') for s in kept])}"))
+                                 f"{loss['mlp_attn']:.3g}; "
+                                 f"{_sharpness_data([by[m, s] for m in ('relu', 'mlp_attn') for s in kept])}"))
   return rows
 
 

@@ -212,7 +212,8 @@ def run(config: DualImplicationsConfig, workdir, *, overwrite_config: bool = Fal
           points.append((dataset, target, draw, model, "kinf", None))
           points += [(dataset, target, draw, model, "finite", s) for s in config.seeds]
   todo = [p for p in distributed.shard(points) if p not in done]
-  cache: dict = {}    # (data set, draw) -> (train rows, test rows, one-hot labels, {(model, features): rows}, draw fields)
+  # (data set, draw) -> (train rows, test rows, one-hot labels, {(model, features): rows}, draw fields)
+  cache: dict = {}
   kernels: dict = {}  # (data set, draw, model, kind, seed, outputs, features) -> (K_train, K_test_train, K_test)
   for point in tqdm(todo, desc="dual implications", unit="point"):
     dataset, target, draw, model_name, kind, seed = point
