@@ -395,20 +395,22 @@ def build_rows(sources: Sequence[Source], root: str = "DIR", *, include_not_run:
 
 
 def _order(rows: list[dict]) -> list[dict]:
-  """Main rows in order, each followed by the variants of its claim_id, with the protocol changes noted."""
-  mains = [r for r in rows if not r["variant"]]
-  out = []
+  """Each claim's primary row, then its other measurement choices, then its protocol variants, with the
+  variants that change the primary's verdict noted on it (a variant is compared with the primary row when it
+  is measured the same way). Rows of a claim with no primary row keep their order at the end."""
+  mains = [r for r in rows if not r["variant"] and r.get("primary", True)]
+  out, placed = [], set()
   for m in mains:
-    variants = [r for r in rows if r["variant"] and r["claim_id"] == m["claim_id"]]
+    mine = [r for r in rows if r["claim_id"] == m["claim_id"] and id(r) not in placed and r is not m]
+    choices = [r for r in mine if not r["variant"] and not r.get("primary", True)]
+    variants = [r for r in mine if r["variant"]]
     m["protocol"] = [dict(variant=v["variant"], direction=v["direction"], magnitude=v["magnitude"])
                      for v in variants if v["status"] == "measured" and m["status"] == "measured"
+                     and v.get("measurement", "") in ("", m.get("measurement", ""))
                      and (v["direction"], v["magnitude"]) != (m["direction"], m["magnitude"])]
-    out.append(m)
-    out += [dict(v, protocol=[]) for v in variants]
-  placed = {id(r) for r in rows if not r["variant"]} | {
-      id(r) for r in rows if r["variant"] and any(m["claim_id"] == r["claim_id"] for m in mains)}
-  out += [dict(r, protocol=[]) for r in rows if id(r) not in placed]  # variants of a claim with no main row
-  return out
+    out += [m] + [dict(r, protocol=[]) for r in choices + variants]
+    placed |= {id(r) for r in [m, *choices, *variants]}
+  return out + [dict(r, protocol=[]) for r in rows if id(r) not in placed]
 
 
 def write_rows(root, rows: Sequence[dict], choices: Sequence[dict] = ()) -> Path:

@@ -57,3 +57,13 @@ def test_the_report_shows_the_summary_and_draws_the_curve(tmp_path):
   assert (tmp_path / "curve.png").stat().st_size > 1000
   assert not specification_curve.plot_specification_curve(rows[:1], tmp_path / "none.png")
   assert not (tmp_path / "none.png").exists()
+
+
+def test_claims_order_lists_each_row_once_primary_then_choices_then_variants():
+  from experiments import claims
+  rows = [_measured("ε = 0.1", 0.1, 0.3), _measured("ε = 0.3", -0.1, 0.2, primary=True),
+          _measured("ε = 0.3", 0.1, 0.2, variant="standardised ε"), _measured("ε = 0.2", 0.1, 0.3)]
+  ordered = claims._order(rows)
+  assert [(r["measurement"], r["variant"]) for r in ordered] == [
+      ("ε = 0.3", ""), ("ε = 0.1", ""), ("ε = 0.2", ""), ("ε = 0.3", "standardised ε")]
+  assert ordered[0]["protocol"] == [dict(variant="standardised ε", direction="holds", magnitude=None)]
