@@ -23,10 +23,47 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from experiments import seed_subsets, tolerance, verdicts
+from experiments import intervals, seed_subsets, tolerance, verdicts
 from experiments.verdicts import Interval
 
 LEVEL = 0.95
+# Interval methods, stated before the numbers and validated by simulation at the n the claims job uses
+# (experiments.intervals; docs/theory.md#interval-methods-and-their-coverage): paired per-seed differences by
+# the inverted exact sign-flip test, one model's per-seed statistic by Student's t, positive per-seed ratios by
+# Student's t on the log scale, and ratios of pooled flip counts by the seed-level delta-t interval on the log
+# ratio. Part of the rules version (experiments.rules_version).
+INTERVAL_METHODS = {"paired difference": "sign_flip_interval", "mean": "t_interval (identity)",
+                    "ratio": "t_interval (log)", "pooled ratio": "pooled_ratio_interval (delta_t)"}
+
+
+def _single(values, method: str) -> Optional[Interval]:
+  """One seed gives an estimate but no interval: (−∞, ∞), so no verdict is read from it."""
+  v = np.asarray(values, float).ravel()
+  if v.size == 1 and math.isfinite(v[0]):
+    return Interval(float(v[0]), -math.inf, math.inf, LEVEL, 1, "seeds", f"{method} (one seed: no interval)")
+  return None
+
+
+def paired_interval(a, b) -> Interval:
+  """Interval of the mean paired difference a − b over seeds (the inverted sign-flip test; one seed: (−∞, ∞))."""
+  d = np.asarray(a, float) - np.asarray(b, float)
+  return _single(d, "sign_flip") or intervals.sign_flip_interval(d, level=LEVEL)
+
+
+def mean_interval(values) -> Interval:
+  """Interval of the mean of one per-seed statistic (Student's t; one seed: (−∞, ∞))."""
+  return _single(values, "student_t") or intervals.t_interval(values, level=LEVEL)
+
+
+def ratio_interval(ratios) -> Interval:
+  """Interval of the geometric mean of positive per-seed ratios (Student's t on the log scale; one seed:
+  (−∞, ∞))."""
+  return _single(ratios, "student_t_log") or intervals.t_interval(ratios, scale="log", level=LEVEL)
+
+
+def pooled_interval(counts_a, counts_b, totals_a, totals_b) -> "verdicts.Interval":
+  """Interval of the ratio of pooled rates of model A over model B across seeds (delta-t on the log ratio)."""
+  return intervals.pooled_ratio_interval(counts_a, counts_b, totals_a, totals_b, level=LEVEL)
 PAPER_EPS = 0.3            # the paper's flip-rate budget, unit not stated
 RATIO_RANGE = (6.0, 9.0)   # "MLP-Attn flips 6–9× more often than 2L-ReLU"
 CUBING_TOLERANCE = 0.01    # |exponent − 3| within which κ(G̃) = κ(G)³ "matches"
@@ -203,10 +240,14 @@ def feature_learning_rows(src: Source) -> list[dict]:
         for r in recs:
           if field in r:
             by.setdefault((r["width"], r["seed"]), {})[r["model"]] = float(r[field])
-        both = [v for _, v in sorted(by.items()) if set(v) >= {"relu", "mlp_attn"}]
-        pairs = [v for v in both if math.isfinite(v["relu"]) and math.isfinite(v["mlp_attn"])]
+        both = [(k, v) for k, v in sorted(by.items()) if set(v) >= {"relu", "mlp_attn"}]
+        keyed = [(k, v) for k, v in both if math.isfinite(v["relu"]) and math.isfinite(v["mlp_attn"])]
+        pairs = [v for _, v in keyed]
         if len(pairs) < 2:
           continue
+        per_seed: dict = {}  # the unit is the seed: its widths share its data and initialisation stream
+        for (_, seed), v in keyed:
+          per_seed.setdefault(seed, []).append(v["mlp_attn"] - v["relu"])
         undefined = len(both) - len(pairs)
         note = (f"{undefined} (width, seed) pair{'' if undefined == 1 else 's'} left out: the measure is undefined "
                 "there (a trained kernel that is constant or of rank < k, e.g. every unit dead)" if undefined else "")
@@ -215,10 +256,12 @@ def feature_learning_rows(src: Source) -> list[dict]:
         attn, relu = [v["mlp_attn"] for v in pairs], [v["relu"] for v in pairs]
         rows.append(_row("feature_learning", "MLP-Attn is in the feature-learning regime: its kernel moves more "
                          "than 2L-ReLU's during training", ARXIV_NTK, "MLP-Attn moves more (no number)",
-                         interval=verdicts.paired_difference(attn, relu, unit="seeds"), paper_sign=+1, null=0.0,
+                         interval=paired_interval([np.mean(d) for d in per_seed.values()],
+                                                  np.zeros(len(per_seed))), paper_sign=+1, null=0.0,
                          variant=variant, produced_by=src.command, measurement=measurement, primary=primary,
                          note=note, setting=f"{dataset}, {label}; {measurement}: MLP-Attn {np.mean(attn):.3g}, 2L-ReLU "
-                                 f"{np.mean(relu):.3g}, paired over {len(pairs)} (width, seed); {data}"))
+                                 f"{np.mean(relu):.3g}; MLP-Attn − 2L-ReLU averaged over widths per seed, "
+                                 f"{len(per_seed)} seeds ({len(pairs)} (width, seed) pairs); {data}"))
   return rows
 
 
@@ -327,7 +370,7 @@ def ntk_distance_rows(src: Source) -> list[dict]:
             diffs = [fits["mlp_attn"][0][s] - fits["relu"][0][s] for s in seeds]
             widths = sorted({r["width"] for m in fits for r in fits[m][1]})
             rows.append(_row("ntk_distance_difference", claim, ARXIV_NTK, paper_text,
-                             interval=verdicts.bootstrap_mean(diffs, unit="seeds"), paper_sign=+1, null=0.0,
+                             interval=paired_interval(diffs, np.zeros(len(diffs))), paper_sign=+1, null=0.0,
                              paper_range=None if paper is None else (paper, paper), scale="slope", variant=variant,
                              produced_by=src.command, note=notes, measurement=measurement, primary=primary,
                              setting=f"{dataset}, {labels[kind]}{how}; per seed MLP-Attn's minus 2L-ReLU's "
@@ -350,8 +393,7 @@ def ntk_distance_rows(src: Source) -> list[dict]:
                           | dict(measurement=measurement, primary=primary))
             continue
           widths = sorted({r["width"] for r in kept})
-          rows.append(_row(cid, claim, ARXIV_NTK, paper_text, interval=verdicts.bootstrap_mean(list(slopes.values()),
-                                                                                               unit="seeds"),
+          rows.append(_row(cid, claim, ARXIV_NTK, paper_text, interval=mean_interval(list(slopes.values())),
                            paper_sign=sign, null=0.0, paper_range=None if paper is None else (paper, paper),
                            scale="slope", variant=variant, produced_by=src.command, note=left_out,
                            measurement=measurement, primary=primary,
@@ -393,7 +435,7 @@ def cubing_rows(src: Source) -> list[dict]:
       exponents = [float(r["log10_kappa_Gtilde_direct"]) / float(r["log10_kappa_G"]) for r in ok]
       ns = sorted({r["n"] for r in ok})
       rows.append(_row("cubing", claim, ARXIV_NTK, "exponent 3 (an identity)", scale="exponent",
-                       interval=verdicts.bootstrap_mean(exponents, unit="seeds"), paper_sign=+1, null=1.0,
+                       interval=mean_interval(exponents), paper_sign=+1, null=1.0,
                        paper_range=(3 - CUBING_TOLERANCE, 3 + CUBING_TOLERANCE), variant="" if main else variant,
                        produced_by=src.command,
                        setting=f"{dataset}, G = X Xᵀ on [0, 1] pixels, float64, direct decomposition of "
@@ -408,13 +450,13 @@ def cubing_rows(src: Source) -> list[dict]:
                     + list(src.variant))
       if paper_exp is None:
         rows.append(_row("implied_width", "κ(G)³ implies an attention width m ≈ κ(G)⁶ (log10)", ARXIV_NTK,
-                         "–", interval=verdicts.bootstrap_mean(values, unit="seeds"), scale="log10 width",
+                         "–", interval=mean_interval(values), scale="log10 width",
                          variant=v, produced_by=src.command, setting=f"{dataset}, n = {n}, 6·log10 κ(G)",
                          direction="no paper value", reason="the paper states no width for this data set"))
         continue
       rows.append(_row("implied_width", "κ(G)³ implies an attention width m ≈ κ(G)⁶ (log10)", ARXIV_NTK,
                        f"m ≫ 1e{paper_exp:.0f} (κ(G) ≈ {10 ** paper_log:.2g}: 6·log10 κ = {6 * paper_log:.1f}; "
-                       "n not stated)", interval=verdicts.bootstrap_mean(values, unit="seeds"), paper_sign=+1,
+                       "n not stated)", interval=mean_interval(values), paper_sign=+1,
                        null=paper_exp, paper_range=(6 * paper_log, 6 * paper_log), scale="log10 width",
                        variant=v, produced_by=src.command,
                        setting=f"{dataset}, n = {n} images, 6·log10 κ(G) over {len(values)} subsets"))
@@ -440,7 +482,7 @@ def _kernel_conditioning_rows(src, dataset: str, rs: list, main: bool) -> list[d
         "kernel_conditioning", "the cubing predicts the network kernels' conditioning: log10 κ(K∞, MLP-Attn) "
         "− log10 κ(K∞, 2L-ReLU) = 2·log10 κ(G)", ARXIV_NTK,
         f"2·log10 κ(G) = {predicted:.2f} (the cubing argument, from our κ(G))",
-        interval=verdicts.bootstrap_mean(gaps, unit="seeds"), paper_sign=+1, null=0.0,
+        interval=mean_interval(gaps), paper_sign=+1, null=0.0,
         paper_range=(predicted, predicted), scale="log10 κ gap", variant=variant, produced_by=src.command,
         setting=f"{dataset}, n = {n}, fixed-readout K∞ on unit feature rows, float64, {len(gaps)} subsets "
                 f"(2L-ReLU's log10 κ(K∞) ≈ {relu:.2f})"))
@@ -476,7 +518,7 @@ def implied_width_rows(cubing: Source, sweep: Source, eps: float = 0.1) -> list[
             per_seed.append(math.log10(m_star))
       if len(per_seed) < 2:
         continue
-      interval = verdicts.bootstrap_mean(per_seed, unit="seeds")
+      interval = mean_interval(per_seed)
       gap = implied - interval.estimate
       rows.append(_row(
           f"implied_vs_measured_{model}", f"the implied width bounds the measured width ({MODEL_NAMES[model]}: "
@@ -566,7 +608,7 @@ def dual_implication_rows(src: Source) -> list[dict]:
           setting = (f"{dataset}, n = {r0['n_train']} / {r0['n_test']}, k = {r0['k']}, test relative error of "
                      f"{what}{features}, err(2L-ReLU) − err(MLP-Attn) over {len(relu)} {units}; 2L-ReLU "
                      f"{np.mean(relu):.4g}, MLP-Attn {np.mean(attn):.4g}; {data}")
-          interval = verdicts.paired_difference(relu, attn, unit="seeds")
+          interval = paired_interval(relu, attn)
           if sign is None:
             rows.append(_row(f"dual_{target}", claim[target], ARXIV_NTK, "– (no claim)", interval=interval,
                              variant=variant, produced_by=src.command, setting=setting, direction="context",
@@ -895,8 +937,7 @@ def flip_ratio_rows(src: Source, tasks=("mnist", "cifar10")) -> list[dict]:
           continue
         setting = (f"{task}, n_train = {n_tr}, width {width}, {label}, {sum(ta)} / {sum(tb)} top-10 % images "
                    f"pooled, {data}; {ceiling}")
-        rows.append(_row(cid, claim, ARXIV_NTK, paper_text, interval=verdicts.pooled_ratio(
-                             ca, cb, totals_a=ta, totals_b=tb), paper_sign=+1, null=1.0,
+        rows.append(_row(cid, claim, ARXIV_NTK, paper_text, interval=pooled_interval(ca, cb, ta, tb), paper_sign=+1, null=1.0,
                          paper_range=RATIO_RANGE, scale="ratio", variant=full_variant, produced_by=src.command,
                          note=note, setting=setting, measurement=measurement, primary=primary))
         if left and primary:  # the training criterion as a protocol choice: unconverged seeds kept
@@ -904,8 +945,7 @@ def flip_ratio_rows(src: Source, tasks=("mnist", "cifar10")) -> list[dict]:
                                             require_converged=False)
           crit_variant = "; ".join(v for v in (f"training criterion not required ({left} unconverged seeds "
                                                "kept)", full_variant) if v)
-          rows.append(_row(cid, claim, ARXIV_NTK, paper_text, interval=verdicts.pooled_ratio(
-                               ca, cb, totals_a=ta, totals_b=tb), paper_sign=+1, null=1.0,
+          rows.append(_row(cid, claim, ARXIV_NTK, paper_text, interval=pooled_interval(ca, cb, ta, tb), paper_sign=+1, null=1.0,
                            paper_range=RATIO_RANGE, scale="ratio", variant=crit_variant, produced_by=src.command,
                            setting=f"{task}, n_train = {n_tr}, width {width}, {label}, "
                                    f"{sum(ta)} / {sum(tb)} top-10 % images pooled", measurement=measurement))
@@ -1033,7 +1073,7 @@ def flip_excess_rows(src: Source, tasks=("mnist", "cifar10")) -> list[dict]:
 
 def _excess_row(src: Source, cid: str, claim: str, excess: dict, measurement: str, primary: bool, *, note: str,
                 setting: str) -> dict:
-  interval = verdicts.paired_difference(excess["mlp_attn"], excess["relu"], unit="seeds")
+  interval = paired_interval(excess["mlp_attn"], excess["relu"])
   return _row(cid, claim, ARXIV_NTK, "6–9× flip-rate ratio (no floor given)", interval=interval,
               paper_sign=+1, null=0.0, variant="; ".join(src.variant), produced_by=src.command, note=note,
               measurement=measurement, primary=primary,
@@ -1079,7 +1119,7 @@ def adversarial_training_rows(at: Source, std: Optional[Source], task: str = "mn
       rows.append(not_measured(cid, claim, ARXIV_NTK, text, "no seed shared by both workdirs", variant=variant,
                                produced_by=at.command))
       continue
-    rows.append(_row(cid, claim, ARXIV_NTK, text, interval=verdicts.pooled_ratio(ca, cb, totals_a=ta, totals_b=tb),
+    rows.append(_row(cid, claim, ARXIV_NTK, text, interval=pooled_interval(ca, cb, ta, tb),
                      paper_sign=+1, null=1.0, paper_range=(paper, paper), scale="ratio", variant=variant,
                      produced_by=f"{at.command} and {std.command}",
                      note=f"{left} seeds left out (unconverged)" if left else "",
@@ -1150,8 +1190,7 @@ def sharpness_rows(src: Source) -> list[dict]:
           continue
         logs_r = [math.log(float(by["relu", s][key][0])) for s in kept]
         logs_m = [math.log(float(by["mlp_attn", s][key][0])) for s in kept]
-        d = verdicts.paired_difference(logs_r, logs_m, unit="seeds")
-        interval = d._replace(estimate=math.exp(d.estimate), low=math.exp(d.low), high=math.exp(d.high))
+        interval = ratio_interval(np.exp(np.subtract(logs_r, logs_m)))
         loss = {m: np.mean([float(by[m, s][prefix + "train_loss"]) for s in kept]) for m in ("relu", "mlp_attn")}
         rows.append(_row("sharpness", claim, ARXIV_NTK, "2L-ReLU sharper (no number)", interval=interval,
                          paper_sign=+1, null=1.0, scale="ratio", variant="" if main else variant,

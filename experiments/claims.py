@@ -105,20 +105,23 @@ def experiment_of(claim_id: str) -> str:
 
 def quick_config(experiment: str):
   """The config the claims job runs for ``experiment`` (one of ``RUN_HERE``), or that experiment's quick
-  config: cubing on MNIST and CIFAR-10 (the papers' data sets) at n ∈ {50, 100, 256} with 5 subsets each
-  (the seed rule needs ≥ 5), the width sweep on MNIST only with 5 seeds for the kernels, the fixed-time
-  training and the converged points, the sharpness study with 5 seeds, the others as ``get_config()``."""
+  config: cubing on MNIST and CIFAR-10 (the papers' data sets) at n ∈ {50, 100, 256} with 10 subsets each,
+  the width sweep on MNIST only with 10 seeds for the kernels, the fixed-time training and the converged
+  points, the sharpness study with 10 seeds, dual implications with 10 target draws, the others as
+  ``get_config()``: a direction is read only from at least ``verdicts.MIN_SEEDS`` = 10 seeds or draws."""
   module = importlib.import_module(f"experiments.{experiment}")
   config = module.get_config()
-  five = (0, 1, 2, 3, 4)
+  ten = tuple(range(10))
   if experiment == "cubing":
-    return dataclasses.replace(config, datasets=("mnist", "cifar10"), ns=(50, 100, 256), seeds=five)
+    return dataclasses.replace(config, datasets=("mnist", "cifar10"), ns=(50, 100, 256), seeds=ten)
   if experiment == "width_sweep":
-    return dataclasses.replace(config, datasets=("mnist",), seeds=five,
-                               train=dataclasses.replace(config.train, seeds=five, matched_fraction=0.5),
-                               converged=dataclasses.replace(config.converged, seeds=five, common=True))
+    return dataclasses.replace(config, datasets=("mnist",), seeds=ten,
+                               train=dataclasses.replace(config.train, seeds=ten, matched_fraction=0.5),
+                               converged=dataclasses.replace(config.converged, seeds=ten, common=True))
   if experiment == "landscape":
-    return dataclasses.replace(config, seeds=five)
+    return dataclasses.replace(config, seeds=ten)
+  if experiment == "dual_implications":
+    return dataclasses.replace(config, draws=ten)
   if experiment == "flip_rate":
     from experiments.flip_rate import CLAIMS_EPS
     return dataclasses.replace(config, eps=CLAIMS_EPS, seed_floor=True, data_seed_follows_seed=True)

@@ -88,7 +88,7 @@ def measurement_choice_lines(records) -> list[str]:
         relu, attn = claim_rows._dual_differences(records, dataset, target, "kinf", field)
         if len(relu) < 2:
           continue
-        iv = verdicts.paired_difference(relu, attn, unit="seeds")
+        iv = claim_rows.paired_interval(relu, attn)
         v = verdicts.verdict(iv, sign, null=0.0).direction
         label = label.format(ridge=f"{float(records[0].get('ridge_scale', 1e-3)):g}")
         verdict_of[label] = (v, primary)

@@ -3,7 +3,7 @@
 ``python -m experiments.flip_rate_report --workdir runs/flip_rate`` redraws them. derived.json holds the
 mean flip rate and the half-width of its 95 % t-interval over seeds and widths, per (adversarial training,
 task, model, attack, ε), at each ε the attack-minus-random-sign gap with its 95 % seed-bootstrap interval
-(``experiments.verdicts.bootstrap_mean``), the ratio MLP-Attn / 2L-ReLU at every ε with its interval and
+(``experiments.claim_rows.mean_interval``: Student's t), the ratio MLP-Attn / 2L-ReLU at every ε with its interval and
 its ceiling 100 %/rate(2L-ReLU), and the calibrated ε* (``experiments.claim_rows.interpolated_calibration``:
 2L-ReLU's pooled PGD curve interpolated linearly in ε to the paper's 3.3 %, seed bootstrap) with the ratio
 there; the summary renders the records and that file only. flip_ratio_vs_eps.png draws the ratio curve with
@@ -23,7 +23,7 @@ import scipy.stats
 from experiments.plotting import MODEL_COLORS, MODEL_LABELS, save, subplots
 from experiments.config import experiment_records, report_cli
 from experiments.workdir import write_derived
-from experiments import tolerance, verdicts
+from experiments import claim_rows, tolerance, verdicts
 from experiments.claim_rows import ratio_ceiling
 
 REQUIRED_FIELDS = ("task", "model", "width", "seed", "adversarial_training", "attack", "eps", "flip_rate")
@@ -102,7 +102,7 @@ def converged(records) -> list[dict]:
 def gaps(records) -> list[dict]:
   """At each (adversarial_training, task, model, width, attack ≠ random_sign, ε): the mean over seeds of
   the attack's flip rate minus the random-sign control's at the same seed, in % (gap_pct), with its 95 %
-  seed-bootstrap interval (low_pct, high_pct; ``experiments.verdicts.bootstrap_mean``, fixed key) and
+  Student's t interval over seeds (low_pct, high_pct; ``experiments.claim_rows.mean_interval``) and
   n_seeds. Pass converged records only."""
   by = {(r["adversarial_training"], r["task"], r["model"], r["width"], r["seed"], r["attack"], float(r["eps"])):
         float(r["flip_rate"]) for r in records}
@@ -113,7 +113,7 @@ def gaps(records) -> list[dict]:
       diffs[at, task, model, width, attack, eps].append(100 * (rate - control))
   out = []
   for (at, task, model, width, attack, eps), values in sorted(diffs.items(), key=lambda kv: str(kv[0])):
-    iv = verdicts.bootstrap_mean(values, unit="seeds")
+    iv = claim_rows.mean_interval(values)
     out.append(dict(adversarial_training=at, task=task, model=model, width=width, attack=attack, eps=eps,
                     gap_pct=iv.estimate, low_pct=iv.low, high_pct=iv.high, n_seeds=iv.n))
   return out
@@ -122,7 +122,7 @@ def gaps(records) -> list[dict]:
 def ratio_curve(records) -> list[dict]:
   """The flip-rate ratio MLP-Attn / 2L-ReLU against ε: per (task, width, attack, ε > 0) of standard training,
   the ratio of pooled flip counts over the seeds where both models converged, with its seed-bootstrap
-  interval (``experiments.verdicts.pooled_ratio``) and its ceiling 100 %/rate(2L-ReLU) (MLP-Attn flips at
+  interval (``experiments.claim_rows.pooled_interval``) and its ceiling 100 %/rate(2L-ReLU) (MLP-Attn flips at
   most everything; ``experiments.claim_rows.ratio_ceiling``). An ε where 2L-ReLU flips nothing has no ratio."""
   from experiments.claim_rows import paired_counts
   std = [r for r in records if not r.get("adversarial_training")]
@@ -133,7 +133,7 @@ def ratio_curve(records) -> list[dict]:
     ca, ta, cb, tb, _ = paired_counts(sel, dict(model="mlp_attn", eps=eps), dict(model="relu", eps=eps))
     if len(ca) < 2 or sum(cb) == 0:
       continue
-    iv = verdicts.pooled_ratio(ca, cb, totals_a=ta, totals_b=tb)
+    iv = claim_rows.pooled_interval(ca, cb, ta, tb)
     out.append(dict(task=task, width=width, attack=attack, eps=eps, ratio=iv.estimate, low=iv.low,
                     high=iv.high, n_seeds=iv.n, ceiling=ratio_ceiling(sum(cb) / sum(tb))))
   return out

@@ -36,7 +36,7 @@ import scipy.stats
 from experiments import tolerance
 
 N_RESAMPLES = 10_000
-MIN_SEEDS = 5
+MIN_SEEDS = 10  # a direction from seeds needs at least 10: a sign-flip test at n = 5 can never reject (p ≥ 1/16)
 UNITS = ("seeds", "images")
 DIRECTIONS = ("holds", "fails", "inconclusive", "unstable")
 MAGNITUDES = ("matches", "differs", "undetermined")
@@ -370,7 +370,8 @@ def direction_verdict(interval: Interval, paper_sign: int, *, null: float = 0.0,
   if not math.isfinite(null):
     raise ValueError(f"null must be finite, got {null!r}")
   if interval.unit == "seeds" and interval.n < min_seeds:
-    return "inconclusive", f"only {interval.n} seeds (< {min_seeds}): too few for a verdict"
+    return "inconclusive", (f"inconclusive by design: {interval.n} seeds (< {min_seeds}); an exact test at this "
+                            "n cannot reject at 5 %, so no direction is read from it")
   low, high = interval.low, interval.high
   if math.isnan(low) or math.isnan(high):
     return "inconclusive", "the interval is undefined (NaN)"
