@@ -416,15 +416,29 @@ def _order(rows: list[dict]) -> list[dict]:
   return out + [dict(r, protocol=[]) for r in rows if id(r) not in placed]
 
 
-def write_rows(root, rows: Sequence[dict], choices: Sequence[dict] = ()) -> Path:
-  """Writes ``root/claims.jsonl`` (one record per row; a last record of kind 'protocol_choices' lists the
-  choices), replacing the previous file atomically: rows are rebuilt from the workdirs on every run."""
+def compute_times(sources: Sequence[Source]) -> dict[str, float]:
+  """{experiment: seconds} of the quick-setting sources: the sum of their records' per-point wall times
+  (the compute each experiment's results cost, whatever ran beside it; resumed points count once)."""
+  out: dict[str, float] = {}
+  for s in sources:
+    if is_quick(s):
+      out[s.experiment] = out.get(s.experiment, 0.0) + sum(float(r.get("wall_time_s", 0.0) or 0.0)
+                                                           for r in s.records)
+  return out
+
+
+def write_rows(root, rows: Sequence[dict], choices: Sequence[dict] = (), times: Optional[dict] = None) -> Path:
+  """Writes ``root/claims.jsonl`` (one record per row; then a record of kind 'protocol_choices' listing the
+  choices and, where given, one of kind 'compute_times': {experiment: seconds}), replacing the previous file
+  atomically: rows are rebuilt from the workdirs on every run."""
   root = Path(root)
   root.mkdir(parents=True, exist_ok=True)
   path = root / ROWS_NAME
   tmp = path.with_name(f".{ROWS_NAME}.{os.getpid()}")
   lines = [json.dumps(_jsonable(dict(r, kind="claim")), sort_keys=True) for r in rows]
   lines.append(json.dumps(_jsonable(dict(kind="protocol_choices", choices=list(choices))), sort_keys=True))
+  if times:
+    lines.append(json.dumps(_jsonable(dict(kind="compute_times", seconds=dict(times))), sort_keys=True))
   tmp.write_text("\n".join(lines) + "\n")
   tmp.replace(path)
   return path
@@ -494,7 +508,7 @@ def run_claims(workdir, from_dirs: Sequence = (), *, run: bool = True, overwrite
                             for e in stability.STABILITY for m in modes):
     rows = stability.apply_stability(rows, root, sources, run=run and bool(stability_modes), modes=modes,
                                      overwrite_config=overwrite_config)
-  write_rows(root, rows, protocol_choices(sources, str(root)))
+  write_rows(root, rows, protocol_choices(sources, str(root)), compute_times(sources))
   return claims_report.write_report(root)
 
 

@@ -84,6 +84,31 @@ def read_rows(workdir) -> tuple[list[dict], list[dict]]:
   return rows, choices
 
 
+def read_times(workdir) -> dict[str, float]:
+  """{experiment: seconds} from ``workdir/claims.jsonl``'s 'compute_times' record ({} if it has none)."""
+  path = Path(workdir) / ROWS_NAME
+  for line in path.read_text().splitlines() if path.exists() else ():
+    try:
+      record = json.loads(line)
+    except json.JSONDecodeError:
+      continue
+    if record.get("kind") == "compute_times":
+      return {k: float(v) for k, v in record["seconds"].items()}
+  return {}
+
+
+def times_markdown(times: dict[str, float]) -> list[str]:
+  """'## Compute time per experiment': each quick experiment's summed per-point wall time."""
+  if not times:
+    return []
+  return (["## Compute time per experiment", "",
+           "Summed per-point wall times of the records each row was built from (the compute each experiment cost; "
+           "on a machine shared with other jobs this is longer than on idle cores).", "",
+           "| experiment | seconds | minutes |", "|---|---|---|"]
+          + [f"| {k} | {v:.0f} | {v / 60:.1f} |" for k, v in sorted(times.items())]
+          + [f"| total | {sum(times.values()):.0f} | {sum(times.values()) / 60:.1f} |", ""])
+
+
 def _num(v, scale: str) -> str:
   if v is None:
     return "–"
@@ -273,7 +298,7 @@ def write_report(workdir) -> str:
   curve = plot_specification_curve(rows, workdir / "specification_curve.png")
   if not curve:
     (workdir / "specification_curve.png").unlink(missing_ok=True)
-  text = summary_markdown(rows, choices)
+  text = summary_markdown(rows, choices) + "\n".join(times_markdown(read_times(workdir)))
   if curve:
     text = text.replace("Plot: claims_forest.png.", "Plots: claims_forest.png, specification_curve.png.")
   if not drawn:  # no measured row: no plot (and none left over from an earlier run)

@@ -1,13 +1,16 @@
 """The claims report (experiments.claims, claim_rows, claims_report) on constructed records written into
-temporary workdirs: the verdict rules reach holds / fails / inconclusive / too few seeds, the flip-rate ratio is
-the ratio of pooled counts bootstrapped over seeds, absent experiments say "not run" with their command, and
-a protocol variant that changes the verdict is named on the quick setting's row. No experiment is run."""
+temporary workdirs: the verdict rules reach holds / fails / inconclusive / inconclusive by design (fewer than 10
+seeds), the flip-rate ratio is the ratio of pooled counts with the delta-t interval over seeds, paired
+per-seed differences take the inverted sign-flip interval and one model's per-seed statistic Student's t,
+absent experiments say "not run" with their command, and a protocol variant that changes the verdict is named
+on the quick setting's row. No experiment is run."""
 import dataclasses
 import json
 import math
 
 import numpy as np
 import pytest
+import scipy.stats
 
 from experiments import claim_rows, claims, claims_report
 from experiments.workdir import _jsonable
@@ -50,62 +53,97 @@ def _main(rows, claim_id):
   return found[0]
 
 
+def _pooled_delta_t(a, b, ta, tb, level=0.95):
+  """The delta-t interval of the pooled-rate ratio, recomputed from its stated formula
+  (experiments.intervals.pooled_ratio_interval, no zero counts): θ = log(A/T_A) − log(B/T_B), seed-level
+  z_s = a_s/A − ta_s/T_A − b_s/B + tb_s/T_B, V = n/(n − 1)·Σ z_s², floored at the binomial
+  (1 − A/T_A)/A + (1 − B/T_B)/B, ends exp(θ ∓ t_{1−α/2, n−1}·√V).
+  Returns (estimate, low, high, V_seed, V_binomial)."""
+  a, b, ta, tb = (np.asarray(x, float) for x in (a, b, ta, tb))
+  n, A, B, TA, TB = len(a), a.sum(), b.sum(), ta.sum(), tb.sum()
+  theta = math.log(A / TA) - math.log(B / TB)
+  z = a / A - ta / TA - b / B + tb / TB
+  v_seed, v_binom = n / (n - 1) * float((z ** 2).sum()), (1 - A / TA) / A + (1 - B / TB) / B
+  half = scipy.stats.t.ppf(0.5 + level / 2, n - 1) * math.sqrt(max(v_seed, v_binom))
+  return (A / TA) / (B / TB), math.exp(theta - half), math.exp(theta + half), v_seed, v_binom
+
+
 def test_flip_ratio_holds_and_matches_when_every_seed_gives_7x(tmp_path):
-  rows = _rows(tmp_path, "fr", _flip_records([3] * 6, [21] * 6))
-  row = _main(rows, "flip_ratio_mnist_pgd")
-  assert (row["estimate"], row["low"], row["high"]) == (7.0, 7.0, 7.0)  # no resample can change a constant ratio
-  assert row["direction"] == "holds" and row["magnitude"] == "matches" and row["n"] == 6
+  """Every seed flips 21 of 26 for MLP-Attn and 3 of 26 for 2L-ReLU: the pooled ratio is exactly 7. The seeds
+  agree exactly (every z_s = 0), so the interval is the binomial floor's, not a point: it holds above 1 with
+  10 seeds, lies inside the band [4, 13.5], and narrows as seeds are added (more flips pooled)."""
+  widths = {}
+  for n in (10, 20, 40):
+    row = _main(_rows(tmp_path, f"fr{n}", _flip_records([3] * n, [21] * n)), "flip_ratio_mnist_pgd")
+    assert row["estimate"] == (21 * n / (26 * n)) / (3 * n / (26 * n)) == pytest.approx(7.0, rel=1e-15)
+    est, low, high, v_seed, v_binom = _pooled_delta_t([21] * n, [3] * n, [26] * n, [26] * n)
+    assert v_seed == pytest.approx(0.0, abs=1e-25) and v_binom > 0  # the floor binds: no zero-width interval
+    assert row["low"] == pytest.approx(low, rel=1e-12) and row["high"] == pytest.approx(high, rel=1e-12)
+    assert row["low"] < 7.0 < row["high"]
+    assert math.log(row["high"] / 7.0) == pytest.approx(math.log(7.0 / row["low"]), rel=1e-9)  # symmetric in log
+    assert row["direction"] == "holds" and row["magnitude"] == "matches" and row["n"] == n
+    assert row["method"] == "pooled_ratio_delta_t" and row["unit"] == "seeds"
+    widths[n] = math.log(row["high"] / row["low"])
+  assert widths[10] > widths[20] > widths[40]
 
 
 def test_flip_ratio_fails_when_relu_flips_more(tmp_path):
-  row = _main(_rows(tmp_path, "fr", _flip_records([10, 12, 9, 11, 10, 13], [2, 3, 1, 2, 4, 2])),
-              "flip_ratio_mnist_fgsm")
-  assert row["high"] < 1 and row["direction"] == "fails" and row["magnitude"] == "differs"
+  row = _main(_rows(tmp_path, "fr", _flip_records([10, 12, 9, 11, 10, 13, 11, 9, 12, 10],
+                                                  [2, 3, 1, 2, 4, 2, 3, 2, 1, 3])), "flip_ratio_mnist_fgsm")
+  assert row["n"] == 10 and row["high"] < 1 and row["direction"] == "fails" and row["magnitude"] == "differs"
 
 
 def test_flip_ratio_is_inconclusive_when_seeds_disagree(tmp_path):
-  row = _main(_rows(tmp_path, "fr", _flip_records([10, 0, 10, 0, 10, 0], [0, 10, 0, 10, 0, 10])),
-              "flip_ratio_mnist_mim")
-  assert row["low"] < 1 < row["high"] and row["direction"] == "inconclusive"
-  assert "too few" not in row["reason"]
+  row = _main(_rows(tmp_path, "fr", _flip_records([10, 0] * 5, [0, 10] * 5)), "flip_ratio_mnist_mim")
+  assert row["n"] == 10 and row["low"] < 1 < row["high"] and row["direction"] == "inconclusive"
+  assert "by design" not in row["reason"] and "contains" in row["reason"]  # the interval's, not the seed count's
 
 
 def test_flip_ratio_with_three_seeds_is_too_few_whatever_the_effect(tmp_path):
   row = _main(_rows(tmp_path, "fr", _flip_records([1, 1, 1], [20, 21, 22])), "flip_ratio_mnist_pgd")
   assert row["low"] > 1  # the interval alone would say holds
-  assert row["direction"] == "inconclusive" and "too few" in row["reason"] and row["n"] == 3
+  assert row["direction"] == "inconclusive" and row["n"] == 3
+  assert row["reason"].startswith("inconclusive by design") and "3 seeds (< 10)" in row["reason"]
 
 
-def test_flip_ratio_interval_is_the_pooled_count_ratio_bootstrapped_over_seeds(tmp_path):
-  """Recomputed by hand: resample seeds (numpy seed 0, 10,000 × n indices), pool counts and top-10 % sizes
-  over the drawn seeds, take the ratio of the pooled rates, and the 2.5 / 97.5 percentiles."""
-  relu, attn, tops = [1, 4, 0, 2, 6, 3, 2], [9, 13, 7, 15, 11, 20, 8], [26, 30, 26, 28, 26, 30, 27]
+def test_flip_ratio_interval_is_the_pooled_count_ratio_delta_t_over_seeds(tmp_path):
+  """Recomputed by hand from the stated method: the ratio of pooled rates (not a mean of per-seed ratios),
+  with the delta-t interval on the log ratio; here the seeds disagree more than binomial counts would, so the
+  seed-level (cluster) variance, not the binomial floor, sets the width."""
+  relu, attn = [1, 4, 0, 2, 6, 3, 2, 5, 1, 3], [4, 22, 5, 20, 6, 24, 7, 21, 3, 19]
+  tops = [26, 30, 26, 28, 26, 30, 27, 29, 26, 28]
   row = _main(_rows(tmp_path, "fr", _flip_records(relu, attn, n_top=tops)), "flip_ratio_mnist_pgd")
   a, b, t = np.array(attn, float), np.array(relu, float), np.array(tops, float)
-  assert row["estimate"] == pytest.approx(a.sum() / b.sum())  # pooled (equal totals per seed and model)
+  assert row["estimate"] == (a.sum() / t.sum()) / (b.sum() / t.sum())  # pooled, exactly
   assert row["estimate"] != pytest.approx(np.mean(a[b > 0] / b[b > 0]))  # not a mean of per-seed ratios
-  idx = np.random.default_rng(0).integers(0, len(a), size=(10_000, len(a)))
-  with np.errstate(divide="ignore"):
-    ratios = (a[idx].sum(1) / t[idx].sum(1)) / (b[idx].sum(1) / t[idx].sum(1))
-  low, high = np.quantile(ratios, [0.025, 0.975])
-  assert row["low"] == pytest.approx(low) and row["high"] == pytest.approx(high)
-  assert row["unit"] == "seeds" and row["method"] == "pooled_ratio_bootstrap"
+  est, low, high, v_seed, v_binom = _pooled_delta_t(a, b, t, t)
+  assert v_seed > v_binom  # the seed-level variance binds here
+  assert row["low"] == pytest.approx(low, rel=1e-12) and row["high"] == pytest.approx(high, rel=1e-12)
+  assert row["low"] < row["estimate"] < row["high"]
+  assert math.log(row["high"] / row["estimate"]) == pytest.approx(math.log(row["estimate"] / row["low"]), rel=1e-9)
+  assert row["unit"] == "seeds" and row["method"] == "pooled_ratio_delta_t" and row["n"] == 10
+  assert row["direction"] == "holds"
 
 
 def test_unconverged_seeds_are_left_out_and_counted(tmp_path):
+  """Seed 0's MLP-Attn run did not converge: seed 0 leaves the main row (its 26 flips would move the ratio off
+  7) and is counted; a variant row keeps it."""
   bad = lambda seed, model: not (seed == 0 and model == "mlp_attn")  # noqa: E731
-  rows = _rows(tmp_path, "fr", _flip_records([3] * 6, [100, 21, 21, 21, 21, 21], converged=bad))
+  rows = _rows(tmp_path, "fr", _flip_records([3] * 11, [26] + [21] * 10, converged=bad))
   row = _main(rows, "flip_ratio_mnist_pgd")
-  assert row["n"] == 5 and row["estimate"] == 7.0 and "1 seeds left out" in row["note"]
+  assert row["n"] == 10 and row["estimate"] == pytest.approx(7.0, rel=1e-15) and "1 seeds left out" in row["note"]
+  assert row["direction"] == "holds"
+  kept = next(r for r in rows if r["claim_id"] == "flip_ratio_mnist_pgd" and "not required" in r["variant"])
+  assert kept["n"] == 11 and kept["estimate"] == pytest.approx((26 + 210) / 33)
 
 
 def test_eps_on_the_standardised_scale_is_a_variant_that_can_flip_the_verdict(tmp_path):
   """ε = 0.3 standardised is 0.3·σ = 0.092 on [0, 1] for σ = 0.3081: the nearest grid value is 0.1. The other
   grid ε are measurement choices of the main row, and so is the interpolated calibrated ε*."""
   extra = dict(channel_std=[0.3081], channel_mean=[0.1307])
-  records = (_flip_records([3] * 6, [21] * 6, eps=0.3, extra=extra)
-             + _flip_records([10] * 6, [10] * 6, eps=0.1, extra=extra)
-             + _flip_records([0] * 6, [0] * 6, eps=0.0, extra=extra))
+  records = (_flip_records([3] * 10, [21] * 10, eps=0.3, extra=extra)
+             + _flip_records([10] * 10, [10] * 10, eps=0.1, extra=extra)
+             + _flip_records([0] * 10, [0] * 10, eps=0.0, extra=extra))
   rows = _rows(tmp_path, "fr", records, claim_id="flip_ratio_mnist_pgd")
   main = _main(rows, "flip_ratio_mnist_pgd")
   variant = next(r for r in rows if r["variant"].startswith("ε unit"))
@@ -114,8 +152,9 @@ def test_eps_on_the_standardised_scale_is_a_variant_that_can_flip_the_verdict(tm
   assert main["direction"] == "holds" and "ε = 0.3 on [0, 1]" in main["setting"]
   assert main["measurement"] == "ε = 0.3 on [0, 1]" and main["primary"] and not grid["primary"]
   assert variant["variant"].startswith("ε unit") and "ε = 0.1 on [0, 1]" in variant["setting"]
-  assert variant["estimate"] == 1.0 and variant["direction"] == "inconclusive"
+  assert variant["estimate"] == 1.0 and variant["direction"] == "inconclusive" and variant["n"] == 10
   assert grid["estimate"] == 1.0 and grid["direction"] == "inconclusive"
+  assert "by design" not in variant["reason"] and variant["low"] < 1 < variant["high"]  # the data's verdict
   # 2L-ReLU's PGD rate is 0 at ε = 0 and 10/26 at 0.1: 3.3 % is reached at ε* = 0.1·0.033·26/10 = 0.00858,
   # where both models' interpolated rates are equal (ratio 1 in every resample)
   assert "ε* = 0.00858" in calibrated["measurement"] and not calibrated["primary"]
@@ -210,12 +249,14 @@ def test_the_ratio_curve_has_a_row_at_every_grid_eps_and_names_the_ceiling(tmp_p
 
 def test_excess_over_random_sign_and_the_floors_in_the_note(tmp_path):
   """Attack minus random sign per seed: MLP-Attn 21 − 3 flips, 2L-ReLU 3 − 2 (of 26); the difference of
-  excesses is (18 − 1)/26 = 0.654 at every seed, so it holds. The ratio row names both floors."""
-  records = (_flip_records([3] * 6, [21] * 6) + _flip_records([2] * 6, [3] * 6, attacks=("random_sign",))
-             + _flip_records([1] * 6, [5] * 6, attacks=("seed_floor",), eps=0.0))
+  excesses is (18 − 1)/26 = 0.654 at every seed, so it holds (10 seeds; the sign-flip interval of equal
+  differences is that value). The ratio row names both floors."""
+  records = (_flip_records([3] * 10, [21] * 10) + _flip_records([2] * 10, [3] * 10, attacks=("random_sign",))
+             + _flip_records([1] * 10, [5] * 10, attacks=("seed_floor",), eps=0.0))
   rows = _rows(tmp_path, "fr", records)
   excess = _main(rows, "flip_excess_mnist_pgd")
-  assert excess["estimate"] == pytest.approx(17 / 26) and excess["direction"] == "holds" and excess["n"] == 6
+  assert excess["estimate"] == pytest.approx(17 / 26) and excess["direction"] == "holds" and excess["n"] == 10
+  assert (excess["low"], excess["high"]) == pytest.approx((17 / 26, 17 / 26)) and excess["method"] == "sign_flip_exact"
   ratio = _main(rows, "flip_ratio_mnist_pgd")
   assert "random sign at this ε: 2L-ReLU 7.7 %, MLP-Attn 11.5 %" in ratio["note"]
   assert "seed floor: 2L-ReLU 3.8 %, MLP-Attn 19.2 %" in ratio["note"]
@@ -224,8 +265,8 @@ def test_excess_over_random_sign_and_the_floors_in_the_note(tmp_path):
 def test_a_workdir_with_another_protocol_is_a_variant_row(tmp_path):
   quick = claims.quick_config("flip_rate")
   big = dataclasses.replace(quick, data=dataclasses.replace(quick.data, n_train=1000))
-  _write(tmp_path / "flip_rate", _flip_records([3] * 6, [21] * 6), quick)
-  _write(tmp_path / "flip_rate_n", _flip_records([10] * 6, [1] * 6), big)
+  _write(tmp_path / "flip_rate", _flip_records([3] * 10, [21] * 10), quick)
+  _write(tmp_path / "flip_rate_n", _flip_records([10] * 10, [1] * 10), big)
   sources = claims.discover(tmp_path)
   assert sorted(s.variant for s in sources) == [(), ("data.n_train=1000",)]
   assert claims.missing_experiments(sources) == ["cubing", "width_sweep", "landscape", "dual_implications"]
@@ -275,7 +316,7 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv_tail, messa
 
 def test_sharpness_ratio_is_the_geometric_mean_and_holds_when_relu_is_sharper(tmp_path):
   rng = np.random.default_rng(0)
-  factors = np.exp(rng.normal(np.log(10), 0.1, size=6))
+  factors = np.exp(rng.normal(np.log(10), 0.1, size=10))
   records = []
   for seed, f in enumerate(factors):
     for model, lam in (("relu", 0.05 * f), ("mlp_attn", 0.05)):
@@ -285,17 +326,24 @@ def test_sharpness_ratio_is_the_geometric_mean_and_holds_when_relu_is_sharper(tm
   rows = _rows(tmp_path, "ls", records, claim_id="sharpness")
   main, adaptive = rows
   assert main["estimate"] == pytest.approx(math.exp(np.mean(np.log(factors))))
+  # Student's t on the log scale: exp(mean ∓ t_{0.975, 9}·sd/√10) of the log ratios
+  logs = np.log(factors)
+  half = scipy.stats.t.ppf(0.975, 9) * logs.std(ddof=1) / math.sqrt(10)
+  assert (main["low"], main["high"]) == pytest.approx((math.exp(logs.mean() - half), math.exp(logs.mean() + half)),
+                                                      rel=1e-9)
+  assert main["n"] == 10 and main["method"] == "student_t_log"
   assert main["direction"] == "holds" and main["magnitude"] is None
   assert "adaptive" in adaptive["variant"] and adaptive["estimate"] == pytest.approx(1.0)
   assert adaptive["direction"] == "inconclusive"
 
 
 def test_ntk_distance_slopes_per_seed(tmp_path):
-  """Distances ∝ m^(−1/2) for 2L-ReLU and ∝ m^(+0.3) for MLP-Attn with small noise: both rows hold, and
-  the bootstrapped mean slope lies near the exponents; the init-kernel variant comes from kind 'init'."""
+  """Distances ∝ m^(−1/2) for 2L-ReLU and ∝ m^(+0.3) for MLP-Attn with small noise, 10 seeds: both rows hold,
+  and the mean slope (Student's t interval over seeds) lies near the exponents; the init-kernel variant comes
+  from kind 'init'."""
   rng = np.random.default_rng(1)
   records = []
-  for seed in range(5):
+  for seed in range(10):
     for width in (16, 64, 256, 1024):
       for model, power in (("relu", -0.5), ("mlp_attn", 0.3)):
         noise = math.exp(rng.normal(0, 0.02))
@@ -305,6 +353,7 @@ def test_ntk_distance_slopes_per_seed(tmp_path):
                             kernel_path="fast", rel_frobenius_train=width ** -0.5 * noise))
   rows = _rows(tmp_path, "ws", records)
   relu, attn = _main(rows, "ntk_distance_relu"), _main(rows, "ntk_distance_mlp_attn")
+  assert relu["n"] == attn["n"] == 10 and relu["method"] == attn["method"] == "student_t"
   assert relu["direction"] == "holds" and relu["low"] < -0.5 < relu["high"] + 0.02
   assert attn["direction"] == "holds" and abs(attn["estimate"] - 0.3) < 0.02
   init = [r for r in rows if r["claim_id"] == "ntk_distance_mlp_attn" and r["variant"]]
@@ -338,35 +387,44 @@ def test_ntk_distance_at_convergence_leaves_out_unconverged_points_and_names_the
 
 
 def test_cubing_exponent_uses_only_subsets_float64_resolves(tmp_path):
+  """5 subsets at each of n = 50, 100, 500; n = 500 saturates float64 and is left out, so the exponent's
+  interval is over the 10 resolved subsets (holds, matches 3); each n alone has 5 (< 10): inconclusive by
+  design."""
   records = []
-  for seed in range(3):
+  for seed in range(5):
     for n, log_k in ((50, 2.8), (100, 3.6), (500, 7.6)):  # 3 × 7.6 > 13: saturated, left out
       direct = 3 * log_k if n < 500 else 12.9
       records.append(dict(dataset="mnist", n=n, seed=seed, full_rank=True, log10_kappa_G=log_k + 0.01 * seed,
                           log10_kappa_Gtilde_direct=direct + 0.03 * seed))
   rows = _rows(tmp_path, "cub", records)
   row = _main(rows, "cubing")
-  assert row["n"] == 6 and row["estimate"] == pytest.approx(3.0, abs=1e-9)
+  assert row["n"] == 10 and row["estimate"] == pytest.approx(3.0, abs=1e-9)
   assert row["direction"] == "holds" and row["magnitude"] == "matches"
   widths = [r for r in rows if r["claim_id"] == "implied_width"]
   assert [r["variant"] for r in widths] == ["", "n=100", "n=500"]
-  assert all(r["direction"] == "inconclusive" and "too few" in r["reason"] for r in widths)  # 3 subsets per n
+  assert all(r["direction"] == "inconclusive" and r["reason"].startswith("inconclusive by design")
+             and "5 seeds" in r["reason"] for r in widths)  # 5 subsets per n
 
 
 @pytest.mark.parametrize("gap_scale, magnitude", [(0.2, "differs"), (1.0, "matches")])
 def test_kernel_conditioning_row_compares_the_gap_with_the_cubing_prediction(tmp_path, gap_scale, magnitude):
   """The measured gap log10 κ(K∞_attn) − log10 κ(K∞_relu) against 2·log10 κ(G): a gap of 1/5 of the
   prediction (as measured on MNIST: 2.06 against 9.9) differs; one equal to it matches."""
-  records = []
-  for seed in range(6):
+  records, log_ks, gaps = [], [], []
+  for seed in range(10):
     log_k = 5.0 + 0.02 * seed
     gap = gap_scale * 2 * log_k + 0.01 * (seed % 3)
     records.append(dict(dataset="mnist", n=50, seed=seed, full_rank=True, log10_kappa_G=log_k,
                         log10_kappa_Gtilde_direct=3 * log_k, log10_kappa_Kinf_relu=2.8,
                         log10_kappa_Kinf_mlp_attn=2.8 + gap, log10_kappa_Kinf_gap=gap))
+    log_ks.append(log_k)
+    gaps.append(gap)
   row = _main(_rows(tmp_path, "cub", records), "kernel_conditioning")
-  assert row["n"] == 6 and row["direction"] == "holds" and row["magnitude"] == magnitude
-  assert row["paper_range"][0] == pytest.approx(2 * 5.05, abs=1e-9)
+  assert row["n"] == 10 and row["direction"] == "holds" and row["magnitude"] == magnitude
+  assert row["paper_range"][0] == pytest.approx(2 * np.mean(log_ks), abs=1e-9)
+  half = scipy.stats.t.ppf(0.975, 9) * np.std(gaps, ddof=1) / math.sqrt(10)  # Student's t over the subsets
+  assert (row["estimate"], row["low"], row["high"]) == pytest.approx(
+      (np.mean(gaps), np.mean(gaps) - half, np.mean(gaps) + half), rel=1e-9)
 
 
 def _da_records(depths=(1, 2, 4), asr=None, lam_asr=None):
@@ -444,7 +502,7 @@ def test_cli_workdir_that_is_a_file_is_refused(tmp_path, capsys):
   assert e.value.code == 2 and "not a directory" in capsys.readouterr().err
 
 
-def _dual_records(top_gap, bottom_gap, draws=6):
+def _dual_records(top_gap, bottom_gap, draws=10):
   rng = np.random.default_rng(4)
   out = []
   for target, gap in (("top", top_gap), ("bottom", bottom_gap), ("labels", 0.0)):
@@ -464,45 +522,75 @@ def test_dual_implication_rows_sign_per_target(tmp_path, top_gap, bottom_gap, di
   rows = _rows(tmp_path, "dual", _dual_records(top_gap, bottom_gap))
   top, bottom = _main(rows, "dual_top"), _main(rows, "dual_bottom")
   assert (top["direction"], bottom["direction"]) == directions
-  assert top["estimate"] == pytest.approx(top_gap, abs=2e-3) and top["n"] == 6
+  assert top["estimate"] == pytest.approx(top_gap, abs=2e-3) and top["n"] == 10 and top["method"] == "sign_flip_exact"
   assert not any(r["claim_id"] == "dual_labels" for r in rows)  # one draw: no interval
 
 
-def test_feature_learning_row_compares_kernel_movement_at_the_common_target(tmp_path):
-  """MLP-Attn's kernel moves 0.02 and 2L-ReLU's 0.10 at every (width, seed): the claim fails there; the
-  fixed-time variant is labelled with the K∞ modes fitted."""
+def _movement_records(seeds, kinds=("common", "train")):
+  """MLP-Attn's kernel moves about 0.02 and 2L-ReLU's 0.10, the difference varying with the width and the seed
+  (MLP-Attn − 2L-ReLU = −0.08 + 0.004·(width index) − 0.002·(seed mod 4) + 0.0005·seed)."""
   recs = []
-  for kind in ("common", "train"):
-    for width in (64, 256):
-      for seed in range(3):
-        for model, move in (("relu", 0.10), ("mlp_attn", 0.02)):
+  for kind in kinds:
+    for w_i, width in enumerate((64, 256)):
+      for seed in seeds:
+        for model, move in (("relu", 0.10), ("mlp_attn", 0.02 + 0.004 * w_i - 0.002 * (seed % 4) + 0.0005 * seed)):
           recs.append(dict(dataset="mnist", model=model, width=width, seed=seed, kind=kind, readout="fixed",
                            kernel_path="fast", kernel_movement=move + 0.001 * seed, common_target=0.035,
                            function_distance=1.0, function_distance_relative=0.5, converged=True,
                            kinf_modes_fitted=245 if model == "relu" else 4, kinf_modes=256))
+  return recs
+
+
+def test_feature_learning_row_compares_kernel_movement_at_the_common_target(tmp_path):
+  """MLP-Attn's kernel moves less than 2L-ReLU's at every (width, seed): the claim fails there, with the seed
+  as the unit (the difference averaged over widths per seed, 10 seeds, not 20 (width, seed) pairs); the
+  fixed-time variant is labelled with the K∞ modes fitted."""
+  recs = _movement_records(range(10))
   rows = _rows(tmp_path, "ws", recs)
   main = _main(rows, "feature_learning")
-  assert main["direction"] == "fails" and main["estimate"] == pytest.approx(-0.08) and main["n"] == 6
+  per_seed = [np.mean([-0.08 + 0.004 * w_i - 0.002 * (s % 4) + 0.0005 * s for w_i in (0, 1)]) for s in range(10)]
+  assert main["direction"] == "fails" and main["n"] == 10 and main["unit"] == "seeds"
+  assert main["estimate"] == pytest.approx(np.mean(per_seed), rel=1e-9) and main["method"] == "sign_flip_exact"
+  assert main["low"] < main["estimate"] < main["high"] < 0
+  assert "10 seeds (20 (width, seed) pairs)" in main["setting"]
   variant = [r for r in rows if r["claim_id"] == "feature_learning" and r["variant"]][0]
   assert "2L-ReLU 245 of 256, MLP-Attn 4 of 256" in variant["variant"]
 
 
+def test_feature_learning_interval_is_the_sign_flip_interval_of_per_seed_means():
+  """With 6 seeds the inverted sign-flip interval of the per-seed differences (averaged over widths) is
+  exactly [min, max] of them (p just outside is 2/64 ≤ 0.05), and 6 seeds are too few for a direction."""
+  rows = claim_rows.feature_learning_rows(_sweep_source(_movement_records(range(6), kinds=("common",))))
+  (row,) = [r for r in rows if r["primary"]]
+  per_seed = [np.mean([-0.08 + 0.004 * w_i - 0.002 * (s % 4) + 0.0005 * s for w_i in (0, 1)]) for s in range(6)]
+  assert len(set(np.round(per_seed, 12))) > 2  # distinct per-seed values: min and max are not the mean ± 0
+  assert (row["low"], row["high"]) == pytest.approx((min(per_seed), max(per_seed)), rel=1e-9)
+  assert row["n"] == 6 and row["direction"] == "inconclusive" and row["reason"].startswith("inconclusive by design")
+
+
 def test_implied_width_row_compares_the_bound_with_the_fitted_width(tmp_path):
-  """Spectral ratio 10/√m per seed reaches 1 at m = 100 (log10 2); the MLP-Attn bound 6·log10 κ(G) + 2 = 32
-  holds by 30 decades (vacuous), 2L-ReLU's 1/ε² = 10² exactly at the fitted width."""
+  """Spectral ratio c_s·10/√m per seed (c_s = 1 + 0.01·(s − 4.5), 10 seeds) reaches 1 at m = (10·c_s)², log10
+  2 + 2·log10 c_s (≈ 2); the MLP-Attn bound 6·log10 κ(G) + 2 = 32 holds by 30 decades (vacuous), 2L-ReLU's
+  1/ε² = 10² sits inside the fitted width's interval (inconclusive)."""
+  scale = {s: 1 + 0.01 * (s - 4.5) for s in range(10)}
   sweep = [dict(dataset="mnist", model=m, readout="fixed", width=w, seed=s, kind="init", kernel_path="fast",
-                n_train=256, spectral_ratio=10 / np.sqrt(w) * (1 + 0.01 * s), rel_frobenius_train=0.1)
-           for m in ("relu", "mlp_attn") for w in (16, 64, 256, 1024) for s in range(5)]
+                n_train=256, spectral_ratio=10 / np.sqrt(w) * scale[s], rel_frobenius_train=0.1)
+           for m in ("relu", "mlp_attn") for w in (16, 64, 256, 1024) for s in range(10)]
   cub = [dict(dataset="mnist", n=256, seed=s, full_rank=True, log10_kappa_G=5.0, log10_kappa_Gtilde_direct=15.0,
-              **{"log10_width_attn_eps0.1": 32.0}) for s in range(5)]
+              **{"log10_width_attn_eps0.1": 32.0}) for s in range(10)]
   _write(tmp_path / "ws", sweep)
   _write(tmp_path / "cub", cub)
   rows = claims.build_rows(claims.discover(tmp_path), str(tmp_path), include_not_run=False)
   attn = _main(rows, "implied_vs_measured_mlp_attn")
-  assert attn["estimate"] == pytest.approx(2.0, abs=0.03) and attn["direction"] == "holds"
+  widths = np.array([2 + 2 * math.log10(c) for c in scale.values()])
+  half = scipy.stats.t.ppf(0.975, 9) * widths.std(ddof=1) / math.sqrt(10)
+  assert (attn["estimate"], attn["low"], attn["high"]) == pytest.approx(
+      (widths.mean(), widths.mean() - half, widths.mean() + half), rel=1e-6)
+  assert attn["n"] == 10 and attn["direction"] == "holds"
   assert "vacuous" in attn["setting"] and "+30.0 decades" in attn["setting"]
   relu = _main(rows, "implied_vs_measured_relu")
   assert relu["direction"] == "inconclusive" and "close" in relu["setting"]  # the bound sits at the estimate
+  assert relu["low"] < 2 < relu["high"] and "by design" not in relu["reason"]
 
 
 def test_rows_of_a_differential_attention_variant_carry_its_label():
@@ -579,7 +667,7 @@ def test_feature_learning_has_one_row_per_kernel_movement_measure_and_the_raw_on
   each a measurement choice of the same claim and variant; only the raw one is the paper's (primary)."""
   recs = []
   for width in (64, 256, 1024):
-    for seed in range(5):
+    for seed in range(10):
       for model, raw, other in (("relu", 0.4, 0.3), ("mlp_attn", 0.1, 0.7)):
         recs.append(dict(dataset="mnist", model=model, width=width, seed=seed, kind="common", converged=True,
                          kernel_movement=raw + 0.01 * seed, kernel_movement_centred=other + 0.01 * seed,
@@ -592,12 +680,14 @@ def test_feature_learning_has_one_row_per_kernel_movement_measure_and_the_raw_on
   assert {r["variant"] for r in rows} == {""} and {r["claim_id"] for r in rows} == {"feature_learning"}
   assert [r["direction"] for r in rows] == ["fails", "holds", "holds", "holds"]
   assert [r["estimate"] for r in rows] == pytest.approx([-0.3, 0.4, 0.2, 0.4 / 3])
-  assert all(r["n"] == 15 for r in rows)  # paired over (width, seed)
+  assert all(r["n"] == 10 and r["unit"] == "seeds" for r in rows)  # the seed is the unit, its widths averaged
+  assert "10 seeds (30 (width, seed) pairs)" in rows[0]["setting"]
   assert "seeds share ≈ 13 % of their training images" in rows[0]["setting"]
   assert "2,000-image" in rows[0]["setting"]
   recs[0]["kernel_movement_one_minus_cka"] = float("nan")  # a dead network: CKA undefined there
   cka = claim_rows.feature_learning_rows(_sweep_source(recs))[2]
-  assert cka["n"] == 14 and cka["note"].startswith("1 (width, seed) pair left out: the measure is undefined")
+  assert cka["n"] == 10 and "10 seeds (29 (width, seed) pairs)" in cka["setting"]  # the seed keeps 2 widths
+  assert cka["note"].startswith("1 (width, seed) pair left out: the measure is undefined")
 
 
 def _distance_records(kinf_slopes, k0_slopes, *, kind="common", seeds=range(5), noise=0.02):
@@ -616,23 +706,39 @@ def _distance_records(kinf_slopes, k0_slopes, *, kind="common", seeds=range(5), 
   return out
 
 
+def _sign_flip_p(d, mu):
+  """Two-sided sign-flip p-value of H0: the differences d are symmetric about mu, by enumerating all 2^n
+  sign patterns: the share with |Σ s_i (d_i − mu)| at least the observed |Σ (d_i − mu)| (ties within 1e-12)."""
+  x = np.asarray(d, float) - mu
+  signs = 1 - 2 * ((np.arange(2 ** len(x))[:, None] >> np.arange(len(x))) & 1)
+  stats = np.abs(signs @ x)
+  return float(np.mean(stats >= abs(x.sum()) - 1e-12 * np.abs(x).sum()))
+
+
 @pytest.mark.parametrize("kind", ["common", "matched", "train"])
 def test_ntk_distance_difference_is_the_paired_per_seed_slope_difference_against_k_inf(kind):
   """Per seed, MLP-Attn's slope of log distance on log width minus 2L-ReLU's is the unit: with K∞ slopes
-  +0.1 and −0.4 the primary row's mean difference is 0.5 over 5 seeds and holds; against K₀ (laziness,
-  slopes −0.1 and −0.05) the difference is −0.05 and fails. Each model's own slope is its own row under both
-  references. The same for every training criterion (a variant beside the common target)."""
-  recs = _distance_records({"relu": -0.4, "mlp_attn": 0.1}, {"relu": -0.05, "mlp_attn": -0.1}, kind=kind)
+  +0.1 and −0.4 the primary row's mean difference is 0.5 over 10 seeds and holds; against K₀ (laziness,
+  slopes −0.1 and −0.05) the difference is −0.05 and fails. The interval is the inverted sign-flip test's: at
+  its ends the exact test (all 2^10 sign patterns) does not reject, just beyond them it does. Each model's own
+  slope is its own row under both references. The same for every training criterion (a variant beside the
+  common target)."""
+  recs = _distance_records({"relu": -0.4, "mlp_attn": 0.1}, {"relu": -0.05, "mlp_attn": -0.1}, kind=kind,
+                           seeds=range(10))
   rows = claim_rows.ntk_distance_rows(_sweep_source(recs))
   diff = [r for r in rows if r["claim_id"] == "ntk_distance_difference"]
   assert [(r["primary"], r["measurement"].split()[3]) for r in diff] == [(True, "K∞"), (False, "K₀")]
   kinf, k0 = diff
-  assert kinf["n"] == 5 and kinf["unit"] == "seeds" and kinf["direction"] == "holds"
+  assert kinf["n"] == 10 and kinf["unit"] == "seeds" and kinf["direction"] == "holds"
   assert kinf["estimate"] == pytest.approx(0.5, abs=0.05) and kinf["scale"] == "slope"
   slopes = {m: claim_rows.per_seed_slopes([r for r in recs if r["model"] == m], claim_rows.DISTANCE_FIELDS[kind][0])
             for m in ("relu", "mlp_attn")}
-  assert kinf["estimate"] == pytest.approx(np.mean([slopes["mlp_attn"][s] - slopes["relu"][s] for s in range(5)]),
-                                           rel=1e-12)
+  d = [slopes["mlp_attn"][s] - slopes["relu"][s] for s in range(10)]
+  assert kinf["estimate"] == pytest.approx(np.mean(d), rel=1e-12)
+  step = 1e-7 * np.ptp(d)
+  assert min(d) < kinf["low"] < kinf["estimate"] < kinf["high"] < max(d)
+  assert _sign_flip_p(d, kinf["low"]) > 0.05 and _sign_flip_p(d, kinf["high"]) > 0.05
+  assert _sign_flip_p(d, kinf["low"] - step) <= 0.05 and _sign_flip_p(d, kinf["high"] + step) <= 0.05
   assert k0["direction"] == "fails" and k0["estimate"] == pytest.approx(-0.05, abs=0.05)
   assert kinf["paper_range"] == [pytest.approx(claim_rows.paper_slope_difference("mnist"))] * 2
   assert "disjoint per-seed training subsets" in kinf["setting"]
@@ -667,7 +773,7 @@ def test_dual_rows_under_each_preprocessing_and_ridge_choice(tmp_path):
   features (0.0034 vs 0.0038 ± noise: inconclusive), so the raw choices flip the benefit row."""
   rng = np.random.default_rng(0)
   records = []
-  for draw in range(6):
+  for draw in range(10):
     for model in ("relu", "mlp_attn"):
       unit = 0.30 if model == "relu" else 0.10
       raw = 0.0036 + 0.0004 * rng.normal()
@@ -686,7 +792,20 @@ def test_dual_rows_under_each_preprocessing_and_ridge_choice(tmp_path):
   assert primary["measurement"].startswith("unit-norm") and "validation" not in primary["measurement"]
   assert primary["direction"] == "holds"
   assert by["raw features, ridge chosen on a validation split"]["direction"] == "inconclusive"
+  assert "by design" not in by["raw features, ridge chosen on a validation split"]["reason"]  # 10 draws
   assert "chosen: 2L-ReLU 1e-06, MLP-Attn 1e-06" in by["raw features, ridge chosen on a validation split"]["setting"]
   assert "independent per-draw training subsets" in primary["setting"] and "12.8 %" in primary["setting"]
   from experiments.specification_curve import choice_summary
   assert "depends on: raw features" in choice_summary([r for r in rows if r["status"] == "measured"])
+
+
+def test_compute_times_are_summed_per_quick_experiment_and_rendered(tmp_path):
+  from experiments import claims_report
+  recs = [dict(r, wall_time_s=1.5) for r in _flip_records([3] * 10, [21] * 10)]
+  _write(tmp_path / "flip_rate", recs)
+  times = claims.compute_times(claims.discover(tmp_path))
+  assert times == {"flip_rate": pytest.approx(1.5 * len(recs))}
+  claims.write_rows(tmp_path, [], (), times)
+  assert claims_report.read_times(tmp_path) == times
+  text = "\n".join(claims_report.times_markdown(times))
+  assert f"| flip_rate | {1.5 * len(recs):.0f} |" in text and "| total |" in text
