@@ -106,6 +106,15 @@ def test_flip_ratio_with_three_seeds_is_too_few_whatever_the_effect(tmp_path):
   assert row["reason"].startswith("inconclusive by design") and "3 seeds (< 10)" in row["reason"]
 
 
+@pytest.mark.xfail(strict=True, raises=ValueError, reason="claim_rows.pooled_interval lacks the one-seed guard "
+                   "(_single) of paired_interval / mean_interval / ratio_interval, and pooled_ratio_interval needs "
+                   "n ≥ 2: one seed raises instead of giving an estimate without an interval")
+def test_flip_ratio_from_one_seed_is_an_estimate_without_an_interval(tmp_path):
+  row = _main(_rows(tmp_path, "fr", _flip_records([3], [21])), "flip_ratio_mnist_pgd")
+  assert row["n"] == 1 and row["estimate"] == pytest.approx(7.0) and (row["low"], row["high"]) == (-math.inf, math.inf)
+  assert row["direction"] == "inconclusive" and row["reason"].startswith("inconclusive by design")
+
+
 def test_flip_ratio_interval_is_the_pooled_count_ratio_delta_t_over_seeds(tmp_path):
   """Recomputed by hand from the stated method: the ratio of pooled rates (not a mean of per-seed ratios),
   with the delta-t interval on the log ratio; here the seeds disagree more than binomial counts would, so the

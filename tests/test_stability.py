@@ -19,8 +19,8 @@ def _rows_with_stability(root, modes=("perturb",)):
 
 
 def test_a_rerun_that_agrees_keeps_the_verdict_and_records_it(tmp_path):
-  _write(tmp_path / "flip_rate", _flip_records([3] * 6, [21] * 6))
-  _write(tmp_path / "flip_rate_stability", _flip_records([3] * 6, [21] * 6))
+  _write(tmp_path / "flip_rate", _flip_records([3] * 10, [21] * 10))
+  _write(tmp_path / "flip_rate_stability", _flip_records([3] * 10, [21] * 10))
   row = _main(_rows_with_stability(tmp_path), "flip_ratio_mnist_pgd")
   assert row["direction"] == "holds" and row["magnitude"] == "matches"
   assert row["stability"] == {"perturb": "holds"}
@@ -29,9 +29,9 @@ def test_a_rerun_that_agrees_keeps_the_verdict_and_records_it(tmp_path):
 
 
 def test_a_verdict_that_moves_under_one_mode_is_unstable_with_every_outcome(tmp_path):
-  _write(tmp_path / "flip_rate", _flip_records([3] * 6, [21] * 6))
-  _write(tmp_path / "flip_rate_stability", _flip_records([3] * 6, [21] * 6))  # perturb: agrees
-  _write(tmp_path / "flip_rate_stability_isa", _flip_records([3, 20, 3, 20, 3, 20], [3, 21, 3, 21, 3, 21]))
+  _write(tmp_path / "flip_rate", _flip_records([3] * 10, [21] * 10))
+  _write(tmp_path / "flip_rate_stability", _flip_records([3] * 10, [21] * 10))  # perturb: agrees
+  _write(tmp_path / "flip_rate_stability_isa", _flip_records([3] * 10, [6] * 10))  # 2×: holds, below the band
   row = _main(_rows_with_stability(tmp_path, modes=("perturb", "isa", "serial")), "flip_ratio_mnist_pgd")
   assert row["direction"] == "unstable" and row["magnitude"] is None
   assert "holds, matches" in row["reason"] and "holds, differs" in row["reason"] and "under isa" in row["reason"]
@@ -45,10 +45,11 @@ def test_a_perturbed_rerun_with_its_config_is_compared_not_labelled_a_variant(tm
   row another label, so no row was ever compared (the pass could not find a change)."""
   config = stability.stability_config("flip_rate")
   assert config.train.init_perturbation == stability.PERTURBATION
-  _write(tmp_path / "flip_rate", _flip_records([3] * 6, [21] * 6), claims.quick_config("flip_rate"))
-  _write(tmp_path / "flip_rate_stability", _flip_records([3, 20, 3, 20, 3, 20], [3, 21, 3, 21, 3, 21]), config)
+  _write(tmp_path / "flip_rate", _flip_records([3] * 10, [21] * 10), claims.quick_config("flip_rate"))
+  _write(tmp_path / "flip_rate_stability", _flip_records([3, 20] * 5, [3, 21] * 5), config)
   row = _main(_rows_with_stability(tmp_path), "flip_ratio_mnist_pgd")
   assert row["direction"] == "unstable"
+  assert "holds, matches" in row["reason"] and "inconclusive, differs" in row["reason"]  # 10 seeds each: the data's
 
 
 def test_stability_configs_perturb_only_the_initial_parameters():
@@ -105,9 +106,9 @@ def test_rerun_directory_names():
 
 def test_a_row_measured_here_but_not_under_a_mode_is_unstable(tmp_path):
   """As the sharpness rows on another CPU: measured on one machine, 'not measured' on the other."""
-  _write(tmp_path / "flip_rate", _flip_records([3] * 6, [21] * 6))
+  _write(tmp_path / "flip_rate", _flip_records([3] * 10, [21] * 10))
   converged = lambda seed, model: model == "relu"  # noqa: E731  (MLP-Attn never reaches the criterion)
-  _write(tmp_path / "flip_rate_stability_serial", _flip_records([3] * 6, [21] * 6, converged=converged))
+  _write(tmp_path / "flip_rate_stability_serial", _flip_records([3] * 10, [21] * 10, converged=converged))
   row = _main(_rows_with_stability(tmp_path, modes=("serial",)), "flip_ratio_mnist_pgd")
   assert row["status"] == "measured" and row["direction"] == "unstable"
   assert "not measured" in row["reason"] and row["stability"] == {"serial": "not measured"}

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from experiments import verdicts
+from experiments import intervals, verdicts
 from experiments.verdicts import (
     TAIL_FACTOR,
     Interval,
@@ -110,23 +110,34 @@ def _seeds(values):
 
 
 def test_verdict_holds_fails_and_inconclusive_for_a_difference():
-  up = _seeds([0.9, 1.1, 1.0, 1.2, 0.8, 1.05])
-  down = _seeds([-0.9, -1.1, -1.0, -1.2, -0.8, -1.05])
-  around = _seeds([-1.0, 1.0, -0.5, 0.6, 0.1, -0.2])
+  up = _seeds([0.9, 1.1, 1.0, 1.2, 0.8, 1.05, 0.95, 1.15, 0.85, 1.0])  # 10 seeds: the fewest read for a direction
+  down = _seeds([-0.9, -1.1, -1.0, -1.2, -0.8, -1.05, -0.95, -1.15, -0.85, -1.0])
+  around = _seeds([-1.0, 1.0, -0.5, 0.6, 0.1, -0.2, 0.4, -0.7, 0.3, -0.1])
   assert verdict(up, +1).direction == "holds"
   assert verdict(down, -1).direction == "holds"
   assert verdict(down, +1).direction == "fails"
   assert verdict(up, -1).direction == "fails"
   assert verdict(around, +1).direction == "inconclusive"
   assert verdict(around, -1).direction == "inconclusive"
+  assert "contains" in verdict(around, +1).reason and "by design" not in verdict(around, +1).reason
 
 
-def test_fewer_than_five_seeds_is_inconclusive_however_clear_but_not_for_images():
-  values = [10.0, 10.1, 9.9, 10.05, 9.95]
-  assert verdict(_seeds(values), +1).direction == "holds"
-  few = verdict(_seeds(values[:4]), +1)
-  assert few.direction == "inconclusive" and "4 seeds" in few.reason
-  assert verdict(bootstrap_mean(values[:4], unit="images"), +1).direction == "holds"
+def test_fewer_than_ten_seeds_is_inconclusive_by_design_however_clear_but_not_for_images():
+  """With seeds as the unit a direction needs 10 seeds: 9 seeds far from 0 are inconclusive by design (their
+  intervals exclude 0 by far), 10 hold; with images as the unit the rule does not apply."""
+  values = [10.0, 10.1, 9.9, 10.05, 9.95, 10.02, 9.98, 10.08, 9.92, 10.03]
+  for method in (_seeds, intervals.t_interval, intervals.sign_flip_interval):
+    assert verdict(method(values), +1).direction == "holds"
+    for n in (9, 6, 5):
+      clear = method(values[:n])
+      assert clear.n == n and clear.unit == "seeds"
+      if n >= 6:  # (the sign-flip interval is the whole line below 6 pairs)
+        assert clear.low > 9  # the interval alone would say holds
+      few = verdict(clear, +1)
+      assert few.direction == "inconclusive"
+      assert few.reason.startswith("inconclusive by design") and f"{n} seeds (< 10)" in few.reason
+  assert verdict(bootstrap_mean(values[:9], unit="images"), +1).direction == "holds"
+  assert verdict(intervals.t_interval(values[:5], unit="images"), +1).direction == "holds"
 
 
 def test_ratio_verdict_uses_the_null_one_and_magnitude_needs_the_interval_inside_the_band():
@@ -295,7 +306,7 @@ def test_bootstrap_coverage_at_ten_seeds():
 def test_studentized_interval_of_values_equal_up_to_rounding_is_the_value():
   """Differences like 0.02 + 0.001·s − (0.10 + 0.001·s) are −0.08 up to float64 rounding; their spread is
   rounding, and t* = (m* − m)/se* would divide rounding by rounding. They give the point interval."""
-  values = [(0.02 + 0.001 * s) - (0.10 + 0.001 * s) for s in range(6)]
+  values = [(0.02 + 0.001 * s) - (0.10 + 0.001 * s) for s in range(10)]
   assert np.ptp(values) > 0  # not exactly equal
   ci = bootstrap_mean(values)
   assert ci.low == ci.high == pytest.approx(-0.08) and verdict(ci, -1).direction == "holds"
