@@ -62,8 +62,14 @@ def ratio_interval(ratios) -> Interval:
 
 
 def pooled_interval(counts_a, counts_b, totals_a, totals_b) -> "verdicts.Interval":
-  """Interval of the ratio of pooled rates of model A over model B across seeds (delta-t on the log ratio)."""
+  """Interval of the ratio of pooled rates of model A over model B across seeds (delta-t on the log ratio;
+  one seed: its ratio with (−∞, ∞))."""
+  if len(counts_a) == 1 and min(float(counts_b[0]), float(totals_a[0]), float(totals_b[0])) > 0:
+    return _single([(float(counts_a[0]) / float(totals_a[0])) / (float(counts_b[0]) / float(totals_b[0]))],
+                   "pooled_ratio_delta_t")
   return intervals.pooled_ratio_interval(counts_a, counts_b, totals_a, totals_b, level=LEVEL)
+
+
 PAPER_EPS = 0.3            # the paper's flip-rate budget, unit not stated
 RATIO_RANGE = (6.0, 9.0)   # "MLP-Attn flips 6–9× more often than 2L-ReLU"
 CUBING_TOLERANCE = 0.01    # |exponent − 3| within which κ(G̃) = κ(G)³ "matches"

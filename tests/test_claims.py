@@ -106,9 +106,6 @@ def test_flip_ratio_with_three_seeds_is_too_few_whatever_the_effect(tmp_path):
   assert row["reason"].startswith("inconclusive by design") and "3 seeds (< 10)" in row["reason"]
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError, reason="claim_rows.pooled_interval lacks the one-seed guard "
-                   "(_single) of paired_interval / mean_interval / ratio_interval, and pooled_ratio_interval needs "
-                   "n ≥ 2: one seed raises instead of giving an estimate without an interval")
 def test_flip_ratio_from_one_seed_is_an_estimate_without_an_interval(tmp_path):
   row = _main(_rows(tmp_path, "fr", _flip_records([3], [21])), "flip_ratio_mnist_pgd")
   assert row["n"] == 1 and row["estimate"] == pytest.approx(7.0) and (row["low"], row["high"]) == (-math.inf, math.inf)
