@@ -5,8 +5,9 @@ the claim, the paper's value, our setting, our value with its 95 % interval and 
 it, and the verdict of ``experiments.verdicts`` (direction and magnitude). ``experiments.claims`` finds the
 workdirs, builds the rows and writes them; ``experiments.claims_report`` renders them.
 
-Intervals (``experiments.verdicts``): seed bootstrap (10,000 resamples, fixed seed) for per-seed statistics;
-the ratio of pooled flip counts bootstrapped over seeds for flip-rate ratios; Clopper–Pearson over images for
+Intervals (``INTERVAL_METHODS``, ``experiments.intervals``): the inverted sign-flip test for paired per-seed
+differences, Student's t for one model's per-seed statistic (on the log scale for ratios), the delta-t interval
+on the log ratio of pooled flip counts for flip-rate ratios; Clopper–Pearson over images for
 single-model accuracies and attack success rates. The differential-attention rows live in
 ``experiments.diff_attention_claims`` (a two-level bootstrap over training seeds and images).
 Points whose training did not reach the criterion (record field ``converged`` false) are left out of every
@@ -316,7 +317,7 @@ def ntk_distance_rows(src: Source) -> list[dict]:
   Statistic: per seed, the least-squares slope of log distance against log width. Rows:
 
   * ntk_distance_difference (the paper's contrast): per seed, MLP-Attn's slope minus 2L-ReLU's (one
-    difference per seed, the unit), a seed bootstrap of the mean difference; holds above 0. Magnitude
+    difference per seed, the unit), the inverted sign-flip interval of the mean difference; holds above 0. Magnitude
     against the difference of the slopes of the paper's table.
   * ntk_distance_relu / ntk_distance_mlp_attn: each model's own mean slope; 2L-ReLU holds below 0, MLP-Attn
     (the paper's distance rises, 10.3 → 43.4 on MNIST) above 0; magnitude against the paper's slope.
@@ -415,7 +416,7 @@ def cubing_rows(src: Source) -> list[dict]:
   """Claims: κ(G̃) = κ(G)³ (arXiv 2603.13085), and the width it implies.
 
   Cubing: the exponent log κ(G̃)/log κ(G) from the directly decomposed G̃ = F Fᵀ, over the subsets where
-  float64 resolves κ(G)³ (full rank, log10 κ(G)³ ≤ 13), pooled over n; a bootstrap over subsets (each
+  float64 resolves κ(G)³ (full rank, log10 κ(G)³ ≤ 13), pooled over n; Student's t over subsets (each
   drawn by its own seed). Direction: the exponent exceeds 1 (cubing worsens the conditioning); magnitude:
   matches if the interval overlaps 3 ± 0.01.
 
@@ -473,7 +474,7 @@ def _kernel_conditioning_rows(src, dataset: str, rs: list, main: bool) -> list[d
   """The identity as a prediction: κ(G̃) = κ(G)³ argues that MLP-Attn's kernel is conditioned κ(G)² worse
   than 2L-ReLU's, i.e. log10 κ(K∞_attn) − log10 κ(K∞_relu) = 2·log10 κ(G). Measured on the kernels the
   networks use (K∞ on each model's unit feature rows, ``ntk.cubing``), one row per n (the smallest is the
-  main row), a bootstrap over subsets. Direction: the gap exceeds 0 (the attention kernel is worse
+  main row), Student's t over subsets. Direction: the gap exceeds 0 (the attention kernel is worse
   conditioned); magnitude: against the mean prediction 2·log10 κ(G) of the same subsets."""
   rows = []
   with_gap = [r for r in rs if "log10_kappa_Kinf_gap" in r]
@@ -581,7 +582,7 @@ def dual_implication_rows(src: Source) -> list[dict]:
   """The benefit half of "dual implications": MLP-Attn's kernel fits top-mode targets better (its test
   error is lower than 2L-ReLU's) and bottom-mode targets worse. Per data set and target kind, the paired
   difference err(2L-ReLU) − err(MLP-Attn) over target draws (K∞: the main row) or draws × seeds (K₀, the
-  trained networks: variants), a studentized bootstrap; the paper's sign is + for top-mode targets and − for
+  trained networks: variants), the inverted sign-flip interval; the paper's sign is + for top-mode targets and − for
   bottom-mode ones. The random-direction and real-label targets are context rows without a paper sign.
   Kernel rows come in the measurement choices of ``DUAL_MEASUREMENTS`` (unit-norm feature rows, primary, or
   raw features; the fixed ridge or one chosen on a validation split of the training rows), where the
@@ -1027,7 +1028,7 @@ def floor_note(records, task: str, eps: float) -> str:
 def flip_excess_rows(src: Source, tasks=("mnist", "cifar10")) -> list[dict]:
   """The malleability statistic against its floor: per seed, each model's flip rate under the attack minus
   its flip rate under a random ±ε sign at the same ε (the attack's own effect), and the difference of
-  these excesses, MLP-Attn − 2L-ReLU, over the seeds that have all four (studentized bootstrap). Holds if
+  these excesses, MLP-Attn − 2L-ReLU, over the seeds that have all four (inverted sign-flip interval). Holds if
   it is above 0: the attack moves MLP-Attn's influence more than 2L-ReLU's beyond what noise of the same
   size does. Measurement choices: ε = 0.3 on [0, 1] (primary), every other grid ε, and the interpolated
   calibrated ε* (``interpolated_calibration``; each seed's four rates interpolated linearly in ε at the
@@ -1090,7 +1091,7 @@ def _excess_row(src: Source, cid: str, claim: str, excess: dict, measurement: st
 def adversarial_training_rows(at: Source, std: Optional[Source], task: str = "mnist") -> list[dict]:
   """Claim: adversarial training raises 2L-ReLU's flip rate to MLP-Attn's level (PGD, ε = 0.3).
 
-  Two rows, ratios of pooled PGD flip counts bootstrapped over the seeds both runs share: (i) 2L-ReLU after
+  Two rows, ratios of pooled PGD flip counts over the seeds both runs share (delta-t interval): (i) 2L-ReLU after
   adversarial training over 2L-ReLU before (paper 43.4 / 3.3 on MNIST: holds if above 1); (ii) 2L-ReLU
   after adversarial training over standard MLP-Attn (paper 43.4 / 28.9: holds if above 1, "to MLP-Attn's
   level"). ``std`` is the standard-training flip-rate workdir (None: the rows say not measured).
@@ -1157,7 +1158,7 @@ def sharpness_rows(src: Source) -> list[dict]:
   """Claim: 2L-ReLU sits in sharper minima than MLP-Attn (arXiv 2603.13085).
 
   Statistic: per seed, log(λ₁(2L-ReLU) / λ₁(MLP-Attn)) of the top Hessian eigenvalue of the training loss
-  (paired by seed); a seed bootstrap of the mean, shown as the geometric-mean ratio. Holds if the interval
+  (paired by seed); Student's t on the log scale, shown as the geometric-mean ratio. Holds if the interval
   lies above 1. Variants: the adaptive sharpness (top eigenvalue of diag|θ| H diag|θ|, Kwon et al. 2021,
   invariant under the ReLU rescaling) and the trained readout (landscape fields prefixed ``trained_``).
   A seed counts when both models are at the same train loss: both reached the target, or the faster one was

@@ -30,20 +30,24 @@ SCALE_LABELS = {"ratio": "ratio (log axis; null 1)", "slope": "log-log slope aga
 VERDICT_RULES = """\
 ## Verdict rules
 
-- **Intervals** (95 %, `experiments.verdicts`):
-  - across seeds: a studentized seed bootstrap (bootstrap-t), 10,000 resamples from a fixed seed, so the
-    same records give the same interval; it covers 0.94 at 10 normal seeds and 0.90 at 10 lognormal ones,
-    where the percentile interval used before covers 0.90 and 0.80 (docs/theory.md#intervals-and-verdicts);
-  - for a ratio of flip rates: the ratio of pooled flip counts (each model's flips over its pooled top-10 %
-    images), with the seeds resampled, paired (one seed trains both models on the same data);
+- **Intervals** (95 %, methods stated before the numbers and validated by simulation at the numbers of
+  seeds used here, `experiments.intervals`; docs/theory.md#interval-methods-and-their-coverage):
+  - paired per-seed differences (MLP-Attn − 2L-ReLU, a slope difference, an attack's excess over the
+    random-sign control): the interval that inverts the exact sign-flip permutation test (unbounded at
+    ≤ 5 seeds, where that test cannot reject at 5 %);
+  - one model's per-seed statistic (a slope, an exponent, a log10 gap): Student's t; per-seed ratios
+    (sharpness): Student's t on the log scale, shown as the geometric-mean ratio;
+  - ratios of flip rates: the ratio of pooled flip counts with a t interval on the log ratio whose standard
+    error is the seed-level (cluster) delta-method one, floored at the binomial one;
+  - the calibrated ε*: a seed bootstrap of the interpolated crossing;
   - for single-model accuracies and attack success rates (differential attention, certification):
     Clopper–Pearson over images; a difference of k such rates combines k intervals at level 1 − 0.05/k
     (Bonferroni), so it covers with probability ≥ 95 %;
-  - for Lipschitz comparisons: a paired bootstrap over images (both models on the same images);
-  - for sharpness: a seed bootstrap of the per-seed log-ratio, shown as the geometric-mean ratio.
+  - for Lipschitz comparisons: a paired bootstrap over images (both models on the same images).
 - **Direction**: *holds* if the interval of the difference (or of the ratio, i.e. the log-ratio against
   0) excludes the no-effect value on the paper's side; *fails* if it excludes it on the other side;
-  *inconclusive* otherwise, or with fewer than 5 seeds where seeds (or random subsets) are the unit,
+  *inconclusive* otherwise, and *inconclusive by design* with fewer than 10 seeds where seeds (or random
+  subsets, or target draws) are the unit,
   or when the grid cannot reach the paper's setting (the depth crossover below depth 8).
 - **Magnitude**, reported separately, against the paper's value or range widened by 1.5× at each end
   (6–9× becomes [4, 13.5]): *matches* only if the whole interval lies inside that band, *differs* if it is
