@@ -247,6 +247,22 @@ def plot_forest(rows: Sequence[dict], path) -> bool:
   return True
 
 
+def headline_markdown(rows: Sequence[dict]) -> str:
+  """The short table: each claim's primary row at the quick setting (no variant) with its verdict and, where
+  the claim was measured under several choices, its verdict across them; rows not run are left out."""
+  across = summaries(rows)
+  lines = ["| claim | paper | ours [95 % interval] | n | direction | across measurement choices |",
+           "|---|---|---|---|---|---|"]
+  for r in rows:
+    if r["variant"] or not r.get("primary", True) or r["status"] == "not run":
+      continue
+    n = f"{r['n']} {r['unit']}" if r["status"] == "measured" else "–"
+    cells = [r["claim"], r["paper_value"], value_text(r), n, r["direction"],
+             across.get((r["claim_id"], r["variant"]), "–")]
+    lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
+  return "\n".join(lines) + "\n"
+
+
 def _choices_section(rows: Sequence[dict]) -> list[str]:
   """'## Measurement choices': each claim measured under several choices, with its verdict across them."""
   across = summaries(rows)
@@ -268,7 +284,10 @@ def summary_markdown(rows: Sequence[dict], choices: Sequence[dict] = ()) -> str:
            "2510.00517 (differential attention) and Havens et al., ICML 2024 (certification), as measured here "
            "on the embedded subsets: the paper's value (docs/theory.md#reported-figures), our setting, our "
            "value with its 95 % interval and the units behind it, and the verdict by the rules below.", "",
-           rows_markdown(rows), *_choices_section(rows), "## Why each verdict", "", *_reasons(rows), ""]
+           "## Headline", "", "Each claim's primary row (the paper's own quantity, at the quick setting) and its verdict "
+           "across the measurement choices; the full table follows.", "", headline_markdown(rows),
+           "## Every row", "", rows_markdown(rows), *_choices_section(rows), "## Why each verdict", "",
+           *_reasons(rows), ""]
   if choices:
     lines += ["## Protocol choices, flipped one at a time from the quick setting", "",
               "The ε unit (the same workdir at ε = 0.3 on the standardised scale) and the kernel at "

@@ -67,3 +67,13 @@ def test_claims_order_lists_each_row_once_primary_then_choices_then_variants():
   assert [(r["measurement"], r["variant"]) for r in ordered] == [
       ("ε = 0.3", ""), ("ε = 0.1", ""), ("ε = 0.2", ""), ("ε = 0.3", "standardised ε")]
   assert ordered[0]["protocol"] == [dict(variant="standardised ε", direction="holds", magnitude=None)]
+
+
+def test_headline_lists_primary_rows_with_their_verdict_across_choices():
+  rows = [_measured("raw", -0.44, -0.19, primary=True), _measured("centred", 0.2, 0.5),
+          _measured("raw", -0.4, -0.1, primary=True, variant="n = 1000"),
+          _row("x", "a claim not run", "s", "p", status="not run", command="python -m x")]
+  table = claims_report.headline_markdown(rows)
+  body = [l for l in table.splitlines()[2:]]
+  assert len(body) == 1 and "fails under raw; depends on: centred (holds)" in body[0]
+  assert "-0.315 [-0.44, -0.19]" in body[0]
