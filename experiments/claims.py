@@ -282,7 +282,9 @@ def _not_run_rows(experiment: str, root: str) -> list[dict]:
         nr("certified_alpha_tradeoff", "a strict attention-norm bound (the smallest α, ≤ 0.25) certifies less "
            "than a looser α (rigorous certificate)", claim_rows.LOFAST,
            "‖A_h‖₂ ≤ 0.25 hurts clean accuracy more than it helps (no number)", cmd, why)]
-  labels = {"width_sweep": [("ntk_distance_relu", "NTK distance falls with width for 2L-ReLU"),
+  labels = {"width_sweep": [("ntk_distance_difference", "MLP-Attn's NTK distance falls less with width than "
+                             "2L-ReLU's (paired slope difference)"),
+                            ("ntk_distance_relu", "NTK distance falls with width for 2L-ReLU"),
                             ("ntk_distance_mlp_attn", "NTK distance does not fall with width for MLP-Attn")],
             "cubing": [("cubing", "κ(G̃) = κ(G)³"), ("implied_width", "the width κ(G)³ implies")],
             "flip_rate": [("flip_ratio_mnist", "MLP-Attn's flip rate is 6–9× 2L-ReLU's (MNIST)")],
