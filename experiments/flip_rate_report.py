@@ -2,7 +2,7 @@
 
 ``python -m experiments.flip_rate_report --workdir runs/flip_rate`` redraws them. derived.json holds the
 mean flip rate and the half-width of its 95 % t-interval over seeds and widths, per (adversarial training,
-task, model, attack, ε), at each ε the attack-minus-random-sign gap with its 95 % seed-bootstrap interval
+task, model, attack, ε), at each ε the attack-minus-random-sign gap with its 95 % sign-flip interval over seeds
 (``experiments.claim_rows.mean_interval``: Student's t), the ratio MLP-Attn / 2L-ReLU at every ε with its interval and
 its ceiling 100 %/rate(2L-ReLU), and the calibrated ε* (``experiments.claim_rows.interpolated_calibration``:
 2L-ReLU's pooled PGD curve interpolated linearly in ε to the paper's 3.3 %, seed bootstrap) with the ratio
@@ -102,8 +102,8 @@ def converged(records) -> list[dict]:
 def gaps(records) -> list[dict]:
   """At each (adversarial_training, task, model, width, attack ≠ random_sign, ε): the mean over seeds of
   the attack's flip rate minus the random-sign control's at the same seed, in % (gap_pct), with its 95 %
-  Student's t interval over seeds (low_pct, high_pct; ``experiments.claim_rows.mean_interval``) and
-  n_seeds. Pass converged records only."""
+  interval over seeds, paired by seed (low_pct, high_pct; ``experiments.claim_rows.paired_interval``, the
+  inverted sign-flip test) and n_seeds. Pass converged records only."""
   by = {(r["adversarial_training"], r["task"], r["model"], r["width"], r["seed"], r["attack"], float(r["eps"])):
         float(r["flip_rate"]) for r in records}
   diffs = defaultdict(list)
@@ -113,7 +113,7 @@ def gaps(records) -> list[dict]:
       diffs[at, task, model, width, attack, eps].append(100 * (rate - control))
   out = []
   for (at, task, model, width, attack, eps), values in sorted(diffs.items(), key=lambda kv: str(kv[0])):
-    iv = claim_rows.mean_interval(values)
+    iv = claim_rows.paired_interval(values, np.zeros(len(values)))
     out.append(dict(adversarial_training=at, task=task, model=model, width=width, attack=attack, eps=eps,
                     gap_pct=iv.estimate, low_pct=iv.low, high_pct=iv.high, n_seeds=iv.n))
   return out
@@ -121,7 +121,7 @@ def gaps(records) -> list[dict]:
 
 def ratio_curve(records) -> list[dict]:
   """The flip-rate ratio MLP-Attn / 2L-ReLU against ε: per (task, width, attack, ε > 0) of standard training,
-  the ratio of pooled flip counts over the seeds where both models converged, with its seed-bootstrap
+  the ratio of pooled flip counts over the seeds where both models converged, with its delta-t
   interval (``experiments.claim_rows.pooled_interval``) and its ceiling 100 %/rate(2L-ReLU) (MLP-Attn flips at
   most everything; ``experiments.claim_rows.ratio_ceiling``). An ε where 2L-ReLU flips nothing has no ratio."""
   from experiments.claim_rows import paired_counts
@@ -162,7 +162,7 @@ def calibrations(records) -> list[dict]:
 
 def plot_ratio(curve: list[dict], calibration: list[dict], path) -> None:
   """flip_ratio_vs_eps.png: per (task, width), the ratio MLP-Attn / 2L-ReLU against ε for each attack with
-  its 95 % seed-bootstrap interval (an end at inf drawn to the panel's top), the ceiling 100 %/rate(2L-ReLU)
+  its 95 % delta-t interval over seeds (an end at inf drawn to the panel's top), the ceiling 100 %/rate(2L-ReLU)
   of each attack (dotted, same colour: no ratio can lie above it, so where it falls below the paper's 6–9×
   band the paper's magnitude is out of reach), the paper's band, and the interpolated calibrated ε* with its
   interval (grey band) beside the grid rule's ε (grey dashes)."""
@@ -316,7 +316,7 @@ def summary_markdown(records, derived, eps: float | None = None) -> str:
         f"{crit[0]['loss_target']:g}), {_how_trained([r for r in crit if r['model'] == m])}"
         for m in ("relu", "mlp_attn") if any(r["model"] == m for r in crit)), ""]
   if derived.get("gaps"):
-    lines += ["## Attack minus random-sign control (converged points), % with 95 % seed-bootstrap interval", "",
+    lines += ["## Attack minus random-sign control (converged points), % with 95 % sign-flip interval over seeds", "",
               "| AT | task | model | m | attack | " + " | ".join(
                   f"ε={e:g}" for e in sorted({g["eps"] for g in derived["gaps"]})) + " |",
               "|---|---|---|---|---|" + "---|" * len({g["eps"] for g in derived["gaps"]})]
@@ -330,7 +330,7 @@ def summary_markdown(records, derived, eps: float | None = None) -> str:
           if e in cells else "–" for e in all_eps) + " |")
     lines.append("")
   if derived.get("ratio_curve"):
-    lines += ["## Flip-rate ratio MLP-Attn / 2L-ReLU against ε (pooled counts, 95 % seed-bootstrap interval)", "",
+    lines += ["## Flip-rate ratio MLP-Attn / 2L-ReLU against ε (pooled counts, 95 % delta-t interval over seeds)", "",
               "The paper's ε unit is not stated. Calibration: ε* is where our 2L-ReLU's pooled PGD flip rate equals "
               "the paper's 2L-ReLU PGD rate (3.3 % MNIST, 3.1 % CIFAR-10), interpolating the pooled curve linearly "
               "in ε between grid points; its interval and the ratio's there come from one seed bootstrap (each "
