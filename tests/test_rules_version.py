@@ -22,7 +22,7 @@ def test_each_committed_summary_was_rendered_with_the_current_rules(name, scope)
 
 
 @pytest.mark.parametrize("module, name, value", [
-    (verdicts, "TAIL_FACTOR", 1.0), (verdicts, "N_RESAMPLES", 2_000), (verdicts, "MIN_SEEDS", 10),
+    (verdicts, "TAIL_FACTOR", 1.0), (verdicts, "N_RESAMPLES", 2_000), (verdicts, "MIN_SEEDS", 20),
     (verdicts, "MAGNITUDE_FACTOR", 1.2), (verdicts, "SE_FLOOR", 0.0), (claim_rows, "LEVEL", 0.9)])
 def test_the_version_follows_every_rule_constant(monkeypatch, module, name, value):
   before = rules_version.rules_version()
