@@ -14,9 +14,14 @@ All three quantities come from the Gram matrix of the Jacobians, ⟨J_a, J_b⟩_
 standard basis eᵢ of the input, computed with forward-mode products in chunks (``jacobian_gram``), so the
 [n², d] Jacobians are never held in memory at once.
 
-The matched head of differential head h is the ViT's head 2h (its query/key columns are those of A₁ under
-the reference interleaved layout, ``attention.differential``); the two models are trained separately, so
-this pairing is by position only.
+γ compares each differential head with *all* heads of the matched ViT layer (``matched_head_norms``): the two
+models are trained separately, so no ViT head corresponds to a differential head, and pairing head h with
+ViT head 2h by position (as an earlier version did) left the odd ViT heads unused and the choice arbitrary.
+‖J_std‖ of differential head h is the root-mean-square of the layer's standard-head norms, so γ is
+invariant to any permutation of the ViT's heads, and Σ_h ‖J_std‖² over the H differential heads is half the
+standard layer's Σ_j ‖J_std,j‖² over its 2H heads (the share of H heads in expectation; Theorem 2's layer
+ratio sums these squares). The spread of γ against the single heads, ‖J₁‖/max_j ‖J_std,j‖ to
+‖J₁‖/min_j ‖J_std,j‖, is kept beside it. Lemma 1, cos θ and ρ do not involve the ViT at all.
 """
 from __future__ import annotations
 
@@ -119,9 +124,12 @@ class HeadAlignment(NamedTuple):
     norm_da: ‖J_DA‖_F computed directly from A_DA = A₁ − λA₂ (forward-mode).
     norm_da_lemma1: ‖J_DA‖_F from Lemma 1 with the measured ‖J₁‖, ρ, cos θ, λ.
     lam: λ of each layer, [layers].
-    norm_std: ‖J_std‖_F of the matched ViT's head 2h (NaN without a ViT).
+    norm_std: ‖J_std‖_F of the matched ViT layer: the root-mean-square over all its heads
+      (``matched_head_norms``; NaN without a ViT), the same for every differential head of the layer.
     gamma: γ = ‖J₁‖/‖J_std‖ (NaN without a ViT).
     predicted_da_more_sensitive: Theorem 3's condition (bool).
+    norm_std_heads: ‖J_std,j‖_F of every head j of the matched ViT layer, [layers, 2H] (NaN without a ViT).
+    gamma_min, gamma_max: the spread of γ over those heads, ‖J₁‖/max_j ‖J_std,j‖ and ‖J₁‖/min_j ‖J_std,j‖.
   """
   cos_theta: np.ndarray
   rho: np.ndarray
@@ -133,6 +141,27 @@ class HeadAlignment(NamedTuple):
   norm_std: np.ndarray
   gamma: np.ndarray
   predicted_da_more_sensitive: np.ndarray
+  norm_std_heads: np.ndarray = None
+  gamma_min: np.ndarray = None
+  gamma_max: np.ndarray = None
+
+
+def matched_head_norms(norm_a1_LxH, std_LxK) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+  """(‖J_std‖, γ, γ_min, γ_max), each [L, H], of differential heads with ‖J₁‖ = norm_a1 [L, H] against all
+  K heads of the matched standard layer with norms std [L, K]: ‖J_std‖ = √(mean_j ‖J_std,j‖²) for every head
+  of the layer, γ = ‖J₁‖/‖J_std‖, γ_min = ‖J₁‖/max_j ‖J_std,j‖, γ_max = ‖J₁‖/min_j ‖J_std,j‖ (module
+  docstring). Invariant to permutations of the K standard heads. float64 numpy.
+
+  Raises:
+    ValueError: arrays not of rank 2, or different numbers of layers.
+  """
+  n1, std = np.asarray(norm_a1_LxH, np.float64), np.asarray(std_LxK, np.float64)
+  if n1.ndim != 2 or std.ndim != 2 or n1.shape[0] != std.shape[0]:
+    raise ValueError(f"norm_a1_LxH [L, H] and std_LxK [L, K] must be rank 2 with the same L, got {n1.shape} and "
+                     f"{std.shape}")
+  rms = np.sqrt(np.mean(std ** 2, axis=1, keepdims=True))
+  norm_std = np.broadcast_to(rms, n1.shape).copy()
+  return norm_std, n1 / norm_std, n1 / std.max(axis=1, keepdims=True), n1 / std.min(axis=1, keepdims=True)
 
 
 def _differential_maps_fn(config: ViTConfig, params):
@@ -208,7 +237,8 @@ def head_alignment(diff_config: ViTConfig, diff_params, x_HxWxC, *, vit_config: 
   with _maybe_x64(float64_gram):  # the formulas in float64 too, else their float32 rounding shows
     norm_da_lemma1 = np.asarray(lemma1_norm(norm_a1, rho, cos_theta, lam_LxH), np.float64)
   shape = cos_theta.shape
-  norm_std = gamma = np.full(shape, np.nan)
+  norm_std = gamma = gamma_min = gamma_max = np.full(shape, np.nan)
+  std = np.full((shape[0], 2 * shape[1]), np.nan)
   predicted = np.zeros(shape, bool)
   if vit_config is not None:
     if vit_config.attention != "standard" or vit_config.depth != diff_config.depth or \
@@ -217,12 +247,11 @@ def head_alignment(diff_config: ViTConfig, diff_params, x_HxWxC, *, vit_config: 
                        f"(same depth and num_heads), got {vit_config}")
     with _maybe_x64(float64_gram):
       std = np.asarray(standard_head_norms(vit_config, vit_params, x_HxWxC, chunk_size=chunk_size), np.float64)
-    norm_std = std[:, 0::2]
-    gamma = norm_a1 / norm_std
+    norm_std, gamma, gamma_min, gamma_max = matched_head_norms(norm_a1, std)
     with _maybe_x64(float64_gram):
       predicted = np.asarray(theorem3_predicts_da_more_sensitive(cos_theta, lam_LxH, rho, gamma))
   return HeadAlignment(cos_theta, rho, norm_a1, norm_a2, np.sqrt(gram[..., 2, 2]), norm_da_lemma1, lam,
-                       norm_std, gamma, predicted)
+                       norm_std, gamma, predicted, std, gamma_min, gamma_max)
 
 
 class LayerAlignmentStatistics(NamedTuple):
@@ -236,7 +265,9 @@ class LayerAlignmentStatistics(NamedTuple):
     cos_theta_mean, rho_median, gamma_median: over all (sample, head).
     lambda_rho_negative_frequency: share with λρ < 0 (where Theorem 3's inequality reverses).
     lemma1_max_relative_error: max |‖J_DA‖_Lemma1 − ‖J_DA‖| / ‖J_DA‖ (0 up to rounding: Lemma 1 is exact).
-    norm_da, norm_da_lemma1, norm_std: ‖J_DA‖ direct and by Lemma 1, ‖J_std‖ of the matched head, [S, H].
+    norm_da, norm_da_lemma1, norm_std: ‖J_DA‖ direct and by Lemma 1, ‖J_std‖ of the matched layer (RMS over its
+      heads), [S, H].
+    gamma_min_median, gamma_max_median: medians of γ's spread over the matched layer's heads (``HeadAlignment``).
     theorem3_predicted: Theorem 3's condition ‖J_DA‖ > ‖J_std‖, bool [S, H].
     theorem3_predicted_frequency: its share of (sample, head).
     theorem3_matches_map_norms: share where the condition agrees with the measured ‖J_DA‖ > ‖J_std‖ (1 up to
@@ -270,6 +301,8 @@ class LayerAlignmentStatistics(NamedTuple):
   theorem3_agreement: float
   lipschitz_diffvit: np.ndarray
   lipschitz_vit: np.ndarray
+  gamma_min_median: float = float("nan")
+  gamma_max_median: float = float("nan")
 
 
 def layer_alignment_statistics(alignments, layer: int, lipschitz_diff_S, lipschitz_vit_S) -> LayerAlignmentStatistics:
@@ -310,6 +343,10 @@ def layer_alignment_statistics(alignments, layer: int, lipschitz_diff_S, lipschi
   norm_da, lemma, norm_std = field("norm_da"), field("norm_da_lemma1"), field("norm_std")
   predicted = field("predicted_da_more_sensitive")
   actual = lip_diff > lip_vit  # [S]
+  spread = {}
+  if all(a.gamma_min is not None for a in alignments):
+    spread = dict(gamma_min_median=float(np.median(field("gamma_min"))),
+                  gamma_max_median=float(np.median(field("gamma_max"))))
   return LayerAlignmentStatistics(
       n_samples=s, heads=int(cos.shape[1]), lam=float(lam[0]), cos_theta=cos, rho=rho, gamma=gamma,
       negative_alignment_frequency=float((cos < 0).mean()), cos_theta_mean=float(cos.mean()),
@@ -321,4 +358,4 @@ def layer_alignment_statistics(alignments, layer: int, lipschitz_diff_S, lipschi
       theorem3_matches_map_norms=float((predicted == (norm_da > norm_std)).mean()),
       diffvit_more_sensitive=actual, diffvit_more_sensitive_frequency=float(actual.mean()),
       theorem3_agreement=float((predicted == actual[:, None]).mean()),
-      lipschitz_diffvit=lip_diff, lipschitz_vit=lip_vit)
+      lipschitz_diffvit=lip_diff, lipschitz_vit=lip_vit, **spread)

@@ -27,19 +27,16 @@ Configs: quick (default; the embedded subsets of CIFAR-10 and MNIST, α ∈ {1/1
 about 15 minutes of CPU time on 2 cores, 6 models: training ~8 min, bounds + attacks ~6.5 min, measured
 before the validation split, which adds ~0.06 s per validation image and α; 0.06 s per image for the
 certificate of all 3 layers); ``--standard`` (``standard_config``: CIFAR-10 from the full training files in
-ATTN_DATA_DIR, 49,500 trained on and 500 held out for choosing α, 1 epoch, 1,000 test images); ``--full``
+ATTN_DATA_DIR, 49,000 trained on and 1,000 held out for choosing α and for the plateau rule, 10–20 epochs,
+1,000 test images); ``--full``
 (10,000 training images, sized for an accelerator). Resumes: models from orbax checkpoints, finished
 validation points, the selection and finished test points from results.jsonl. Writes config.json,
 results.jsonl, certified_accuracy.png, tightness.png and summary.md (``experiments.certify_report``).
 
-Sizing of ``--standard`` (no full data files on the machine that sized it, so per-image costs of the same
-model on the embedded CIFAR-10 images, measured with the 2 CPU cores shared with another job, min over
-repeats): training 2.5 ms per image per epoch (``train_classifier``, batch 64; one epoch of 49,500 images
-≈ 125 s); the certificate constants 0.075 s per image (1,500 validation + test images ≈ 110 s per α);
-PGD-L2 with 20 steps 4.9 ms per image and ε (≈ 20 s per α); tightness 0.9 s per ε; compilation ≈ 45 s
-per α. About 320 s per α, 16 minutes for the 3 α estimated from these; the whole standard run measured
-19 min 43 s wall on cores shared with two other jobs. A second epoch would add ≈ 6 minutes
-(``train.epochs=2``).
+Sizing of ``--standard``: the 1-epoch version of this grid measured 63–72 s per training epoch after
+compilation and 19 min 43 s for the whole run (3 α, 2 CPU cores shared with other jobs); the certificate
+constants cost about 0.075 s per image (validation + test images), PGD-L2 with 20 steps about 5 ms per image
+and ε. With 10–20 epochs per α the training dominates: about 35–70 minutes for the 3 α on 2 cores.
 
 Source: Havens et al. (ICML 2024), docs/theory.md#certification; margin certificate: Tsuzuku et al. (NeurIPS 2018).
 """
@@ -83,8 +80,10 @@ class CertifyConfig:
     drawn with data.seed) is held out and α is selected on it at every ε (module docstring,
     ``select_attention_bound``); with one α, or 0, nothing is held out or selected.
   dim, depth, num_heads, sll_hidden, value_bound, noise_std: ``CertifiedViTConfig``.
-  train: ``ClassifierTrainConfig`` (epochs, batch_size, learning_rate, l2, warmup_epochs, seed — also the
-    seed of the bound and attack randomness — and max_to_keep).
+  train: ``ClassifierTrainConfig`` (epochs — the cap when ``plateau`` is active —, batch_size, learning_rate,
+    l2, warmup_epochs, seed — also the seed of the bound and attack randomness — and max_to_keep).
+  plateau: ``PlateauRule``: stop a model's training on a validation-accuracy plateau (needs a validation
+    split, ``selects``); window 0 (the default) trains every epoch.
   power_iters: Krylov (Lanczos) iterations for the key-side and layer Jacobian norms.
   chunk: images per certification / attack batch.
   pgd: ``AttackBudget`` of PGD-L2 on the images, α = 2.5ε/steps; restart 0 starts at x, the others at
@@ -104,6 +103,7 @@ class CertifyConfig:
   noise_std: float = 0.0
   train: config_lib.ClassifierTrainConfig = config_lib.ClassifierTrainConfig(
       epochs=30, batch_size=64, learning_rate=3e-3, l2=0.0, warmup_epochs=2, seed=0)
+  plateau: config_lib.PlateauRule = config_lib.PlateauRule()
   power_iters: int = 50
   chunk: int = 100
   pgd: config_lib.AttackBudget = config_lib.AttackBudget(steps=20, restarts=1)
@@ -129,6 +129,10 @@ class CertifyConfig:
         raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
     if self.tightness_samples < 0:
       raise ValueError(f"tightness_samples must be ≥ 0, got {self.tightness_samples}")
+    self.plateau.validate("plateau")
+    if self.plateau.active and not self.selects:
+      raise ValueError("plateau.window > 0 needs a validation split: set validation_fraction > 0 with more than "
+                       "one α (or plateau.window=0)")
     self.model_config("cifar10", self.attention_bounds[0]).validate()
 
   @property
@@ -147,18 +151,23 @@ class CertifyConfig:
 STANDARD = ("cifar10",)
 # The standard grid's size on the full training files (module docstring; sized by measurement, see
 # standard_config).
-STANDARD_EPOCHS_FULL = 1
-STANDARD_VALIDATION_FULL = 0.01
+STANDARD_EPOCHS_FULL = 20          # the cap; the plateau rule below stops earlier, never before 10 epochs
+STANDARD_VALIDATION_FULL = 0.02    # 1,000 of the 50,000 training images: α selection and the plateau rule
+STANDARD_PLATEAU = config_lib.PlateauRule(min_epochs=10, window=3, min_gain=0.005)
 
 
 def standard_config(dataset: str = "cifar10") -> CertifyConfig:
   """The standard CPU grid: CIFAR-10, α ∈ {1/16, 1/4, 1}, α selected on a validation split.
 
   With ATTN_DATA_DIR set: the full CIFAR-10 training files from it (``data.source='dir'``, all 50,000
-  images; 1 % = 500 of them held out for selecting α, so 49,500 trained on), ``STANDARD_EPOCHS_FULL``
-  epochs, 1,000 test images (the npz copy of docs/data.md holds only the first 1,000 official test images;
-  the official python batches hold all 10,000, of which a class-balanced 1,000 are drawn). Sized to finish
-  in about 20 minutes on 2 CPU cores (measured 19 min 43 s with other jobs running). Without ATTN_DATA_DIR
+  images; 2 % = 1,000 of them held out as the validation split, so 49,000 trained on), each α trained until
+  its validation accuracy plateaus (``STANDARD_PLATEAU``: at least 10 epochs, then stop once it gains less
+  than 0.5 points over 3 epochs) with a cap of ``STANDARD_EPOCHS_FULL`` = 20 epochs (the cosine schedule
+  runs over the cap), α selected on the same validation split, 1,000 test images (the npz copy of
+  docs/data.md holds only the first 1,000 official test images; the official python batches hold all
+  10,000, of which a class-balanced 1,000 are drawn). Time: the run's summary gives the seconds of every
+  epoch (docs/certify_summary.md); the 1-epoch version measured 63–72 s per epoch after compilation.
+  Without ATTN_DATA_DIR
   it falls back, with a RuntimeWarning, to the embedded subset (1,500 train images, 10 % held out, 30
   epochs, 500 test images). Setting ``data.dir`` alone does not switch to the full files: set
   ATTN_DATA_DIR.
@@ -182,6 +191,7 @@ def standard_config(dataset: str = "cifar10") -> CertifyConfig:
       validation_fraction=STANDARD_VALIDATION_FULL if full_files else 0.1,
       train=config_lib.ClassifierTrainConfig(epochs=epochs, batch_size=64, learning_rate=3e-3, l2=0.0,
                                              warmup_epochs=min(2, epochs - 1), seed=0),
+      plateau=STANDARD_PLATEAU if full_files else config_lib.PlateauRule(),
       power_iters=50, pgd=config_lib.AttackBudget(steps=20, restarts=1), tightness_samples=8)
 
 
@@ -360,15 +370,20 @@ class _Trained:
   params: object
   history: list
   seconds: float
+  stop_reason: str = "cap"
 
 
-def _train(config: CertifyConfig, dataset: str, alpha: float, workdir: Path, train) -> _Trained:
-  """Trains (or restores from its orbax checkpoints) the model of (data set, α) on ``train``."""
+def _train(config: CertifyConfig, dataset: str, alpha: float, workdir: Path, train, validation) -> _Trained:
+  """Trains (or restores from its orbax checkpoints) the model of (data set, α) on ``train``, recording the
+  accuracy on ``validation`` (or None) after every epoch and stopping on ``config.plateau``."""
   model = CertifiedViT(config.model_config(dataset, alpha))
   start = time.perf_counter()
   result = train_classifier(model, train.x, train.y, config.train,
-                            workdir / "models" / f"{dataset}_alpha{alpha:g}")
-  return _Trained(result.params, [h._asdict() for h in result.history], time.perf_counter() - start)
+                            workdir / "models" / f"{dataset}_alpha{alpha:g}",
+                            validation=None if validation is None else (validation.x, validation.y),
+                            plateau=config.plateau)
+  return _Trained(result.params, [h._asdict() for h in result.history], time.perf_counter() - start,
+                  result.stop_reason)
 
 
 def _test_records(config: CertifyConfig, dataset: str, alpha: float, trained: _Trained, train, validation,
@@ -386,7 +401,8 @@ def _test_records(config: CertifyConfig, dataset: str, alpha: float, trained: _T
   apply_fn = jax.jit(logits_fn)
   records = [dict(base, kind="train", eps=-1.0, layer=-1, clean_accuracy=accuracy(apply_fn, params, test.x, test.y),
                   train_accuracy=accuracy(apply_fn, params, train.x, train.y), train_seconds=trained.seconds,
-                  epochs=config.train.epochs, history=trained.history,
+                  epochs=len(trained.history) or config.train.epochs, epochs_cap=config.train.epochs,
+                  stop_reason=trained.stop_reason, history=trained.history,
                   n_validation=0 if validation is None else len(validation.x),
                   validation_fraction=config.validation_fraction if validation is not None else 0.0,
                   train_source=train.info.source, test_source=test.info.source,
@@ -507,7 +523,7 @@ def run(config: CertifyConfig, workdir, *, overwrite_config: bool = False) -> li
     trained = {}
     for alpha in tqdm(alphas, desc=f"  train {dataset}", unit="model", leave=False):
       if alpha in todo or (config.selects and alpha not in validated):
-        trained[alpha] = _train(config, dataset, alpha, workdir, train)
+        trained[alpha] = _train(config, dataset, alpha, workdir, train, validation)
       if config.selects and alpha not in validated:
         start = time.perf_counter()
         base = dict(dataset=dataset, attention_bound=alpha, n_train=len(train.x), seed=config.train.seed)

@@ -110,6 +110,33 @@ def plot_certified_accuracy(records, path) -> None:
   save(fig, path)
 
 
+def plot_learning_curves(records, path) -> bool:
+  """One panel per data set: training accuracy (dashed, the mean over each epoch's minibatches) and
+  validation accuracy (solid, after the epoch) of every α's model against the epoch, from the train records'
+  histories; a vertical tick where the plateau rule stopped a model. Returns False (no file) when no
+  history holds validation accuracies (runs without a validation split, or older records)."""
+  train = [r for r in records if r.get("kind") == "train" and any(
+      h.get("validation_accuracy") is not None for h in r.get("history", []))]
+  if not train:
+    return False
+  datasets = sorted({r["dataset"] for r in train})
+  fig, axes = subplots(len(datasets), width=5.0, height=3.4)
+  for ax, dataset in zip(axes, datasets):
+    for color, r in zip(COLORS, sorted((r for r in train if r["dataset"] == dataset),
+                                        key=lambda r: r["attention_bound"])):
+      hist = r["history"]
+      epochs = [h["epoch"] for h in hist]
+      ax.plot(epochs, [100 * h["train_accuracy"] for h in hist], "--", color=color, lw=0.8)
+      ax.plot(epochs, [100 * finite(h["validation_accuracy"]) for h in hist], "o-", color=color, ms=3,
+              label=f"α = {r['attention_bound']:g} ({r.get('stop_reason', 'cap')} at epoch {epochs[-1]})")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("accuracy (%)")
+    ax.set_title(f"{dataset}: validation (solid) and training (dashed) accuracy", fontsize=8)
+    ax.legend(fontsize=6)
+  save(fig, path)
+  return True
+
+
 def plot_tightness(records, path) -> None:
   """Bound / attained deviation (median over images) of each attention layer vs ε, per data set and α."""
   rows = [r for r in records if r["kind"] == "tightness"]
@@ -162,6 +189,16 @@ def _trivial_mark(r) -> str:
   share = attack_gap(r)[1]
   return " ⚠" if np.isfinite(share) and tolerance.compare(share, NEAR_TRIVIAL_SHARE, tolerance.tolerance(
       share, ops=16)) < 0 else ""
+
+
+def _epochs_text(train) -> str:
+  """"12 epochs", or "10–14 epochs (the plateau rule; cap 20)" when the models stopped at different epochs."""
+  counts = sorted({len(r.get("history", [])) or int(r["epochs"]) for r in train})
+  caps = sorted({int(r.get("epochs_cap", r["epochs"])) for r in train})
+  text = f"{counts[0]} epochs" if len(counts) == 1 else f"{counts[0]}–{counts[-1]} epochs"
+  if any(r.get("stop_reason") == "plateau" for r in train) or counts[-1] < caps[-1]:
+    text += f" (until the validation accuracy plateaued; cap {caps[-1]})"
+  return text
 
 
 def _data_sentence(train) -> str:
@@ -267,7 +304,7 @@ def summary_markdown(records) -> str:
     n_val = r0.get("n_validation", 0)
     val = (f" ({n_val} more held out as the validation split for choosing α)" if n_val else "")
     lines += [f"Models: CertifiedViT (3 attention blocks with SLL MLPs, bounded normalisation, spectrally "
-              f"normalised embedding; ‖W_V^h‖₂ ≤ 1/H; ‖A_h‖₂ ≤ α) trained for {r0['epochs']} epochs on "
+              f"normalised embedding; ‖W_V^h‖₂ ≤ 1/H; ‖A_h‖₂ ≤ α) trained for {_epochs_text(train)} on "
               f"n_train = {r0['n_train']} images{val}; certified on n_test = {r0['n_test']} test images. "
               f"{_data_sentence(train)} Certified = correctly classified and provably constant within the ℓ2 ball "
               "(per-pair last-layer margin certificate). The headline certificate is rigorous (closed-form "
@@ -279,12 +316,21 @@ def summary_markdown(records) -> str:
   lines += _selection_lines(records)
   if train:
     lines += ["", "## Training", "",
-              "| data set | α = max ‖A_h‖₂ | n_train | n_validation | train acc. | clean acc. | training s (sum of epochs) |",
-              "|---|---|---|---|---|---|---|"]
+              "Epochs: trained / cap, and why it stopped (plateau: the validation accuracy gained less than the "
+              "rule's minimum over its window; cap: the last epoch allowed). s/epoch: the median wall time of "
+              "an epoch's steps (the first epoch includes compilation); the sum is the whole training.", "",
+              "| data set | α = max ‖A_h‖₂ | n_train | n_validation | epochs | stopped by | train acc. | "
+              "validation acc. | clean acc. | s/epoch (median) | training s (sum of epochs) |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(train, key=lambda r: (r["dataset"], r["attention_bound"])):
-      seconds = sum(h["seconds"] for h in r.get("history", [])) or r["train_seconds"]
+      hist = r.get("history", [])
+      seconds = sum(h["seconds"] for h in hist) or r["train_seconds"]
+      per_epoch = f"{np.median([h['seconds'] for h in hist]):.0f}" if hist else "–"
+      val = hist[-1].get("validation_accuracy") if hist else None
       lines.append(f"| {r['dataset']} | {r['attention_bound']:g} | {r['n_train']} | {r.get('n_validation', 0)} | "
-                   f"{_pct(r['train_accuracy'])} | {_pct(r['clean_accuracy'])} | {seconds:.0f} |")
+                   f"{len(hist) or r['epochs']} / {r.get('epochs_cap', r['epochs'])} | {r.get('stop_reason', 'cap')} | "
+                   f"{_pct(r['train_accuracy'])} | {'–' if val is None else _pct(val)} | "
+                   f"{_pct(r['clean_accuracy'])} | {per_epoch} | {seconds:.0f} |")
   if cert:
     lines += _triple_lines(records, cert)
     lines += ["", "## Accuracy (%) by ε", "",
@@ -351,7 +397,8 @@ def summary_markdown(records) -> str:
             "layer the minimum is taken; the naive bound alone certifies almost nothing). The tightness table "
             "is the check that caught 50-step plain power iteration being ~0.7 % low on two MNIST layers (an "
             "attack exceeded the joint bound); Lanczos on the same budget is now the default.",
-            "", "Plots: certified_accuracy.png (solid: rigorous; dotted: Krylov estimate), tightness.png", ""]
+            "", "Plots: certified_accuracy.png (solid: rigorous; dotted: Krylov estimate), tightness.png, "
+            "learning_curves.png (when the run recorded validation accuracies)", ""]
   return re.sub(r"\n{3,}", "\n\n", "\n".join(lines))
 
 
@@ -365,6 +412,7 @@ def write_report(workdir) -> str:
   records = experiment_records(workdir, "certify", REQUIRED_FIELDS)
   plot_certified_accuracy(records, workdir / "certified_accuracy.png")
   plot_tightness(records, workdir / "tightness.png")
+  plot_learning_curves(records, workdir / "learning_curves.png")
   text = stamp(summary_markdown(records), "certification")
   (workdir / "summary.md").write_text(text)
   return text

@@ -129,7 +129,7 @@ def _row(claim_id: str, claim: str, source: str, paper_value: str, *, setting: s
     row.update(estimate=interval.estimate, low=interval.low, high=interval.high, level=interval.level,
                n=interval.n, unit=interval.unit, method=interval.method)
     if paper_sign is not None:
-      v = verdicts.verdict(interval, paper_sign, paper_range=paper_range, null=null)
+      v = verdicts.verdict(interval, paper_sign, paper_range=paper_range, null=null, scale=scale)
       row.update(direction=v.direction, magnitude=v.magnitude, reason=v.reason)
   if direction is not None:
     row.update(direction=direction, reason=reason)
@@ -1403,7 +1403,8 @@ def certify_rows(src: Source, eps_values=(0.02, 0.05)) -> list[dict]:
   estimates approach the top singular values from below); and the α trade-off (``alpha_tradeoff_rows``).
 
   Interval: Clopper–Pearson over the test images. Direction: the certified accuracy exceeds 0 (a non-trivial
-  certificate); magnitude: matches if the interval lies in the paper's value widened by 1.5× (CIFAR-10 only;
+  certificate); magnitude: matches if the interval lies within ± 5 percentage points of the paper's value
+  (``verdicts.MAGNITUDE_POINTS``; CIFAR-10 only;
   other data sets have no paper value). One row per (data set, α, ε, certificate). Main row: CIFAR-10 (else
   the first data set) at the α selected on the validation split at that ε (or the only α); never an α chosen
   on the test images: with several α and no validation selection the main row is 'not measured' and every α

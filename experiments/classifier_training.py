@@ -18,7 +18,7 @@ import json
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -28,23 +28,50 @@ import orbax.checkpoint as ocp
 from tqdm.auto import tqdm
 
 import attacks
-from experiments.config import ClassifierTrainConfig
+from experiments import tolerance
+from experiments.config import ClassifierTrainConfig, PlateauRule
 
 
 class EpochMetrics(NamedTuple):
   """One epoch of ``train_classifier``: epoch (1-based), loss (mean training loss over its minibatches, L2
-  penalty included), train_accuracy (mean minibatch accuracy, in [0, 1]), seconds (wall time)."""
+  penalty included), train_accuracy (mean minibatch accuracy, in [0, 1]), seconds (wall time of the
+  epoch's steps), validation_accuracy (top-1 on the validation images after the epoch, in [0, 1]; None
+  without a validation split)."""
   epoch: int
   loss: float
   train_accuracy: float
   seconds: float
+  validation_accuracy: Optional[float] = None
 
 
 class TrainResult(NamedTuple):
   """params: trained parameters; history: one ``EpochMetrics`` per epoch (``history.json`` holds them as
-  objects)."""
+  objects); stop_reason: 'cap' (every epoch of the config was trained) or 'plateau' (``plateau_reached``)."""
   params: Any
   history: list
+  stop_reason: str = "cap"
+
+
+def plateau_reached(validation_accuracies: Sequence[float], rule: PlateauRule) -> bool:
+  """Whether training stops after the last epoch of ``validation_accuracies`` (one per epoch, in [0, 1]) by
+  ``rule``: at least rule.min_epochs epochs trained, and the last one gained less than rule.min_gain over
+  the epoch ``rule.window`` before it (a gain equal to min_gain within float64 rounding is not less). False while the rule is off (window 0), the history is shorter than
+  the window, or an accuracy is missing (None).
+
+  Raises:
+    ValueError: an accuracy that is NaN or outside [0, 1].
+  """
+  acc = list(validation_accuracies)
+  bad = [a for a in acc if a is not None and not 0 <= a <= 1]
+  if bad:
+    raise ValueError(f"validation_accuracies must be in [0, 1], got {bad[:3]}")
+  if not rule.active or len(acc) < max(rule.min_epochs, rule.window + 1):
+    return False
+  last, before = acc[-1], acc[-1 - rule.window]
+  if last is None or before is None:
+    return False
+  # A gain equal to min_gain within rounding reaches it (docs/decision_boundaries.md): not a plateau.
+  return not tolerance.at_least(last - before, rule.min_gain, tolerance.tolerance(last, before, rule.min_gain))
 
 
 def accuracy(apply_fn: Callable, params, x, y, *, batch_size: int = 500) -> float:
@@ -111,7 +138,8 @@ def _restore_newest_readable(open_manager: Callable, workdir: Path, target):
   return manager, None, None
 
 
-def train_classifier(module, x_train, y_train, config: ClassifierTrainConfig, workdir=None) -> TrainResult:
+def train_classifier(module, x_train, y_train, config: ClassifierTrainConfig, workdir=None, *,
+                     validation=None, plateau: Optional[PlateauRule] = None) -> TrainResult:
   """Trains ``module`` on (x_train, y_train) and returns its params; resumes from ``workdir``.
 
   Args:
@@ -119,18 +147,31 @@ def train_classifier(module, x_train, y_train, config: ClassifierTrainConfig, wo
       ``module.apply(variables, x, train=True, rngs={'dropout': key})`` must work.
     x_train: float32 images [n, H, W, C] in [0, 1] (or any [n, ...] the module takes).
     y_train: int labels [n].
-    config: ``experiments.config.ClassifierTrainConfig``.
+    config: ``experiments.config.ClassifierTrainConfig``; its ``epochs`` is the cap.
     workdir: directory for checkpoints and ``history.json``; None trains without checkpoints.
+    validation: (x_val, y_val) held out of the training images, or None; its accuracy is recorded after
+      every epoch (``EpochMetrics.validation_accuracy``).
+    plateau: ``experiments.config.PlateauRule`` (needs ``validation``): stop at the first epoch where
+      ``plateau_reached``; a resumed run that had stopped stays stopped. None or an inactive rule: train to
+      the cap.
 
   Returns:
     ``TrainResult``.
 
   Raises:
-    ValueError: bad config, or x/y lengths that differ.
+    ValueError: bad config, x/y lengths that differ, or an active plateau rule without a validation split.
   """
   config.validate()
   if len(x_train) != len(y_train):
     raise ValueError(f"x_train has {len(x_train)} rows but y_train has {len(y_train)}")
+  if plateau is not None:
+    plateau.validate()
+    if plateau.active and validation is None:
+      raise ValueError("plateau: an active rule (window > 0) needs a validation split (validation=(x, y))")
+  if validation is not None and len(validation[0]) != len(validation[1]):
+    raise ValueError(f"validation has {len(validation[0])} images but {len(validation[1])} labels")
+  stops = lambda hist: plateau is not None and plateau_reached([h.validation_accuracy for h in hist], plateau)
+  eval_fn = jax.jit(lambda p, xb: module.apply({"params": p}, xb, train=False))
   n = len(x_train)
   steps_per_epoch = max(1, n // config.batch_size)
   init_key, shuffle_key, dropout_key = jax.random.split(jax.random.PRNGKey(config.seed), 3)
@@ -173,7 +214,11 @@ def train_classifier(module, x_train, y_train, config: ClassifierTrainConfig, wo
     updates, s = tx.update(grads, s, p)
     return optax.apply_updates(p, updates), s, loss, acc
 
+  stop_reason = "cap"
   for epoch in range(start_epoch, config.epochs):
+    if stops(history):
+      stop_reason = "plateau"
+      break
     t0 = time.perf_counter()
     perm = np.asarray(jax.random.permutation(jax.random.fold_in(shuffle_key, epoch), n))
     losses, accs = [], []
@@ -186,14 +231,18 @@ def train_classifier(module, x_train, y_train, config: ClassifierTrainConfig, wo
       losses.append(float(loss))
       accs.append(float(acc))
       bar.set_postfix(loss=f"{losses[-1]:.3f}")
+    seconds = time.perf_counter() - t0
+    val_acc = None if validation is None else accuracy(eval_fn, params, *validation)
     history.append(EpochMetrics(epoch=epoch + 1, loss=float(np.mean(losses)), train_accuracy=float(np.mean(accs)),
-                                seconds=time.perf_counter() - t0))
+                                seconds=seconds, validation_accuracy=val_acc))
     if manager is not None:
       # Host (numpy) copies, kept from orbax 0.11.24 on JAX 0.5.3, which could not serialise jax.Array (it calls
       # jax.monitoring.record_scalar, added in a later JAX); numpy leaves take another handler.
       manager.save(epoch + 1, args=ocp.args.StandardSave(
           jax.device_get({"params": params, "opt_state": opt_state})))
       (workdir / "history.json").write_text(json.dumps([h._asdict() for h in history], indent=1))
+  else:
+    stop_reason = "plateau" if stops(history) and len(history) < config.epochs else "cap"
   if manager is not None:
     manager.close()
-  return TrainResult(params, history)
+  return TrainResult(params, history, stop_reason)

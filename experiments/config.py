@@ -217,6 +217,30 @@ class ClassifierTrainConfig(AdamConfig):
 
 
 @dataclasses.dataclass(frozen=True)
+class PlateauRule:
+  """Stop training on a validation-accuracy plateau (``experiments.classifier_training.plateau_reached``):
+  after at least ``min_epochs`` epochs, stop at the first epoch e whose validation accuracy gained less than
+  ``min_gain`` (a fraction: 0.005 = 0.5 points) over the last ``window`` epochs, acc[e] − acc[e − window] <
+  min_gain. The training config's ``epochs`` is the cap (its learning-rate schedule runs over the cap).
+  ``window = 0`` turns the rule off: every epoch up to the cap is trained."""
+  min_epochs: int = 0
+  window: int = 0
+  min_gain: float = 0.005
+
+  def validate(self, group: str = "plateau") -> None:
+    """Raises ValueError naming the dotted field and its allowed range."""
+    for field, ok, allowed in (("min_epochs", self.min_epochs >= 0, ">= 0"), ("window", self.window >= 0, ">= 0"),
+                               ("min_gain", math.isfinite(self.min_gain) and 0 <= self.min_gain <= 1,
+                                "finite and in [0, 1] (a fraction of the validation images)")):
+      if not ok:
+        raise ValueError(f"{_field_name(group, field)} must be {allowed}, got {getattr(self, field)!r}")
+
+  @property
+  def active(self) -> bool:
+    return self.window > 0
+
+
+@dataclasses.dataclass(frozen=True)
 class AttackBudget:
   """An iterative attack's budget: steps (iterations, ≥ 0) and restarts (≥ 1; restart 0 starts at the
   clean input where the attack has that choice, the others at random points of the ε-ball)."""

@@ -38,6 +38,8 @@ def rules_constants(scope: str = "core") -> dict:
                tail_factor=verdicts.TAIL_FACTOR, se_floor=verdicts.SE_FLOOR, resamples=verdicts.N_RESAMPLES,
                min_seeds=verdicts.MIN_SEEDS, sign_flip_exact_max_n=intervals.EXACT_MAX_N,
                continuity=intervals.CONTINUITY)
+  elif scope == "certification":
+    out.update(magnitude_points=verdicts.MAGNITUDE_POINTS)
   elif scope == "differential_attention":
     from experiments import diff_attention_claims as da
     out.update(interval=da.METHOD, resamples=da.N_BOOT, bootstrap_seed=da.BOOT_SEED)

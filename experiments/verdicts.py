@@ -18,7 +18,7 @@ Verdicts:
     against 1) excludes the null value on the paper's side, "fails" if it excludes it on the other side,
     "inconclusive" otherwise, or when seeds are the unit and there are fewer than ``MIN_SEEDS`` of them;
   * *magnitude*, separately: "matches" only if the interval lies inside the paper's range widened by 1.5×
-    at each end, "differs" if it is disjoint from that band, "undetermined" otherwise (a wide interval is
+    at each end (± 5 percentage points for proportions), "differs" if it is disjoint from that band, "undetermined" otherwise (a wide interval is
     not evidence of agreement);
   * *stability*: a verdict that changes when the run is repeated from initial parameters perturbed at
     float32 rounding level is "unstable", with both outcomes (``stability_verdict``).
@@ -394,11 +394,15 @@ def direction_verdict(interval: Interval, paper_sign: int, *, null: float = 0.0,
 
 
 MAGNITUDE_FACTOR = 1.5
+MAGNITUDE_POINTS = 0.05   # proportions (scale "proportion", e.g. certified accuracy): ± 5 percentage points
 
 
-def magnitude_band(paper_range) -> tuple[float, float]:
-  """The paper's range widened by ``MAGNITUDE_FACTOR`` at each end: [lo/1.5, hi·1.5] for positive ends
-  (a negative end moves outward the same way: lo·1.5, hi/1.5).
+def magnitude_band(paper_range, scale: str = "ratio") -> tuple[float, float]:
+  """The band a measured interval must lie in to match the paper. On the "proportion" scale (a fraction in
+  [0, 1], e.g. a certified accuracy) the paper's range widened by ``MAGNITUDE_POINTS`` at each end,
+  [lo − 0.05, hi + 0.05] (percentage points: a factor on a percentage would let 19.4–43.7 % "match" 29.1 %);
+  on every other scale the paper's range widened by ``MAGNITUDE_FACTOR`` at each end: [lo/1.5, hi·1.5] for
+  positive ends (a negative end moves outward the same way: lo·1.5, hi/1.5).
 
   Raises:
     ValueError: paper_range not two finite numbers with lo ≤ hi.
@@ -409,13 +413,16 @@ def magnitude_band(paper_range) -> tuple[float, float]:
     raise ValueError(f"paper_range must be two numbers (lo, hi), got {paper_range!r}") from None
   if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
     raise ValueError(f"paper_range must be finite with lo ≤ hi, got {paper_range!r}")
+  if scale == "proportion":
+    return lo - MAGNITUDE_POINTS, hi + MAGNITUDE_POINTS
   f = MAGNITUDE_FACTOR
   return (lo / f if lo >= 0 else lo * f), (hi * f if hi >= 0 else hi / f)
 
 
-def magnitude_verdict(interval: Interval, paper_range) -> str:
-  """``'matches'`` only when the whole interval lies inside the paper's range widened by a factor 1.5
-  (``magnitude_band``: for "6–9×", [4, 13.5]); ``'differs'`` when it is disjoint from that band;
+def magnitude_verdict(interval: Interval, paper_range, scale: str = "ratio") -> str:
+  """``'matches'`` only when the whole interval lies inside the paper's range widened by a factor 1.5, or
+  by ± 5 percentage points on the "proportion" scale (``magnitude_band``: for "6–9×", [4, 13.5]; for
+  29.1 %, [24.1 %, 34.1 %]); ``'differs'`` when it is disjoint from that band;
   ``'undetermined'`` otherwise: an interval wide enough to reach past the band, or NaN, is no evidence
   either way, so a wide interval can no longer "match" by overlapping. The band is closed, and an end on
   the band's edge within rounding (``interval_tolerance``) counts as on it: inside for "matches", touching
@@ -424,7 +431,7 @@ def magnitude_verdict(interval: Interval, paper_range) -> str:
   Raises:
     ValueError: as ``magnitude_band``.
   """
-  band_lo, band_hi = magnitude_band(paper_range)
+  band_lo, band_hi = magnitude_band(paper_range, scale)
   low, high = interval.low, interval.high
   if math.isnan(low) or math.isnan(high):
     return "undetermined"
@@ -461,7 +468,7 @@ def stability_verdict(first: Verdict, reruns) -> Verdict:
 
 
 def verdict(interval: Interval, paper_sign: int, *, paper_range=None, null: float = 0.0,
-            min_seeds: int = MIN_SEEDS) -> Verdict:
+            min_seeds: int = MIN_SEEDS, scale: str = "ratio") -> Verdict:
   """Direction and magnitude verdicts of one claim (see ``direction_verdict``, ``magnitude_verdict``).
 
   Args:
@@ -469,10 +476,11 @@ def verdict(interval: Interval, paper_sign: int, *, paper_range=None, null: floa
     paper_sign: +1 / −1, the paper's direction relative to ``null``.
     paper_range: the paper's (lo, hi) on the interval's scale, or None (magnitude None).
     null, min_seeds: as in ``direction_verdict``.
+    scale: the interval's scale; "proportion" takes the ± points band of ``magnitude_band``.
 
   Raises:
     ValueError: as in ``direction_verdict`` and ``magnitude_verdict``.
   """
   direction, reason = direction_verdict(interval, paper_sign, null=null, min_seeds=min_seeds)
-  magnitude = None if paper_range is None else magnitude_verdict(interval, paper_range)
+  magnitude = None if paper_range is None else magnitude_verdict(interval, paper_range, scale)
   return Verdict(direction, magnitude, reason)

@@ -69,3 +69,53 @@ def test_bad_arguments():
   with pytest.raises(ValueError, match="learning_rate"):
     train_classifier(_MLP(), np.zeros((4, 28, 28, 1), np.float32), np.zeros(4, np.int32),
                      ClassifierTrainConfig(learning_rate=-1.0))
+
+
+
+def test_plateau_rule_by_hand():
+  from experiments.classifier_training import plateau_reached
+  from experiments.config import PlateauRule
+  rule = PlateauRule(min_epochs=4, window=2, min_gain=0.005)   # compares the last epoch with the one 2 before
+  assert not plateau_reached([0.30, 0.40, 0.40], rule)             # flat, but fewer than min_epochs = 4
+  assert not plateau_reached([0.30, 0.40, 0.45, 0.45], rule)       # 0.45 − 0.40 = 0.05 over 2 epochs
+  assert plateau_reached([0.30, 0.40, 0.45, 0.403], rule)          # 0.403 − 0.40 = 0.003 < 0.005
+  assert plateau_reached([0.30, 0.40, 0.50, 0.39], rule)           # a fall is a plateau too
+  assert not plateau_reached([0.30, 0.40, 0.45, 0.45, 0.45, 0.60], rule)  # only the last epoch counts
+  # Exactly the minimum gain (k/n fractions: 5/1000 over 1,000 images) is not "less than" it, at any rounding.
+  assert not plateau_reached([0.1, 0.2, 0.305, 0.307, 0.310], rule)
+  assert not plateau_reached([0.1, 0.2, 0.3, 0.4, 0.305], PlateauRule(min_epochs=1, window=4, min_gain=0.205))
+  assert not plateau_reached([0.3, 0.3, 0.3, 0.3, 0.3], PlateauRule(min_epochs=1, window=0))   # off
+  assert not plateau_reached([0.3, None, 0.3, 0.3], rule)
+  assert not plateau_reached([0.3, 0.3, 0.3, None, 0.3], PlateauRule(min_epochs=1, window=1))
+  with pytest.raises(ValueError, match="validation_accuracies"):
+    plateau_reached([0.3, float("nan"), 0.3, 0.3], rule)
+  with pytest.raises(ValueError, match="plateau.window"):
+    PlateauRule(window=-1).validate()
+
+
+class _Frozen(nn.Module):
+  """Logits that do not depend on the parameters' updates at any useful rate (learning rate ~0 below)."""
+  @nn.compact
+  def __call__(self, x, train=False):
+    return nn.Dense(10)(x.reshape(x.shape[0], -1))
+
+
+def test_training_stops_on_a_validation_plateau_and_stays_stopped_on_resume(tmp_path):
+  from experiments.config import PlateauRule
+  train = load_dataset("mnist", "train", n=100, seed=3)
+  val = load_dataset("mnist", "test", n=50, seed=3)
+  # A learning rate of 1e-12 leaves the validation accuracy unchanged epoch to epoch: a plateau at once.
+  config = ClassifierTrainConfig(epochs=6, batch_size=50, learning_rate=1e-12, warmup_epochs=0)
+  rule = PlateauRule(min_epochs=3, window=1, min_gain=0.005)
+  first = train_classifier(_Frozen(), train.x, train.y, config, tmp_path, validation=(val.x, val.y), plateau=rule)
+  assert first.stop_reason == "plateau" and [h.epoch for h in first.history] == [1, 2, 3]
+  # The recorded validation accuracy is the final parameters' accuracy, computed independently here.
+  direct = accuracy(lambda p, x: _Frozen().apply({"params": p}, x), first.params, val.x, val.y)
+  assert first.history[-1].validation_accuracy == direct
+  again = train_classifier(_Frozen(), train.x, train.y, config, tmp_path, validation=(val.x, val.y), plateau=rule)
+  assert again.stop_reason == "plateau" and len(again.history) == 3 and _leaves_equal(first.params, again.params)
+  # Without the rule (or inactive) the cap is trained; an active rule needs a validation split.
+  capped = train_classifier(_Frozen(), train.x, train.y, config, None, validation=(val.x, val.y))
+  assert capped.stop_reason == "cap" and len(capped.history) == 6
+  with pytest.raises(ValueError, match="validation split"):
+    train_classifier(_Frozen(), train.x, train.y, config, None, plateau=rule)

@@ -175,3 +175,61 @@ def test_corollary1_with_alpha_bar_within_rounding_of_one_is_inconclusive():
   """ᾱ = 1 − 1e-14: D* ≈ 7e13 is known only to far more than a depth (or comes out ∞): no decision."""
   row = _corollary1(_corollary1_records(EARLY, r1=2.0, alpha_bar=1 - 1e-14))
   assert row["direction"] == "inconclusive", row["reason"]
+
+
+def _curve_records(vit_asr: dict, diff_asr: dict, seeds=3, counted=400):
+  """Depth-1 ViT / DiffViT (λ_init 0.8) attacked with PGD and APGD at every ε of the dicts (ε in 1/255 → ASR)."""
+  recs = []
+  for s in range(seeds):
+    vit, diff = _train("vit", 1, "-", s), _train("diffvit", 1, "0.8", s)
+    recs += [vit, diff]
+    for attack in ("pgd", "apgd"):
+      for e, a in vit_asr.items():
+        recs.append(_attack(vit, attack, e, round(a * counted), counted))
+      for e, a in diff_asr.items():
+        recs.append(_attack(diff, attack, e, round(a * counted), counted))
+  return recs
+
+
+def test_primary_eps_is_where_the_depth1_vit_reaches_half_interpolated_in_log_eps():
+  recs = _curve_records({1.0: 0.1, 2.0: 0.3, 4.0: 0.7}, {1.0: 0.05, 2.0: 0.35, 4.0: 0.8})
+  point = dc.primary_eps(dc._Records(recs))
+  # 0.3 + w·(0.7 − 0.3) = 0.5 → w = ½, and ε* = exp(ln 2 + ½ ln 2) = 2√2 (by hand).
+  assert point.eps_255 == pytest.approx(2 * math.sqrt(2), rel=1e-12)
+  assert point.weights == ((2.0, pytest.approx(0.5)), (4.0, pytest.approx(0.5)))
+  rows = [r for r in dc.asr_rows(Source("diff_attention", "wd", {}, recs)) if r["claim_id"] == "da_asr_pgd"]
+  primary, secondary = rows
+  assert primary["primary"] and not secondary["primary"] and "ε* = 2.83/255" in primary["measurement"]
+  # At ε*: DiffViT ½(0.35 + 0.8) = 0.575 against ViT 0.5 → +0.075; at 1/255: 0.05 − 0.1 = −0.05.
+  assert primary["estimate"] == pytest.approx(0.075, abs=1e-9) and primary["direction"] == "holds"
+  assert secondary["estimate"] == pytest.approx(-0.05, abs=1e-9) and secondary["direction"] == "fails"
+  assert secondary["measurement"].startswith("ε = 1/255")
+
+
+def test_primary_eps_on_a_grid_value_and_when_the_curve_never_reaches_half():
+  on_grid = dc.primary_eps(dc._Records(_curve_records({1.0: 0.1, 2.0: 0.5, 4.0: 0.7}, {1.0: 0.1})))
+  assert on_grid.eps_255 == 2.0 and on_grid.weights == ((2.0, 1.0),)
+  low = _curve_records({1.0: 0.1, 2.0: 0.2, 4.0: 0.4}, {1.0: 0.2, 2.0: 0.3, 4.0: 0.5})
+  assert dc.primary_eps(dc._Records(low)) is None
+  rows = [r for r in dc.asr_rows(Source("diff_attention", "wd", {}, low)) if r["claim_id"] == "da_asr_pgd"]
+  assert len(rows) == 1 and rows[0]["primary"] and rows[0]["measurement"].startswith("ε = 1/255")
+  # The first crossing counts: a curve that dips back below 0.5 later does not move ε*.
+  wavy = dc.primary_eps(dc._Records(_curve_records({1.0: 0.1, 2.0: 0.6, 4.0: 0.4, 8.0: 0.9}, {1.0: 0.1})))
+  assert 1.0 < wavy.eps_255 < 2.0
+
+
+def test_lambda_peak_and_crossover_are_read_at_the_primary_eps():
+  recs = []
+  for s in range(3):
+    vit = _train("vit", 1, "-", s)
+    recs += [vit] + [_attack(vit, "pgd", e, round(a * 400)) for e, a in {1.0: 0.1, 2.0: 0.3, 4.0: 0.7}.items()]
+    for lam, curve in {"0.5": {1.0: 0.2, 2.0: 0.3, 4.0: 0.6}, "0.8": {1.0: 0.1, 2.0: 0.4, 4.0: 0.8},
+                       "0.95": {1.0: 0.15, 2.0: 0.3, 4.0: 0.5}}.items():
+      t = _train("diffvit", 1, lam, s)
+      recs += [t] + [_attack(t, "pgd", e, round(a * 400)) for e, a in curve.items()]
+  rows = dc.lambda_peak_rows(Source("diff_attention", "wd", {}, recs))
+  primary = next(r for r in rows if r["primary"])
+  # At ε* (w = ½ between 2 and 4): 0.5 → 0.45, 0.8 → 0.6, 0.95 → 0.4: the peak by 0.15; at 1/255 0.5 is highest.
+  assert primary["estimate"] == pytest.approx(0.15, abs=1e-9) and primary["direction"] == "holds"
+  secondary = next(r for r in rows if not r["primary"])
+  assert secondary["estimate"] == pytest.approx(-0.1, abs=1e-9) and secondary["direction"] == "fails"

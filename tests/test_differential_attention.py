@@ -309,6 +309,42 @@ def test_lemma1_holds_to_float64_precision_on_real_images():
       assert a.lam.shape == (2,) and a.cos_theta.shape == (2, 2)
 
 
+def test_gamma_compares_each_differential_head_with_all_heads_of_the_matched_layer():
+  """By hand: ‖J₁‖ = (2, 4) against ViT heads (1, 3, 1, 3) → ‖J_std‖ = √((1 + 9 + 1 + 9)/4) = √5 for both
+  heads, γ = 2/√5, 4/√5, spread [2/3, 2] and [4/3, 4]. Any permutation of the ViT heads leaves it unchanged;
+  the old position pairing (head 2h: norms 1, 1) would have given γ = 2, 4, and (3, 1, 3, 1) would flip it."""
+  from attention.alignment import matched_head_norms
+  n1, std = np.array([[2.0, 4.0]]), np.array([[1.0, 3.0, 1.0, 3.0]])
+  norm_std, gamma, lo, hi = matched_head_norms(n1, std)
+  np.testing.assert_allclose(norm_std, [[np.sqrt(5), np.sqrt(5)]], rtol=1e-15)
+  np.testing.assert_allclose(gamma, [[2 / np.sqrt(5), 4 / np.sqrt(5)]], rtol=1e-15)
+  np.testing.assert_allclose(lo, [[2 / 3, 4 / 3]], rtol=1e-15)
+  np.testing.assert_allclose(hi, [[2.0, 4.0]], rtol=1e-15)
+  for perm in ([3, 2, 1, 0], [1, 0, 3, 2], [0, 2, 1, 3]):
+    np.testing.assert_array_equal(matched_head_norms(n1, std[:, perm])[1], gamma)
+  with pytest.raises(ValueError, match="rank 2"):
+    matched_head_norms(n1[0], std)
+
+
+def test_head_alignment_gamma_uses_every_vit_head_and_lemma1_does_not_depend_on_the_vit():
+  """On a real pair: γ equals ‖J₁‖ over the RMS of ``standard_head_norms`` of all ViT heads; cos θ, ρ,
+  ‖J_DA‖ and Lemma 1 are identical with and without the ViT (they never use γ)."""
+  from attention.alignment import standard_head_norms
+  vit_cfg, diff_cfg, vit_p, diff_p = _tiny_pair()
+  x = jax.random.uniform(jax.random.key(5), (8, 8, 1))
+  with_vit = head_alignment(diff_cfg, diff_p, x, vit_config=vit_cfg, vit_params=vit_p, chunk_size=64)
+  alone = head_alignment(diff_cfg, diff_p, x, chunk_size=64)
+  for name in ("cos_theta", "rho", "norm_a1", "norm_a2", "norm_da", "norm_da_lemma1", "lam"):
+    np.testing.assert_array_equal(getattr(with_vit, name), getattr(alone, name))
+  with jax.enable_x64(True):
+    std = np.asarray(standard_head_norms(vit_cfg, vit_p, jnp.asarray(x), chunk_size=64), np.float64)
+  assert std.shape == (2, 4) and with_vit.norm_std_heads.shape == (2, 4)
+  rms = np.sqrt((std ** 2).mean(axis=1))[:, None]
+  np.testing.assert_allclose(with_vit.gamma, with_vit.norm_a1 / rms, rtol=1e-6)
+  assert np.all(with_vit.gamma_min <= with_vit.gamma) and np.all(with_vit.gamma <= with_vit.gamma_max)
+  assert np.all(np.isnan(alone.gamma)) and np.all(np.isnan(alone.norm_std_heads))
+
+
 def test_float32_model_with_float64_gram_meets_lemma1_closely():
   vit_cfg, diff_cfg, vit_p, diff_p = _tiny_pair()
   x = jax.random.uniform(jax.random.key(3), (8, 8, 1))

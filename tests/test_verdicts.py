@@ -328,3 +328,15 @@ def test_bootstrap_is_equivariant_at_extreme_scales():
     ci = bootstrap_mean(v * c)
     np.testing.assert_allclose([ci.estimate, ci.low, ci.high], np.array([base.estimate, base.low, base.high]) * c,
                                rtol=1e-12)
+
+
+def test_certified_accuracy_magnitude_band_is_five_points_not_a_factor():
+  """Proportions compare in percentage points: 29.1 % matches within [24.1 %, 34.1 %]; the ×/÷1.5 band would
+  have let 19.4–43.7 % match."""
+  assert verdicts.magnitude_band((0.291, 0.291), "proportion") == pytest.approx((0.241, 0.341), abs=1e-15)
+  assert verdicts.magnitude_verdict(_ci(0.25, 0.33), (0.291, 0.291), "proportion") == "matches"
+  assert verdicts.magnitude_verdict(_ci(0.20, 0.23), (0.291, 0.291), "proportion") == "differs"   # inside ×/÷1.5
+  assert verdicts.magnitude_verdict(_ci(0.20, 0.23), (0.291, 0.291)) == "matches"                   # the old band
+  assert verdicts.magnitude_verdict(_ci(0.35, 0.40), (0.291, 0.291), "proportion") == "differs"
+  assert verdicts.magnitude_verdict(_ci(0.22, 0.30), (0.291, 0.291), "proportion") == "undetermined"
+  assert verdict(_ci(0.20, 0.23), +1, paper_range=(0.291, 0.291), scale="proportion").magnitude == "differs"
