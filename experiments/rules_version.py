@@ -42,7 +42,7 @@ def rules_constants(scope: str = "core") -> dict:
     out.update(magnitude_points=verdicts.MAGNITUDE_POINTS)
   elif scope == "differential_attention":
     from experiments import diff_attention_claims as da
-    out.update(interval=da.METHOD, resamples=da.N_BOOT, bootstrap_seed=da.BOOT_SEED)
+    out.update(interval=da.METHOD, resamples=da.N_BOOT, bootstrap_seed=da.BOOT_SEED, primary_asr=da.PRIMARY_ASR)
   return out
 
 

@@ -40,8 +40,9 @@ class TrainViTConfig:
     architecture (``attention.vit.ViTConfig``).
   train: ``ClassifierTrainConfig`` (epochs, batch_size, learning_rate, l2, warmup_epochs, seed, augment,
     max_to_keep; ``experiments.classifier_training``).
-  depth1_seeds: training seeds of every depth-1 model (train.seed, train.seed + 1, ...); deeper models are
-    trained with train.seed only. Each seed is its own model (name suffix ``_s<k>`` for the k-th extra seed).
+  depth1_seeds: training seeds of every depth-1 model (train.seed, train.seed + 1, ...). Each seed is its own
+    model (name suffix ``_s<k>`` for the k-th extra seed).
+  deep_seeds: the same for the models of depth ≥ 2 (1: train.seed only).
   deep_epochs: epochs of the models of depth ≥ 2 (None: train.epochs); deeper models reach the accuracy
     target in fewer epochs.
   target_accuracy: the clean test accuracy a model must reach to enter the claims (0: no target); a model
@@ -61,6 +62,7 @@ class TrainViTConfig:
   train: config_lib.ClassifierTrainConfig = config_lib.ClassifierTrainConfig(
       epochs=15, batch_size=64, learning_rate=2e-3, l2=0.0, warmup_epochs=1, seed=0)
   depth1_seeds: int = 1
+  deep_seeds: int = 1
   deep_epochs: Optional[int] = None
   target_accuracy: float = 0.0
 
@@ -74,8 +76,9 @@ class TrainViTConfig:
     bad = [m for m in self.models if m not in MODELS]
     if not self.models or bad:
       raise ValueError(f"models must be a non-empty subset of {MODELS}, got {self.models}")
-    if self.depth1_seeds < 1:
-      raise ValueError(f"depth1_seeds must be >= 1, got {self.depth1_seeds}")
+    for name in ("depth1_seeds", "deep_seeds"):
+      if getattr(self, name) < 1:
+        raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
     if self.deep_epochs is not None and self.deep_epochs < 1:
       raise ValueError(f"deep_epochs must be >= 1 or None (train.epochs), got {self.deep_epochs}")
     if not 0.0 <= self.target_accuracy <= 1.0:
@@ -142,10 +145,10 @@ class Point(NamedTuple):
 
 def points(config: TrainViTConfig) -> list[Point]:
   """All models of a config: ViT and DiffViT at every depth, plus the single-layer λ_init sweep; depth-1
-  models once per training seed (``depth1_seeds``)."""
+  models once per training seed (``depth1_seeds``), deeper ones once per ``deep_seeds``."""
   out = []
   for depth in config.depths:
-    seeds = range(config.depth1_seeds if depth == 1 else 1)
+    seeds = range(config.depth1_seeds if depth == 1 else config.deep_seeds)
     if "vit" in config.models:
       out += [Point("vit", depth, NO_LAMBDA, k) for k in seeds]
     if "diffvit" in config.models:

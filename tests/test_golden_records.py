@@ -85,7 +85,7 @@ CONFIGS: dict[str, dict] = {
                       pool="cls",
                       train=dict(epochs=1, batch_size=16, learning_rate=2e-3, l2=0.0, warmup_epochs=0, seed=0,
                                  augment="none", max_to_keep=2),
-                      depth1_seeds=1, deep_epochs=None, target_accuracy=0.0),
+                      depth1_seeds=1, deep_seeds=1, deep_epochs=None, target_accuracy=0.0),
     "diff_attention": dict(dataset="mnist",
                            data=dict(n_train=48, n_test=16, source="embedded", dir=None, seed=0, holdout=None,
                                 preprocessing="raw"),
@@ -94,7 +94,7 @@ CONFIGS: dict[str, dict] = {
                            pool="cls",
                            train=dict(epochs=1, batch_size=16, learning_rate=2e-3, l2=0.0, warmup_epochs=0,
                                       seed=0, augment="none", max_to_keep=2),
-                           depth1_seeds=1, deep_epochs=None, target_accuracy=0.0,
+                           depth1_seeds=1, deep_seeds=1, deep_epochs=None, target_accuracy=0.0,
                            eps_255=(1.0, 8.0), attack_samples=16, attack_batch_size=16, pgd_steps=2,
                            pgd_step_ratio=0.25, apgd_steps=3, apgd_restarts=1, cw_depths=(), cw_samples=4,
                            cw_steps=5, cw_search_steps=1, cw_l2_grid=(0.1, 0.5), lipschitz_samples=4,
@@ -107,6 +107,7 @@ CONFIGS: dict[str, dict] = {
                     dim=8, depth=1, num_heads=1, sll_hidden=8, value_bound=1.0, noise_std=0.0,
                     train=dict(epochs=1, batch_size=16, learning_rate=3e-3, l2=0.0, warmup_epochs=0, seed=0,
                                augment="none", max_to_keep=2),
+                    plateau=dict(min_epochs=0, window=0, min_gain=0.005),   # added later: off, as before
                     power_iters=5, chunk=8, pgd=dict(steps=3, restarts=1), tightness_samples=2,
                     layer_pgd=dict(steps=5, restarts=1)),
 }
