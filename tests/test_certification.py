@@ -580,3 +580,19 @@ def test_alpha_tradeoff_row_paired_bootstrap_and_what_flips_it():
   # No α ≤ 0.25, or a single α: not measured.
   loose = [_cert(0.5, 0.02, 0.3, 0.3, 0.1, 0.1), _cert(1.0, 0.02, 0.3, 0.3, 0.1, 0.1)]
   assert alpha_tradeoff_rows(Source("certify", "p", {}, loose), eps_values=(0.02,))[0]["status"] == "not measured"
+
+
+def test_report_training_table_and_learning_curves_from_the_histories(tmp_path):
+  from experiments.certify_report import plot_learning_curves, summary_markdown
+  hist = [dict(epoch=e, loss=2.0 - 0.1 * e, train_accuracy=0.3 + 0.05 * e, seconds=s, validation_accuracy=v)
+          for e, s, v in ((1, 40.0, 0.30), (2, 14.0, 0.40), (3, 16.0, 0.402))]
+  train = dict(dataset="cifar10", attention_bound=0.25, kind="train", eps=-1.0, layer=-1, n_train=100, n_test=10,
+               n_validation=20, train_accuracy=0.5, clean_accuracy=0.45, train_seconds=75.0, epochs=3, epochs_cap=20,
+               stop_reason="plateau", history=hist)
+  text = summary_markdown([train])
+  # 3 of at most 20 epochs, stopped by the plateau rule; median epoch 16 s; the sum 70 s; the last validation acc.
+  assert "| cifar10 | 0.25 | 100 | 20 | 3 / 20 | plateau | 50.0 | 40.2 | 45.0 | 16 | 70 |" in text
+  assert "trained for 3 epochs (until the validation accuracy plateaued; cap 20)" in text
+  assert plot_learning_curves([train], tmp_path / "curves.png") and (tmp_path / "curves.png").stat().st_size > 0
+  old = dict(train, history=[{k: v for k, v in h.items() if k != "validation_accuracy"} for h in hist])
+  assert not plot_learning_curves([old], tmp_path / "none.png") and not (tmp_path / "none.png").exists()
