@@ -55,8 +55,8 @@ class TrainResult(NamedTuple):
 def plateau_reached(validation_accuracies: Sequence[float], rule: PlateauRule) -> bool:
   """Whether training stops after the last epoch of ``validation_accuracies`` (one per epoch, in [0, 1]) by
   ``rule``: at least rule.min_epochs epochs trained, and the last one gained less than rule.min_gain over
-  the epoch ``rule.window`` before it (a gain equal to min_gain within float64 rounding is not less). False while the rule is off (window 0), the history is shorter than
-  the window, or an accuracy is missing (None).
+  the epoch ``rule.window`` before it (a gain equal to min_gain within float64 rounding is not less). False
+  while the rule is off (window 0), the history is shorter than the window, or an accuracy is missing (None).
 
   Raises:
     ValueError: an accuracy that is NaN or outside [0, 1].
@@ -214,10 +214,8 @@ def train_classifier(module, x_train, y_train, config: ClassifierTrainConfig, wo
     updates, s = tx.update(grads, s, p)
     return optax.apply_updates(p, updates), s, loss, acc
 
-  stop_reason = "cap"
   for epoch in range(start_epoch, config.epochs):
     if stops(history):
-      stop_reason = "plateau"
       break
     t0 = time.perf_counter()
     perm = np.asarray(jax.random.permutation(jax.random.fold_in(shuffle_key, epoch), n))
@@ -241,8 +239,7 @@ def train_classifier(module, x_train, y_train, config: ClassifierTrainConfig, wo
       manager.save(epoch + 1, args=ocp.args.StandardSave(
           jax.device_get({"params": params, "opt_state": opt_state})))
       (workdir / "history.json").write_text(json.dumps([h._asdict() for h in history], indent=1))
-  else:
-    stop_reason = "plateau" if stops(history) and len(history) < config.epochs else "cap"
+  stop_reason = "plateau" if len(history) < config.epochs and stops(history) else "cap"
   if manager is not None:
     manager.close()
   return TrainResult(params, history, stop_reason)

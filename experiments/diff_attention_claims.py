@@ -209,7 +209,7 @@ def primary_eps(idx: _Records, attack: str = "pgd") -> Optional[EpsPoint]:
   ASR reaches ``PRIMARY_ASR`` = 0.5, interpolated linearly in log ε between the two grid values that bracket
   its first crossing; every model's ASR is interpolated there with the same weights (no new grid point is
   attacked). A grid value whose mean ASR is 0.5 within rounding is the point itself. None when the curve
-  never reaches 0.5 on the grid (or has a single ε).
+  never reaches 0.5 on the grid, or is above it already at the smallest grid ε (ε* is never extrapolated).
 
   Source: the rule replaces reading the rows at the paper's 1/255, where Fashion-MNIST ASRs sit at 0.07–0.11
   (a floor regime; arXiv 2510.00517's DiffViT ASRs at 1/255 on CIFAR-10 are 0.41–0.85).
@@ -221,8 +221,10 @@ def primary_eps(idx: _Records, attack: str = "pgd") -> Optional[EpsPoint]:
     tol = tolerance.tolerance(a_hi, PRIMARY_ASR, ops=ASR_DIFFERENCE_OPS)
     if tolerance.compare(a_hi, PRIMARY_ASR, tol) == 0:
       return grid_point(hi, f"ε* = {hi:g}/255, where the depth-1 ViT's mean ASR is 0.5 (a grid value)")
-    if lo is None or not tolerance.compare(a_hi, PRIMARY_ASR, tol) > 0:
+    if not tolerance.compare(a_hi, PRIMARY_ASR, tol) > 0:
       continue
+    if lo is None:
+      return None   # above 0.5 already at the smallest grid ε: ε* lies below the grid (never extrapolated)
     a_lo = curve[lo]
     w = (PRIMARY_ASR - a_lo) / (a_hi - a_lo)           # a_lo < 0.5 < a_hi: the first crossing
     e_star = math.exp(math.log(lo) + w * (math.log(hi) - math.log(lo)))

@@ -213,6 +213,8 @@ def test_primary_eps_on_a_grid_value_and_when_the_curve_never_reaches_half():
   assert dc.primary_eps(dc._Records(low)) is None
   rows = [r for r in dc.asr_rows(Source("diff_attention", "wd", {}, low)) if r["claim_id"] == "da_asr_pgd"]
   assert len(rows) == 1 and rows[0]["primary"] and rows[0]["measurement"].startswith("ε = 1/255")
+  # Above 0.5 already at the smallest ε: ε* lies below the grid and is not extrapolated.
+  assert dc.primary_eps(dc._Records(_curve_records({1.0: 0.6, 2.0: 0.7}, {1.0: 0.1}))) is None
   # The first crossing counts: a curve that dips back below 0.5 later does not move ε*.
   wavy = dc.primary_eps(dc._Records(_curve_records({1.0: 0.1, 2.0: 0.6, 4.0: 0.4, 8.0: 0.9}, {1.0: 0.1})))
   assert 1.0 < wavy.eps_255 < 2.0
