@@ -359,15 +359,13 @@ def asr_sign(difference: float) -> int:
   return tolerance.side(difference, 0.0, tolerance.tolerance(difference, ops=ASR_DIFFERENCE_OPS))
 
 
-def crossover(idx: _Records, lam: str, point: EpsPoint, seed: Optional[int] = None) -> tuple[dict, Optional[tuple]]:
-  """Per depth the mean-over-seeds ASR(DiffViT) − ASR(ViT) (PGD) at ``point`` (or seed ``seed``'s alone), and
-  the last sign change (d_prev, d) or None. Signs are ``asr_sign``'s: a difference within rounding of 0 is 0,
+def crossover(idx: _Records, lam: str, point: EpsPoint) -> tuple[dict, Optional[tuple]]:
+  """Per depth the mean-over-seeds ASR(DiffViT) − ASR(ViT) (PGD) at ``point``, and the last sign change
+  (d_prev, d) or None. Signs are ``asr_sign``'s: a difference within rounding of 0 is 0,
   whatever its last bits say."""
   diffs = {}
   for depth in idx.depths():
     pairs = _attack_pair(idx, depth, "pgd", point, lam)
-    if seed is not None:
-      pairs = {s: p for s, p in pairs.items() if s == seed}
     if pairs:
       diffs[depth] = float(np.mean([weighted_asr(d, point) - weighted_asr(v, point) for d, v in pairs.values()]))
   change = None
