@@ -33,10 +33,11 @@ ATTN_DATA_DIR, 49,000 trained on and 1,000 held out for choosing α and for the 
 validation points, the selection and finished test points from results.jsonl. Writes config.json,
 results.jsonl, certified_accuracy.png, tightness.png and summary.md (``experiments.certify_report``).
 
-Sizing of ``--standard``: the 1-epoch version of this grid measured 63–72 s per training epoch after
-compilation and 19 min 43 s for the whole run (3 α, 2 CPU cores shared with other jobs); the certificate
-constants cost about 0.075 s per image (validation + test images), PGD-L2 with 20 steps about 5 ms per image
-and ε. With 10–20 epochs per α the training dominates: about 35–70 minutes for the 3 α on 2 cores.
+Sizing of ``--standard``: about 14 s per training epoch of 49,000 images on 2 CPU cores with nothing else
+running (the 63–435 s per epoch measured earlier were contention with other jobs); the certificate constants
+about 0.03 s per image (validation + test images) and PGD-L2 with 20 steps about 2 ms per image and ε. The
+run with 16–20 epochs per α took 42 min 50 s wall on cores shared for most of it (docs/certify_summary.md);
+alone it would take about 15 minutes of training plus a few minutes of certification.
 
 Source: Havens et al. (ICML 2024), docs/theory.md#certification; margin certificate: Tsuzuku et al. (NeurIPS 2018).
 """
@@ -166,7 +167,7 @@ def standard_config(dataset: str = "cifar10") -> CertifyConfig:
   runs over the cap), α selected on the same validation split, 1,000 test images (the npz copy of
   docs/data.md holds only the first 1,000 official test images; the official python batches hold all
   10,000, of which a class-balanced 1,000 are drawn). Time: the run's summary gives the seconds of every
-  epoch (docs/certify_summary.md); the 1-epoch version measured 63–72 s per epoch after compilation.
+  epoch (docs/certify_summary.md; about 14 s per epoch on 2 idle CPU cores).
   Without ATTN_DATA_DIR
   it falls back, with a RuntimeWarning, to the embedded subset (1,500 train images, 10 % held out, 30
   epochs, 500 test images). Setting ``data.dir`` alone does not switch to the full files: set

@@ -318,7 +318,8 @@ def summary_markdown(records) -> str:
     lines += ["", "## Training", "",
               "Epochs: trained / cap, and why it stopped (plateau: the validation accuracy gained less than the "
               "rule's minimum over its window; cap: the last epoch allowed). s/epoch: the median wall time of "
-              "an epoch's steps (the first epoch includes compilation); the sum is the whole training.", "",
+              "an epoch's steps (the first epoch includes compilation); the sum adds them up (the validation pass "
+              "and checkpoints after each epoch are not included).", "",
               "| data set | α = max ‖A_h‖₂ | n_train | n_validation | epochs | stopped by | train acc. | "
               "validation acc. | clean acc. | s/epoch (median) | training s (sum of epochs) |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]

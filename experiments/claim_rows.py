@@ -119,7 +119,9 @@ def _row(claim_id: str, claim: str, source: str, paper_value: str, *, setting: s
   ``measurement`` names the measurement choice behind the row (e.g. "centred: ‖H(K_T − K₀)H‖_F/‖HK₀H‖_F");
   rows of one claim (same claim_id and variant) that differ only in it are that claim's measurement choices,
   and the claims report summarises them ("holds under every choice", "depends on: …"). ``primary`` marks the
-  paper's own quantity among them ("" and True for a claim with a single measurement)."""
+  one read first: the paper's own quantity, or where a rule stated before the numbers puts another first
+  (the differential-attention rows' ε*, with the paper's 1/255 beside it); "" and True for a claim with a
+  single measurement."""
   row = dict(claim_id=claim_id, claim=claim, source=source, paper_value=paper_value, setting=setting,
              variant=variant, measurement=measurement, primary=primary, status=status, command=command, produced_by=produced_by, note=note, scale=scale,
              null=null, paper_range=None if paper_range is None else [float(v) for v in paper_range],

@@ -56,7 +56,8 @@ def plateau_reached(validation_accuracies: Sequence[float], rule: PlateauRule) -
   """Whether training stops after the last epoch of ``validation_accuracies`` (one per epoch, in [0, 1]) by
   ``rule``: at least rule.min_epochs epochs trained, and the last one gained less than rule.min_gain over
   the epoch ``rule.window`` before it (a gain equal to min_gain within float64 rounding is not less). False
-  while the rule is off (window 0), the history is shorter than the window, or an accuracy is missing (None).
+  while the rule is off (window 0), the history has at most ``window`` epochs, or an accuracy is missing
+  (None).
 
   Raises:
     ValueError: an accuracy that is NaN or outside [0, 1].
@@ -197,6 +198,10 @@ def train_classifier(module, x_train, y_train, config: ClassifierTrainConfig, wo
       history_path = workdir / "history.json"
       history = ([EpochMetrics(**h) for h in json.loads(history_path.read_text())[:latest]]
                  if history_path.exists() else [])
+      if len(history) != latest and plateau is not None and plateau.active:
+        raise ValueError(f"{history_path} holds {len(history)} epochs but the newest checkpoint is epoch {latest}: "
+                         "the plateau rule cannot be applied to a history that does not match the parameters (delete "
+                         f"{workdir / 'checkpoints'} to retrain, or turn the rule off with plateau.window=0)")
 
   def loss_fn(p, xb, yb, key):
     if config.augment == "crop_flip":
@@ -234,11 +239,14 @@ def train_classifier(module, x_train, y_train, config: ClassifierTrainConfig, wo
     history.append(EpochMetrics(epoch=epoch + 1, loss=float(np.mean(losses)), train_accuracy=float(np.mean(accs)),
                                 seconds=seconds, validation_accuracy=val_acc))
     if manager is not None:
+      # history.json first: a kill between the two writes leaves it one epoch ahead of the newest checkpoint,
+      # which the resume cuts to the checkpoint's epoch; the other order would leave the plateau rule reading
+      # a history one epoch short of the parameters it resumes.
+      (workdir / "history.json").write_text(json.dumps([h._asdict() for h in history], indent=1))
       # Host (numpy) copies, kept from orbax 0.11.24 on JAX 0.5.3, which could not serialise jax.Array (it calls
       # jax.monitoring.record_scalar, added in a later JAX); numpy leaves take another handler.
       manager.save(epoch + 1, args=ocp.args.StandardSave(
           jax.device_get({"params": params, "opt_state": opt_state})))
-      (workdir / "history.json").write_text(json.dumps([h._asdict() for h in history], indent=1))
   stop_reason = "plateau" if len(history) < config.epochs and stops(history) else "cap"
   if manager is not None:
     manager.close()

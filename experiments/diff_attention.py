@@ -17,7 +17,8 @@ with λ_init 0.5 and 0.95 at depth 1 on the embedded CIFAR-10 subset (1,500 trai
   * gradient alignment cos θ, ρ, γ per differential head and layer from the full input Jacobians of the two
     maps, Lemma 1 checked, Theorem 3's condition vs the model that is actually more sensitive (larger
     per-sample local Lipschitz estimate at ε = 1/255), on 8 images;
-  * the depth crossover of ASR at ε = 1/255 and 4/255.
+  * the depth crossover of ASR, read by ``experiments.diff_attention_claims`` at the primary ε* (the depth-1
+    ViT's ASR = 0.5, interpolated on the grid), at 1/255 and at 4/255.
 Measured: 3 min 28 s wall on 2 CPU cores shared with a test run; clean accuracy 0.27–0.34 (chance 0.1).
 ``--full``: the accelerator grid (full CIFAR-10, width 192, depths {1, 2, 4, 8, 12}, APGD 100 steps,
 CW 9 × 1000, 64 alignment images, 1,000 attack images).

@@ -9,9 +9,10 @@ left out.
 Intervals: a two-level bootstrap over training seeds and images (``seed_image_bootstrap``): each replicate
 draws the seeds with replacement, then each drawn seed's images with replacement, and recomputes the
 statistic; 95 % percentile interval, 4,000 replicates, fixed seed. An ASR is a mean of per-image success
-indicators over the model's clean-correct images; two models are resampled independently (their
-clean-correct sets differ), which ignores the positive pairing on shared images and so errs wide. With one
-seed (depths ≥ 2) it is an image bootstrap. With 3 seeds the seed level of the bootstrap is coarse (10
+indicators over the model's clean-correct images (at an interpolated ε*, of the weighted per-image values,
+``weighted_indicators``); two models are resampled independently (their clean-correct sets differ), which
+ignores the positive pairing on shared images and so errs wide. With one seed (a depth trained once) it is
+an image bootstrap. With 3 seeds the seed level of the bootstrap is coarse (10
 distinct multisets) and understates between-seed spread by about (S − 1)/S; the rows give the seed count.
 Verdicts: ``experiments.verdicts`` (direction; magnitude with the ×1.5 band where the paper gives a number).
 
@@ -124,12 +125,6 @@ def main_lambda(records) -> str:
 def _interval(estimate_low_high, n_seeds: int) -> Interval:
   est, low, high = estimate_low_high
   return Interval(est, low, high, LEVEL, n_seeds, UNIT, METHOD)
-
-
-def _indicators(record: dict) -> np.ndarray:
-  """Per clean-correct image success indicators of an attack record (from its counts)."""
-  k, n = int(record["n_success"]), int(record["n_counted"])
-  return np.concatenate([np.ones(k), np.zeros(n - k)])
 
 
 # ----------------------------------------------------------------------------- record access
@@ -246,6 +241,23 @@ def weighted_asr(records: Sequence[dict], point: EpsPoint) -> float:
   return float(sum(w * float(r["asr"]) for r, (_, w) in zip(records, point.weights)))
 
 
+def weighted_indicators(records: Sequence[dict], point: EpsPoint) -> np.ndarray:
+  """Per clean-correct image, Σ weight · success at each grid ε of ``point`` (one model and seed), [n]: its
+  mean is ``weighted_asr``. The records hold counts, not per-image flags, so the images are paired
+  comonotonically, those broken at the smaller ε first (an attack that breaks an image at ε_lo breaks it at
+  ε_hi > ε_lo, up to the attack's randomness): the two terms of one image are the same image's, not
+  resampled apart, which would understate the image-level variance by up to 2× at w = ½.
+
+  Raises:
+    ValueError: records of one model counted on different numbers of clean-correct images.
+  """
+  counts = {int(r["n_counted"]) for r in records}
+  if len(counts) != 1:
+    raise ValueError(f"the grid records of one model count different clean-correct images: {sorted(counts)}")
+  n = counts.pop()
+  return np.sum([w * (np.arange(n) < int(r["n_success"])) for r, (_, w) in zip(records, point.weights)], axis=0)
+
+
 def _attack_pair(idx: _Records, depth: int, attack: str, point: EpsPoint, lam: str):
   """{seed_index: (DiffViT records, ViT records)}, one record per grid ε of ``point``, with both models
   attacked and kept at every one."""
@@ -256,15 +268,13 @@ def _attack_pair(idx: _Records, depth: int, attack: str, point: EpsPoint, lam: s
 
 def asr_difference(idx: _Records, depth: int, attack: str, point: EpsPoint, lam: str):
   """(Interval of the mean over seeds of ASR(DiffViT) − ASR(ViT) at ``point``, pairs) or (None, pairs).
-  At an interpolated point each model's ASR is the weighted sum of its grid ASRs; the bootstrap resamples
-  the images of every (model, grid ε) independently."""
+  At an interpolated point each model's ASR is the weighted sum of its grid ASRs, per image
+  (``weighted_indicators``); the two models are resampled independently."""
   pairs = _attack_pair(idx, depth, attack, point, lam)
   if not pairs:
     return None, pairs
-  w = np.array([wt for _, wt in point.weights])
-  k = len(w)
-  groups = [[_indicators(r) for r in d] + [_indicators(r) for r in v] for d, v in pairs.values()]
-  stat = lambda m: float(np.mean(m[:, :k] @ w - m[:, k:] @ w))  # noqa: E731
+  groups = [[weighted_indicators(d, point), weighted_indicators(v, point)] for d, v in pairs.values()]
+  stat = lambda m: float(np.mean(m[:, 0] - m[:, 1]))  # noqa: E731
   return _interval(seed_image_bootstrap(groups, stat), len(pairs)), pairs
 
 
@@ -330,12 +340,10 @@ def lambda_peak_rows(src: Source) -> list[dict]:
       continue
     lams = sorted(by_lam, key=float)
     peak = lams.index("0.8")
-    w = np.array([wt for _, wt in point.weights])
-    k = len(w)
-    groups = [[_indicators(r) for lam in lams for r in by_lam[lam][s]] for s in seeds]
+    groups = [[weighted_indicators(by_lam[lam][s], point) for lam in lams] for s in seeds]
 
     def stat(m):
-      means = (m.mean(axis=0).reshape(len(lams), k) @ w)
+      means = m.mean(axis=0)
       return float(means[peak] - max(means[j] for j in range(len(lams)) if j != peak))
 
     interval = _interval(seed_image_bootstrap(groups, stat), len(seeds))
@@ -638,7 +646,7 @@ def theory_rows(src: Source) -> list[dict]:
   else:
     rows.append(not_measured("da_theorem3_auc", claim3, ARXIV_DA, "Theorem 3", "needs depth-1 alignment records "
                              "with both outcomes among the images", produced_by=src.command))
-  rows.append(_corollary1_row(idx, lam, src))
+  rows += _corollary1_rows(idx, lam, src)
   return rows
 
 
@@ -681,13 +689,28 @@ def d_star_tolerance(fit: da_theory.NoiseCancellationFit, log_ratio: np.ndarray,
   return tolerance.tolerance(ops=D_STAR_OPS * fit.layers * condition)
 
 
-def _corollary1_row(idx: _Records, lam: str, src: Source) -> dict:
+def _crossover_window(idx: _Records, lam: str, point: EpsPoint) -> tuple[Optional[tuple], str]:
+  """(window, text): the closed depth window [a, b] where the mean ASR difference changes sign at ``point``
+  (or its open-ended form), and a sentence; (None, ...) when nothing was measured."""
+  diffs, change = crossover(idx, lam, point)
+  if change:
+    return (change[0], change[1]), f"the ASR sign changes between depths {change[0]} and {change[1]}"
+  if diffs and all(asr_sign(v) > 0 for v in diffs.values()):
+    return (max(diffs), math.inf), f"no crossover up to depth {max(diffs)} (DiffViT stays easier to attack)"
+  if diffs:
+    return (0.0, min(diffs)), f"DiffViT is the harder to attack from depth {min(diffs)} on"
+  return None, "no ASR crossover measured"
+
+
+def _corollary1_rows(idx: _Records, lam: str, src: Source) -> list[dict]:
+  """Corollary 1's D* (pooled over the deepest pair's seeds; per seed in the setting; two-level bootstrap)
+  against the measured ASR crossover window, one row per ε of ``asr_points`` (primary ε* first)."""
   claim = "Corollary 1's D* (from ᾱ) locates the measured ASR crossover depth"
   paper = "crossover at D* (depth 8 in the paper's grid)"
   deep = [d for d in idx.depths() if d > 1]
   if not deep:
-    return not_measured("da_corollary1", claim, ARXIV_DA, paper, "needs a DiffViT/ViT pair of depth ≥ 2",
-                        produced_by=src.command)
+    return [not_measured("da_corollary1", claim, ARXIV_DA, paper, "needs a DiffViT/ViT pair of depth ≥ 2",
+                         produced_by=src.command)]
   depth = max(deep)
   per_seed = {}   # seed -> ([L, S] DiffViT, [L, S] ViT) token L̂ per layer, the same images for every layer and model
   seeds = sorted({r.get("seed_index", 0) for r in idx.select("lipschitz", model="vit", depth=depth)})
@@ -697,8 +720,8 @@ def _corollary1_row(idx: _Records, lam: str, src: Source) -> dict:
     if not any(x is None for x in lip_d + lip_v):
       per_seed[seed] = (np.stack(lip_d), np.stack(lip_v))
   if not per_seed:
-    return not_measured("da_corollary1", claim, ARXIV_DA, paper, f"needs per-image token Lipschitz values of "
-                        f"every layer of the depth-{depth} pair", produced_by=src.command)
+    return [not_measured("da_corollary1", claim, ARXIV_DA, paper, f"needs per-image token Lipschitz values of "
+                         f"every layer of the depth-{depth} pair", produced_by=src.command)]
 
   def estimate(picks):
     """Fit and D* of the per-layer ratio of mean L̂ over the (seed, image) draws ``picks``: [(seed, idx)]."""
@@ -726,37 +749,37 @@ def _corollary1_row(idx: _Records, lam: str, src: Source) -> dict:
   values, tols = np.array([r[0] for r in reps]), np.array([r[1] for r in reps])
   low, high = np.quantile(values, [(1 - LEVEL) / 2, 1 - (1 - LEVEL) / 2], method="nearest")  # D* may be +inf
   tol_low, tol_high = float(tols[values == low].max()), float(tols[values == high].max())  # the ends' replicates
-  n = sum(per_seed[s][0].shape[1] for s in per_seed)
-  interval = Interval(float(d_star), float(low), float(high), LEVEL, len(per_seed),
-                      UNIT if len(per_seed) > 1 else "images", METHOD if len(per_seed) > 1 else "bootstrap")
+  n_images = sum(per_seed[s][0].shape[1] for s in per_seed)
+  one = len(per_seed) == 1
+  interval = Interval(float(d_star), float(low), float(high), LEVEL, n_images if one else len(per_seed),
+                      "images" if one else UNIT, "bootstrap" if one else METHOD)
   premise = ("" if fit.r1 > 1 and fit.alpha_bar < 1 else
              f"; the corollary's premise fails (it needs r₁ > 1 and ᾱ < 1; fitted r₁ = {fit.r1:.3g}, ᾱ = "
              f"{fit.alpha_bar:.3g}), so D* is its edge value")
-  point = asr_points(idx)[0][0]
-  diffs, change = crossover(idx, lam, point)
-  if change:
-    window, measured = (change[0], change[1]), f"the ASR sign changes between depths {change[0]} and {change[1]}"
-  elif diffs and all(asr_sign(v) > 0 for v in diffs.values()):
-    window, measured = (max(diffs), math.inf), f"no crossover up to depth {max(diffs)} (DiffViT stays easier to attack)"
-  elif diffs:
-    window, measured = (0.0, min(diffs)), f"DiffViT is the harder to attack from depth {min(diffs)} on"
-  else:
-    window, measured = None, "no ASR crossover measured"
-  setting = idx.setting(f"depth-{depth} pair, λ_init {lam}, {len(per_seed)} seed(s), {n} (seed, image) pairs; "
-                        "relative token L̂ per layer " + ", ".join(f"{x:.3g}" for x in ratio_all)
-                        + f"; fit r₁ = {fit.r1:.3g}, ᾱ = {fit.alpha_bar:.3g}; D* per seed "
-                        + ", ".join(f"{s}: {v:.3g}" for s, v in each.items())
-                        + f"; measured at {point.how}: {measured}")
-  row = _row("da_corollary1", claim, ARXIV_DA, paper, interval=interval, scale="depth", produced_by=src.command,
-             setting=setting, note="flips if D*'s interval leaves the measured crossover window")
-  # The window [a, b] is closed: the sign change lies somewhere between the two grid depths. D*'s interval
-  # meets it when high ≥ a and low ≤ b, an end on an edge within D*'s rounding tolerance counting as on it.
+  fitted = (f"depth-{depth} pair, λ_init {lam}, {len(per_seed)} seed(s), {n_images} (seed, image) pairs; "
+            "relative token L̂ per layer (ε = 1/255) " + ", ".join(f"{x:.3g}" for x in ratio_all)
+            + f"; fit r₁ = {fit.r1:.3g}, ᾱ = {fit.alpha_bar:.3g}; D* per seed "
+            + ", ".join(f"{s}: {v:.3g}" for s, v in each.items()))
+  rows = []
+  for point, primary in asr_points(idx):
+    window, measured = _crossover_window(idx, lam, point)
+    row = _row("da_corollary1", claim, ARXIV_DA, paper, interval=interval, scale="depth", produced_by=src.command,
+               setting=idx.setting(f"{fitted}; crossover measured at {point.how}: {measured}"),
+               measurement=f"crossover at {point.how}", primary=primary,
+               note="flips if D*'s interval leaves the measured crossover window")
+    rows.append(_judge_d_star(row, window, low, high, tol_low, tol_high, premise))
+  return rows
+
+
+def _judge_d_star(row: dict, window, low: float, high: float, tol_low: float, tol_high: float, premise: str) -> dict:
+  """``row`` with Corollary 1's direction: the window [a, b] is closed (the sign change lies somewhere between
+  the two grid depths); D*'s interval meets it when high ≥ a and low ≤ b, an end on an edge within D*'s
+  rounding tolerance counting as on it."""
   if window is None or not np.isfinite(low):
     row.update(direction="inconclusive", reason="no measured crossover window, or D*'s interval is unbounded"
                                                 + premise)
     return row
   a, b = window
-  window_text = f"[{a:g}, {b:g}]"
   if max(tol_low, tol_high if np.isfinite(high) else 0.0) >= D_STAR_UNDETERMINED:
     row.update(direction="inconclusive", reason=f"D* is determined only to ±{max(tol_low, tol_high):.2g} "
                                                 f"(ᾱ too close to 1 for float64)" + premise)
@@ -772,7 +795,7 @@ def _corollary1_row(idx: _Records, lam: str, src: Source) -> dict:
     edge = (" (an end on the window's edge within rounding)"
             if tolerance.on_edge(high, [a], tol_high) or tolerance.on_edge(low, [b], tol_low) else "")
     row.update(direction="holds", reason=f"D* ∈ [{low:.3g}, {high:.3g}] meets the measured window "
-                                         f"{window_text}{edge}" + premise)
+                                         f"[{a:g}, {b:g}]{edge}" + premise)
   return row
 
 

@@ -32,7 +32,10 @@ def rules_constants(scope: str = "core") -> dict:
     raise ValueError(f"scope {scope!r}: expected one of {', '.join(SCOPES)}")
   out = {"level": claim_rows.LEVEL, "magnitude_factor": verdicts.MAGNITUDE_FACTOR}
   if scope == "core":
+    from experiments import diff_attention_claims as da
     from experiments import intervals
+    # The claims job renders the certification and differential-attention rows too.
+    out.update(magnitude_points=verdicts.MAGNITUDE_POINTS, primary_asr=da.PRIMARY_ASR)
     out.update(intervals=dict(getattr(claim_rows, "INTERVAL_METHODS", {}) or {}),
                mean_interval=inspect.signature(verdicts.bootstrap_mean).parameters["method"].default,
                tail_factor=verdicts.TAIL_FACTOR, se_floor=verdicts.SE_FLOOR, resamples=verdicts.N_RESAMPLES,

@@ -1,7 +1,8 @@
 """A claim under every measurement choice: the summary line ("holds under every choice", "fails under every
 choice", "depends on: …") and the specification-curve figure (each choice's interval, coloured by its
 verdict), drawn from claim rows (``experiments.claim_rows``: rows of one claim — same claim_id and variant —
-that differ in ``measurement`` are its measurement choices; ``primary`` marks the paper's own quantity).
+that differ in ``measurement`` are its measurement choices; ``primary`` marks the one read first: the
+paper's own quantity, or the one a stated rule puts first, e.g. the differential-attention rows' ε*).
 
 The specification curve follows Simonsohn, Simmons & Nelson, "Specification curve analysis", Nature Human
 Behaviour 4, 2020: the same question answered under every defensible analysis choice, side by side.

@@ -108,7 +108,9 @@ def _corollary1_records(asr_by_depth, r1=2.0, alpha_bar=0.25):
 
 
 def _corollary1(recs):
-  return dc._corollary1_row(dc._Records(recs), "0.8", Source("diff_attention", "wd", {}, []))
+  rows = dc._corollary1_rows(dc._Records(recs), "0.8", Source("diff_attention", "wd", {}, []))
+  assert rows[0]["primary"]
+  return rows[0]
 
 
 EARLY = {1: (0.6, 0.4), 2: (0.3, 0.5), 8: (0.2, 0.5)}   # the ASR sign changes between depths 1 and 2
@@ -235,3 +237,47 @@ def test_lambda_peak_and_crossover_are_read_at_the_primary_eps():
   assert primary["estimate"] == pytest.approx(0.15, abs=1e-9) and primary["direction"] == "holds"
   secondary = next(r for r in rows if not r["primary"])
   assert secondary["estimate"] == pytest.approx(-0.1, abs=1e-9) and secondary["direction"] == "fails"
+
+
+def test_primary_eps_with_an_asymmetric_bracket_and_the_weighted_per_image_values():
+  """ViT 0.3 → 0.9 between 2/255 and 4/255: w = (0.5 − 0.3)/(0.9 − 0.3) = 1/3 and ε* = 2·2^(1/3) (swapped
+  weights or w = (0.9 − 0.5)/0.6 would give 2·2^(2/3)). DiffViT 0.2 → 0.8 there: (2/3)·0.2 + (1/3)·0.8 = 0.4."""
+  recs = _curve_records({1.0: 0.1, 2.0: 0.3, 4.0: 0.9}, {1.0: 0.1, 2.0: 0.2, 4.0: 0.8})
+  point = dc.primary_eps(dc._Records(recs))
+  assert point.eps_255 == pytest.approx(2 * 2 ** (1 / 3), rel=1e-12)
+  assert point.weights[0][1] == pytest.approx(2 / 3) and point.weights[1][1] == pytest.approx(1 / 3)
+  row = next(r for r in dc.asr_rows(Source("diff_attention", "wd", {}, recs)) if r["primary"])
+  assert row["estimate"] == pytest.approx(0.4 - 0.5, abs=1e-9) and row["direction"] == "fails"
+  # Per image, the two grid values of one image are added with the weights (comonotone: the images broken at
+  # 2/255 are among those broken at 4/255), so the values are 1, 1/3 and 0, never resampled apart.
+  d = [r for r in recs if r.get("kind") == "attack" and r["model"] == "diffvit" and r["attack"] == "pgd"
+       and r["seed_index"] == 0 and r["eps_255"] in (2.0, 4.0)]
+  values = dc.weighted_indicators(sorted(d, key=lambda r: r["eps_255"]), point)
+  assert values.mean() == pytest.approx(0.4) and sorted(set(np.round(values, 12))) == [0.0, round(1 / 3, 12), 1.0]
+  assert (values == 1.0).sum() == 80 and (values > 0).sum() == 320   # 0.2·400 broken at both, 0.8·400 at 4/255
+
+
+def test_corollary1_pools_seeds_and_lists_d_star_per_seed():
+  """Three depth-8 seeds with r₁ = 2 and ᾱ = 0.25, 0.5, 0.125 per seed (D* = 1.5, 2, 4/3 alone); the pooled D*
+  comes from the mean ratios over all seeds' images, the interval is over seeds (n = 3, two-level bootstrap)."""
+  recs = _corollary1_records(EARLY)
+  rng = np.random.default_rng(2)
+  for seed, alpha_bar in ((1, 0.5), (2, 0.125)):
+    base = rng.uniform(1.0, 2.0, 50)
+    for layer in range(1, 9):
+      for model, lam, scale in (("vit", "-", 1.0), ("diffvit", "0.8", 2.0 * alpha_bar ** (layer - 1))):
+        t = _train(model, 8, lam, seed)
+        recs.append(dict(kind="lipschitz", model=model, depth=8, lambda_init=lam, seed_index=seed, name=t["name"],
+                         layer=layer, eps=1 / 255, eps_255=1.0, values=(base * scale).tolist()))
+  row = _corollary1(recs)
+  assert row["n"] == 3 and row["unit"] == dc.UNIT and row["method"] == dc.METHOD
+  assert "D* per seed 0: 1.5, 1: 2, 2: 1.33" in row["setting"]
+  # The pooled estimate by hand: per layer, the mean DiffViT L̂ over all 150 (seed, image) pairs over the ViT's.
+  lip = lambda model, layer: np.concatenate([r["values"] for r in recs if r.get("kind") == "lipschitz"  # noqa: E731
+                                             and r["model"] == model and r["layer"] == layer])
+  ratio = np.array([lip("diffvit", l).mean() / lip("vit", l).mean() for l in range(1, 9)])
+  fit = da_theory.noise_cancellation_fit(ratio)
+  assert row["estimate"] == pytest.approx(da_theory.crossover_depth_estimate(fit.r1, fit.alpha_bar), rel=1e-12)
+  assert row["low"] <= row["estimate"] <= row["high"]
+  one = _corollary1(_corollary1_records(EARLY))
+  assert one["n"] == 50 and one["unit"] == "images"   # one seed: an image bootstrap, n = its images
