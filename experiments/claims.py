@@ -196,7 +196,7 @@ def load_source(path, experiment: Optional[str] = None) -> Source:
   records = read_records(path)
   if experiment in RUN_HERE and config:
     reference = quick_config(experiment)
-    variant = tuple(_diffs(config, reference, protocol_only=True))
+    variant = tuple(_diffs(config, reference, protocol_only=True)) or _standard_label(experiment, config)
     overrides = _diffs(config, importlib.import_module(f"experiments.{experiment}").get_config(),
                        protocol_only=False)
   elif experiment == "diff_attention" and config.get("dataset", "fashion_mnist") != "fashion_mnist":
@@ -206,6 +206,17 @@ def load_source(path, experiment: Optional[str] = None) -> Source:
   command = f"python -m experiments.{experiment} --workdir {path}" + "".join(f" {o}" for o in overrides
                                                                                 if "(" not in o)
   return Source(experiment, str(path), config, records, variant, command)
+
+
+def _standard_label(experiment: str, config: dict) -> tuple:
+  """(label,) when ``config`` is one of ``standard_runs``' grids (same protocol as the quick config, more
+  seeds or other data), so that its rows stand beside the quick rows as a variant; () otherwise."""
+  for name, exp, cfg, matches in standard_runs():
+    if exp == experiment and matches(Source(experiment, "", config, [])):
+      data = ("disjoint subsets of the full training files" if config.get("data", {}).get("source") == "dir"
+              else "the embedded subsets")
+      return (f"standard grid ({name}: {len(cfg.seeds)} seeds, {data})",)
+  return ()
 
 
 def discover(root=None, from_dirs: Sequence = ()) -> list[Source]:
