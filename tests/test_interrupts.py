@@ -17,7 +17,10 @@ ROOT = Path(__file__).resolve().parents[1]
 # KeyboardInterrupt is raised inside the callback, and Python reports it as unraisable and goes on. Then it
 # "runs" for 3 s: gc.collect() and as much Python work again outside it.
 CHILD = """
-import contextlib, gc, sys, time
+import contextlib, gc, signal, sys, time
+# Python installs its KeyboardInterrupt handler only when SIGINT is not ignored at startup, and a shell starts
+# background jobs with SIGINT ignored (pytest run with `&` or under nohup): install it here, as a terminal has.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from experiments import config, interrupts
 
 first = []
