@@ -815,3 +815,23 @@ def test_compute_times_are_summed_per_quick_experiment_and_rendered(tmp_path):
   assert claims_report.read_times(tmp_path) == times
   text = "\n".join(claims_report.times_markdown(times))
   assert f"| flip_rate | {1.5 * len(recs):.0f} |" in text and "| total |" in text
+
+
+def test_a_standard_flip_rate_grid_is_a_labelled_variant_not_a_second_quick_source(tmp_path, monkeypatch):
+  """The standard grid has the quick protocol (no protocol field differs), so without a label its rows would
+  stand as a second set of main rows; it reads as a 'standard grid' variant, and the quick config does not."""
+  import dataclasses
+  import json
+  from experiments import flip_rate
+  from experiments.workdir import _jsonable
+  monkeypatch.setenv("ATTN_DATA_DIR", str(tmp_path))
+  standard = flip_rate.standard_config("mnist")
+  for name, config in (("standard", standard), ("quick", claims.quick_config("flip_rate")),
+                       ("fewer_seeds", dataclasses.replace(standard, seeds=(0, 1)))):
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "config.json").write_text(json.dumps(_jsonable(dataclasses.asdict(config))))
+    (tmp_path / name / "results.jsonl").write_text("")
+  assert claims.load_source(tmp_path / "standard", "flip_rate").variant == (
+      "standard grid (flip_rate_standard: 30 seeds, disjoint subsets of the full training files)",)
+  assert claims.load_source(tmp_path / "quick", "flip_rate").variant == ()
+  assert claims.load_source(tmp_path / "fewer_seeds", "flip_rate").variant == ()   # not the standard grid
