@@ -167,10 +167,9 @@ def standard_config(dataset: str = "cifar10") -> CertifyConfig:
   runs over the cap), α selected on the same validation split, 1,000 test images (the npz copy of
   docs/data.md holds only the first 1,000 official test images; the official python batches hold all
   10,000, of which a class-balanced 1,000 are drawn). Time: the run's summary gives the seconds of every
-  epoch (docs/certify_summary.md; about 14 s per epoch on 2 idle CPU cores).
-  Without ATTN_DATA_DIR
-  it falls back, with a RuntimeWarning, to the embedded subset (1,500 train images, 10 % held out, 30
-  epochs, 500 test images). Setting ``data.dir`` alone does not switch to the full files: set
+  epoch (docs/certify_summary.md; about 14 s per epoch on 2 idle CPU cores). Without ATTN_DATA_DIR it falls
+  back, with a RuntimeWarning, to the embedded subset (1,500 train images, 10 % held out, 30 epochs, 500 test
+  images). Setting ``data.dir`` alone does not switch to the full files: set
   ATTN_DATA_DIR.
 
   Raises:

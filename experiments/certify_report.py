@@ -113,8 +113,8 @@ def plot_certified_accuracy(records, path) -> None:
 def plot_learning_curves(records, path) -> bool:
   """One panel per data set: training accuracy (dashed, the mean over each epoch's minibatches) and
   validation accuracy (solid, after the epoch) of every α's model against the epoch, from the train records'
-  histories; a vertical tick where the plateau rule stopped a model. Returns False (no file) when no
-  history holds validation accuracies (runs without a validation split, or older records)."""
+  histories; the legend says where and why each model stopped (plateau or cap). Returns False (no file)
+  when no history holds validation accuracies (runs without a validation split, or older records)."""
   train = [r for r in records if r.get("kind") == "train" and any(
       h.get("validation_accuracy") is not None for h in r.get("history", []))]
   if not train:
@@ -192,7 +192,8 @@ def _trivial_mark(r) -> str:
 
 
 def _epochs_text(train) -> str:
-  """"12 epochs", or "10–14 epochs (the plateau rule; cap 20)" when the models stopped at different epochs."""
+  """"12 epochs" or "10–14 epochs", with "(until the validation accuracy plateaued; cap 20)" when the plateau
+  rule stopped a model or any model trained fewer epochs than the cap."""
   counts = sorted({len(r.get("history", [])) or int(r["epochs"]) for r in train})
   caps = sorted({int(r.get("epochs_cap", r["epochs"])) for r in train})
   text = f"{counts[0]} epochs" if len(counts) == 1 else f"{counts[0]}–{counts[-1]} epochs"

@@ -280,8 +280,8 @@ def _not_run_rows(experiment: str, root: str) -> list[dict]:
   nr = claim_rows.not_run
   if experiment == "diff_attention":
     cmd = f"python -m experiments.claims --workdir {root} --standard"
-    why += (" (the standard grids: Fashion-MNIST 3,616 s of CPU time, so about 30 min on 2 idle cores by that; the CIFAR-10 "
-            "pair 39 min on 2 shared CPU cores; ATTN_DATA_DIR set)")
+    why += (" (the standard grids: Fashion-MNIST 3,616 s of CPU time, so about 30 min on 2 idle cores by that; "
+            "the CIFAR-10 pair 39 min on 2 shared CPU cores; ATTN_DATA_DIR set)")
     return [nr(cid, claim, claim_rows.ARXIV_DA, paper, cmd, why)
             for cid, claim, paper in diff_attention_claims.DA_CLAIMS]
   if experiment == "certify":

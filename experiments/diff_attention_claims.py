@@ -213,10 +213,10 @@ def primary_eps(idx: _Records, attack: str = "pgd") -> Optional[EpsPoint]:
   eps = sorted(e for e in curve if e > 0)
   for lo, hi in zip([None] + eps, eps):
     a_hi = curve[hi]
-    tol = tolerance.tolerance(a_hi, PRIMARY_ASR, ops=ASR_DIFFERENCE_OPS)
-    if tolerance.compare(a_hi, PRIMARY_ASR, tol) == 0:
+    side = tolerance.compare(a_hi, PRIMARY_ASR, tolerance.tolerance(a_hi, PRIMARY_ASR, ops=ASR_DIFFERENCE_OPS))
+    if side == 0:
       return grid_point(hi, f"ε* = {hi:g}/255, where the depth-1 ViT's mean ASR is 0.5 (a grid value)")
-    if not tolerance.compare(a_hi, PRIMARY_ASR, tol) > 0:
+    if side < 0:
       continue
     if lo is None:
       return None   # above 0.5 already at the smallest grid ε: ε* lies below the grid (never extrapolated)
@@ -282,7 +282,7 @@ def asr_points(idx: _Records) -> list[tuple[EpsPoint, bool]]:
   """[(point, primary)]: the primary ε* (``primary_eps``) when the ViT's curve reaches 0.5, and the paper's
   1/255 (primary only when there is no ε*; one row when ε* is 1/255 itself)."""
   star = primary_eps(idx)
-  second = grid_point(SECONDARY_EPS_255, "ε = 1/255 (the paper's; a floor regime on Fashion-MNIST)")
+  second = grid_point(SECONDARY_EPS_255, "ε = 1/255 (the paper's)")
   if star is None:
     return [(second, True)]
   return [(star, True)] if star.weights == second.weights else [(star, True), (second, False)]

@@ -30,9 +30,9 @@ def rules_constants(scope: str = "core") -> dict:
   from experiments import claim_rows, verdicts
   if scope not in SCOPES:
     raise ValueError(f"scope {scope!r}: expected one of {', '.join(SCOPES)}")
+  from experiments import diff_attention_claims as da
   out = {"level": claim_rows.LEVEL, "magnitude_factor": verdicts.MAGNITUDE_FACTOR}
   if scope == "core":
-    from experiments import diff_attention_claims as da
     from experiments import intervals
     # The claims job renders the certification and differential-attention rows too.
     out.update(magnitude_points=verdicts.MAGNITUDE_POINTS, primary_asr=da.PRIMARY_ASR)
@@ -44,7 +44,6 @@ def rules_constants(scope: str = "core") -> dict:
   elif scope == "certification":
     out.update(magnitude_points=verdicts.MAGNITUDE_POINTS)
   elif scope == "differential_attention":
-    from experiments import diff_attention_claims as da
     out.update(interval=da.METHOD, resamples=da.N_BOOT, bootstrap_seed=da.BOOT_SEED, primary_asr=da.PRIMARY_ASR)
   return out
 

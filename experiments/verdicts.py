@@ -18,8 +18,8 @@ Verdicts:
     against 1) excludes the null value on the paper's side, "fails" if it excludes it on the other side,
     "inconclusive" otherwise, or when seeds are the unit and there are fewer than ``MIN_SEEDS`` of them;
   * *magnitude*, separately: "matches" only if the interval lies inside the paper's range widened by 1.5×
-    at each end (± 5 percentage points for proportions), "differs" if it is disjoint from that band, "undetermined" otherwise (a wide interval is
-    not evidence of agreement);
+    at each end (± 5 percentage points for proportions), "differs" if it is disjoint from that band,
+    "undetermined" otherwise (a wide interval is not evidence of agreement);
   * *stability*: a verdict that changes when the run is repeated from initial parameters perturbed at
     float32 rounding level is "unstable", with both outcomes (``stability_verdict``).
 
