@@ -30,7 +30,7 @@ def cross_entropy(logits_BxK: jnp.ndarray, labels_B: jnp.ndarray) -> jnp.ndarray
   gradient is a scatter-add that XLA:CPU runs as a loop over the batch, one sample per iteration
   (benchmarks/attacks_pgd_breakdown.py and README, "Performance").
 
-  The code base's one cross-entropy: the attacks, ``experiments.classifier_training`` and
+  The code base's one cross-entropy: the attacks, ``experiments.trainers.classifier`` and
   ``ntk.training.softmax_cross_entropy`` all call it and reduce it themselves, as optax's losses are
   reduced by their callers.
 

@@ -14,7 +14,7 @@ differences). Its weights can be norm-bounded, ‖A_h‖₂ ≤ ``attention_boun
 ``value_bound``/H, by spectral normalisation of the factors. Havens et al. (ICML 2024) report that
 constraining attention weight norms hurts clean accuracy more than it helps
 (docs/theory.md#lipschitz-constrained-vit); on the small data used here an unconstrained model is too sensitive for any of the bounds to certify anything
-(experiments/certify.py sweeps the bound).
+(experiments/certify/run.py sweeps the bound).
 
 The inputs of the attention layers are sown as ``intermediates`` (``forward_with_intermediates``).
 

@@ -23,9 +23,9 @@ import jax
 import numpy as np
 
 import attacks
-from experiments import config as config_lib
-from experiments import vit_training
-from experiments.diff_attention import _batched_attack
+from experiments.core import config as config_lib
+from experiments.trainers import vit as vit_training
+from experiments.diff_attention.run import batched_attack
 
 
 def main(argv=None) -> None:
@@ -65,7 +65,7 @@ def main(argv=None) -> None:
         key = jax.random.key(int(e255))
         for name, attack, kw in (("pgd", attacks.pgd_linf, dict(alpha=eps / 4, steps=10, key=key)),
                                  ("apgd", attacks.apgd, dict(steps=20, key=key))):
-          success, _, _ = _batched_attack(attack, tm.logits_fn, x[correct], y[correct], 500, eps=eps, **kw)
+          success, _, _ = batched_attack(attack, tm.logits_fn, x[correct], y[correct], 500, eps=eps, **kw)
           asr[(name, e255)] = float(np.mean(success)) if success.size else float("nan")
       attack_s = time.perf_counter() - t1
     rows.append((point.name, tm.record["clean_accuracy"], int(correct.sum()), asr, train_s, attack_s))

@@ -1,9 +1,9 @@
-"""Times each section of the sensitivity report (``experiments.report``) on the project's small ViT.
+"""Times each section of the sensitivity report (``experiments.report.run``) on the project's small ViT.
 
   python benchmarks/report_sections.py                        # trains a ViT briefly, then times the report
   python benchmarks/report_sections.py --vit-workdir runs/vit # a train_vit workdir's ViT (depth 1) instead
 
-The ViT is ``experiments.train_vit``'s default CPU architecture (CIFAR-10 32×32, patch 4, width 64, 4
+The ViT is ``experiments.train_vit.run``'s default CPU architecture (CIFAR-10 32×32, patch 4, width 64, 4
 heads, depth 1); without ``--vit-workdir`` it is trained for ``--epochs`` epochs on 256 embedded CIFAR-10
 images first (the section times hardly depend on how well it is trained). The report runs with its quick
 defaults — 256 CIFAR-10 test images (attacks), 128 training images (NTK and influence pool; an NTK sample
@@ -27,8 +27,9 @@ def main() -> None:
   parser.add_argument("overrides", nargs="*", help="report config field=value overrides")
   args = parser.parse_args()
 
-  from experiments import report, train_vit
-  from experiments.config import apply_overrides
+  from experiments.report import run as report
+  from experiments.train_vit import run as train_vit
+  from experiments.core.config import apply_overrides
 
   tmp = tempfile.TemporaryDirectory()
   vit_dir = args.vit_workdir
@@ -41,7 +42,7 @@ def main() -> None:
   workdir = args.workdir or str(Path(tmp.name) / "report")
   config = apply_overrides(report.get_config(), args.overrides)
   start = time.perf_counter()
-  records = report.run_report([f"experiments.model_adapters:vit(workdir={vit_dir!r})"], config, workdir)
+  records = report.run_report([f"experiments.report.adapters:vit(workdir={vit_dir!r})"], config, workdir)
   total = time.perf_counter() - start
   print(f"\n{'section':<12} {'status':<8} {'seconds':>8}")
   for r in records:

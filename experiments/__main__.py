@@ -2,9 +2,10 @@
 
   python -m experiments [--workdir runs/quick] [--full] [--overwrite_config]
 
-Runs the condition-number cubing check (``experiments.cubing``), the width sweep
-(``experiments.width_sweep``) and the influence flip-rate study (``experiments.flip_rate``) with their quick
-configs — about 5–8 minutes on 2 CPU cores — into ``<workdir>/{cubing,width_sweep,flip_rate}``, then writes
+Runs the experiments the registry marks ``main_job`` (``experiments.registry``), in registry order: the width
+sweep (``experiments.width_sweep``), the condition-number cubing check (``experiments.cubing``) and the
+influence flip-rate study (``experiments.flip_rate``), with their quick
+configs — about 5–8 minutes on 2 CPU cores — into ``<workdir>/<name>``, then writes
 ``<workdir>/summary.md`` joining their summaries. ``--full`` uses the full-size configs (full data files via ATTN_DATA_DIR; hours on a CPU).
 Restarting with the same workdir resumes.
 """
@@ -14,10 +15,14 @@ import argparse
 import time
 from pathlib import Path
 
-from experiments import config as config_lib
-from experiments import distributed
-from experiments import cubing, cubing_report, flip_rate, flip_rate_report, width_sweep, width_sweep_report
-from experiments.workdir import read_records
+from experiments import registry
+from experiments.core import cli, distributed
+from experiments.core.workdir import read_records
+
+
+def main_job_experiments() -> list:
+  """The registered experiments of the main job, in registry order."""
+  return [s for s in registry.experiments() if s.main_job]
 
 
 def main(argv=None) -> None:
@@ -31,7 +36,7 @@ def main(argv=None) -> None:
   args = parser.parse_args(argv)
   root = Path(args.workdir)
   start = time.perf_counter()
-  with config_lib.user_errors():
+  with cli.user_errors():
     distributed.initialize(args.coordinator_address, args.num_processes, args.process_id,
                            global_mesh=args.global_mesh)
     with distributed.point_context():
@@ -39,40 +44,35 @@ def main(argv=None) -> None:
   if texts is None:
     return
   elapsed = time.perf_counter() - start
-  computed = sum(float(r.get("wall_time_s", 0.0)) for sub in ("cubing", "width_sweep", "flip_rate")
-                 for r in read_records(root / sub))
+  names = [s.name for s in main_job_experiments()]
+  computed = sum(float(r.get("wall_time_s", 0.0)) for sub in names for r in read_records(root / sub))
   summary = (f"# Quick reproduction: linearized attention vs the NTK regime\n\n"
              f"Compute time recorded in the results: {computed:.0f} s (sum of per-point wall times; this "
              f"invocation took {elapsed:.0f} s, resumed points are not recomputed).\n"
              f"Figures: cubing/kappa_vs_n.png, width_sweep/*.png, flip_rate/*.png.\n\n"
              + "\n".join(t.replace("# ", "## ", 1) for t in texts))
-  from experiments import claims
-  subs = [root / s for s in ("cubing", "width_sweep", "flip_rate")]
-  with config_lib.user_errors():
+  from experiments.claims import job as claims
+  subs = [root / s for s in names]
+  with cli.user_errors():
     summary += ("\n## Claims these runs support\n\nVerdict rules and the other claims: `python -m experiments.claims "
                 f"--workdir {root / 'claims'} --from {' '.join(map(str, subs))}`\n\n"
                 + claims.supported_rows_markdown(subs))
-  from experiments.rules_version import stamp
+  from experiments.core.rules_version import stamp
   (root / "summary.md").write_text(stamp(summary))
   print(f"done in {elapsed:.0f} s: {root / 'summary.md'}")
 
 
-def _run_all(root: Path, full: bool, overwrite_config: bool) -> tuple[str, str, str] | None:
-  """Runs the three experiments (this process's share of each) and, on process 0 once every process has
+def _run_all(root: Path, full: bool, overwrite_config: bool) -> list[str] | None:
+  """Runs the main job's experiments (this process's share of each) and, on process 0 once every process has
   finished, their reports; returns their summaries (None on the other processes)."""
-  print(f"[1/3] condition-number cubing -> {root / 'cubing'}")
-  cubing.run(cubing.get_config(full=full), root / "cubing", overwrite_config=overwrite_config)
-  print(f"[2/3] width sweep -> {root / 'width_sweep'}")
-  width_sweep.run(width_sweep.get_config(full=full), root / "width_sweep", overwrite_config=overwrite_config)
-  print(f"[3/3] influence flip rates -> {root / 'flip_rate'}")
-  flip_rate.run(flip_rate.get_config(full=full), root / "flip_rate", overwrite_config=overwrite_config)
+  specs = main_job_experiments()
+  for i, spec in enumerate(specs):
+    print(f"[{i + 1}/{len(specs)}] {spec.description} -> {root / spec.name}")
+    spec.run(spec.get_config(full=full), root / spec.name, overwrite_config=overwrite_config)
   distributed.barrier("experiments: all points done")
   if distributed.process_index() > 0:
     return None
-  cub_text = cubing_report.write_report(root / "cubing")
-  ws_text = width_sweep_report.write_report(root / "width_sweep")
-  fr_text = flip_rate_report.write_report(root / "flip_rate")
-  return ws_text, cub_text, fr_text
+  return [spec.write_report(root / spec.name) for spec in specs]
 
 
 if __name__ == "__main__":

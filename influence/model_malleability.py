@@ -14,7 +14,7 @@ function and a logits function:
      and Spearman ρ recorded (``influence.flip_rate``).
 ε = 0 returns the clean images, so its kernel is the clean one: 0 flips by construction (the control).
 A model whose features depend on the whole training set (MLP-Attn's X Xᵀ X) is, through this interface,
-treated with its training matrix fixed; ``experiments.flip_rate`` re-featurises instead.
+treated with its training matrix fixed; ``experiments.flip_rate.run`` re-featurises instead.
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ class MalleabilityPoint(NamedTuple):
 
 def attack_key(key, attack_index: int, eps: float):
   """The key of one (attack, ε): fold_in(fold_in(key, 1 + attack_index), round(ε·1e6)), the scheme of
-  ``experiments.flip_rate`` (so equal seeds draw equal random starts and signs)."""
+  ``experiments.flip_rate.run`` (so equal seeds draw equal random starts and signs)."""
   return jax.random.fold_in(jax.random.fold_in(key, 1 + attack_index), int(round(eps * 1e6)))
 
 

@@ -1,7 +1,7 @@
 """One point of the width sweep: kernel distance at initialisation, function distance after gradient
 descent, and kernel movement, for a 2-layer ReLU network on given feature rows (arXiv 2603.13085 §4–5;
 docs/theory.md#kernel-distance). The runner that loops over data sets, models, widths and seeds is
-``experiments/width_sweep.py``; this module holds the measurements.
+``experiments/width_sweep/run.py``; this module holds the measurements.
 """
 from __future__ import annotations
 

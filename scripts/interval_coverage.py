@@ -1,5 +1,5 @@
-"""Simulated coverage of the interval methods of ``experiments.intervals`` (and, as baselines, the bootstrap
-intervals of ``experiments.verdicts`` that the claim rows use today) at the numbers of seeds the claims job
+"""Simulated coverage of the interval methods of ``experiments.core.intervals`` (and, as baselines, the bootstrap
+intervals of ``experiments.core.verdicts`` that the claim rows use today) at the numbers of seeds the claims job
 uses, on named populations with known parameters.
 
   .venv/bin/python scripts/interval_coverage.py --out /tmp/interval_coverage.md
@@ -18,7 +18,7 @@ with (``--seed``, population index, n), so every cell is reproducible on its own
   * width / t width: the median width over replications divided by the median width of the reference on the
     same samples: for means, Student's t interval on the identity scale; for ratios, widths on the log scale,
     and the reference is the t interval of the log ratio with the seed-level delta-method standard error
-    *without* the binomial floor (``experiments.intervals._log_ratio_se(floor=False)``);
+    *without* the binomial floor (``experiments.core.intervals._log_ratio_se(floor=False)``);
   * pass: coverage ≥ 0.92, each miss ≤ 0.04 (the point estimates; a Monte-Carlo standard error of about
     0.005 for coverage at 2,000 replications), and width / t width ≤ 1.3 *on normal data at the same n* for
     the mean methods (a method cannot pass by being wide), on the row's own population for the ratio methods;
@@ -47,7 +47,8 @@ import scipy.stats
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from experiments import intervals, verdicts  # noqa: E402
+from experiments.core import intervals
+from experiments.core import verdicts
 
 NS = (5, 10, 15, 30, 35)
 LEVEL = 0.95

@@ -7,6 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from experiments import registry
+from experiments.core.cli import experiment_main
+
 from attacks import pgd_l2
 from attention import certification as C
 from attention import sensitivity
@@ -315,7 +318,7 @@ def test_bad_inputs_raise_clear_errors():
 
 
 # ----------------------------------------------------------------------------- α selection, standard config,
-# report and claim rows (experiments.certify, certify_report, claim_rows.certify_rows)
+# report and claim rows (experiments.certify, certify_report, certify_claims.certify_rows)
 
 
 def _split(n_per_class=10, classes=3, seed=0):
@@ -329,7 +332,7 @@ def _split(n_per_class=10, classes=3, seed=0):
 
 
 def test_validation_split_is_stratified_disjoint_and_deterministic():
-  from experiments.certify import validation_split
+  from experiments.certify.run import validation_split
   train = _split()
   fit, val = validation_split(train, 0.2, seed=0)
   assert len(fit.x) == 24 and len(val.x) == 6 and np.bincount(val.y).tolist() == [2, 2, 2]
@@ -350,7 +353,7 @@ def _val(alpha, cert, clean, eps=0.02, dataset="cifar10", n=100):
 
 
 def test_selection_rule_ties_and_refusal_of_test_records():
-  from experiments.certify import select_attention_bound
+  from experiments.certify.run import select_attention_bound
   best = select_attention_bound([_val(0.0625, 0.20, 0.30), _val(0.25, 0.25, 0.31), _val(1.0, 0.0, 0.36)])
   assert best["attention_bound"] == 0.25                                        # highest rigorous certified
   tie = [_val(0.0625, 0.0, 0.30), _val(0.25, 0.0, 0.33), _val(1.0, 0.0, 0.33)]
@@ -371,8 +374,10 @@ def test_certify_experiment_selects_alpha_before_reading_test_images_and_resumes
   (headline: the rigorous figure of the selected α); a rerun adds nothing and reads no test image; a fresh
   run with the same models whose test images are NaN records the same selection, then fails on them."""
   import shutil
-  from experiments import certify, config as config_lib, workdir
-  from experiments.workdir import read_records
+  from experiments.certify import run as certify
+  from experiments.core import config as config_lib
+  from experiments.core import workdir
+  from experiments.core.workdir import read_records
   # Library versions are recorded by Workdir (tested with it); skip importing neural_tangents/TF here.
   monkeypatch.setattr(workdir, "versions", lambda: {"jax": jax.__version__})
   seen, test_loads, val_images = [], [], []
@@ -390,7 +395,7 @@ def test_certify_experiment_selects_alpha_before_reading_test_images_and_resumes
                "validation_fraction=0.25", "train.epochs=1", "train.batch_size=10", "depth=1", "dim=8",
                "num_heads=1", "sll_hidden=8", "power_iters=5", "chunk=10", "pgd.steps=3", "tightness_samples=2",
                "layer_pgd.steps=5", "layer_pgd.restarts=1"]
-  certify.main(["--workdir", str(tmp_path / "run"), *overrides])
+  experiment_main(registry.get('certify'), ["--workdir", str(tmp_path / "run"), *overrides])
   records = read_records(tmp_path / "run")
   assert sorted(r["kind"] for r in records) == sorted(
       ["train", "radius", "certify", "tightness", "validation"] * 2 + ["selection"])
@@ -417,7 +422,7 @@ def test_certify_experiment_selects_alpha_before_reading_test_images_and_resumes
                              f"**{100 * chosen['certified_rigorous']:.1f} [")
   assert "## α selection on the validation split" in text and "Certified (rigorous) / PGD-L2 / clean" in text
 
-  certify.main(["--workdir", str(tmp_path / "run"), *overrides])
+  experiment_main(registry.get('certify'), ["--workdir", str(tmp_path / "run"), *overrides])
   assert len(read_records(tmp_path / "run")) == len(records) and len(test_loads) == 1
 
   shutil.copytree(tmp_path / "run" / "models", tmp_path / "nan" / "models")
@@ -433,14 +438,14 @@ def test_certify_experiment_selects_alpha_before_reading_test_images_and_resumes
                       if r["kind"] in ("validation", "selection")]
   assert strip(read_records(tmp_path / "nan")) == strip(records)
   with pytest.raises(SystemExit):
-    certify.main(["--workdir", str(tmp_path / "run"), "attention_bounds=-1"])
+    experiment_main(registry.get('certify'), ["--workdir", str(tmp_path / "run"), "attention_bounds=-1"])
 
 
 def test_standard_config_reads_the_data_directory_or_warns(monkeypatch):
-  from experiments import certify
-  from experiments.config import cli
+  from experiments.certify import run as certify
+  from experiments.core.cli import cli
   monkeypatch.setenv("ATTN_DATA_DIR", "/nonexistent-data-dir")
-  config, _ = cli("certify", certify.get_config, ["--workdir", "w", "--standard"])
+  config, _ = cli(registry.get('certify'), ["--workdir", "w", "--standard"])
   assert config.data.source == "dir" and config.data.n_train is None and config.data.n_test == 1000
   assert config.datasets == ("cifar10",) and config.attention_bounds == (0.0625, 0.25, 1.0) and config.selects
   assert config.validation_fraction == certify.STANDARD_VALIDATION_FULL
@@ -486,7 +491,7 @@ def _selection(alpha, eps, dataset="cifar10"):
 
 
 def test_report_leads_with_the_rigorous_certificate_and_shows_the_attack_gap():
-  from experiments.certify_report import KRYLOV_LABEL, summary_markdown
+  from experiments.certify.report import KRYLOV_LABEL, summary_markdown
   records = [_cert(0.0625, 0.02, 0.328, 0.324, 0.26, 0.274), _cert(1.0, 0.02, 0.356, 0.30, 0.0, 0.0)]
   text = summary_markdown(records)   # two α, no selection: no headline α
   assert "| cifar10 | 0.02 | – | none † |" in text and "† No α is the headline" in text
@@ -507,14 +512,15 @@ def test_report_leads_with_the_rigorous_certificate_and_shows_the_attack_gap():
     (1000, 20, 18, False),   # 10 %
 ])
 def test_near_trivial_mark_at_exactly_five_percent_is_not_decided_by_rounding(n, clean_k, pgd_k, marked):
-  from experiments.certify_report import _trivial_mark
+  from experiments.certify.report import _trivial_mark
   r = dict(clean_accuracy=clean_k / n, pgd_accuracy=1 - (n - pgd_k) / n)
   assert (_trivial_mark(r) == " ⚠") is marked
 
 
 def test_certify_claim_rows_main_is_the_validation_selected_rigorous_row():
-  from experiments import claim_rows
-  from experiments.claim_rows import Source, certify_rows
+  from experiments.certify import claims as certify_claims
+  from experiments.core.rows import Source
+  from experiments.certify.claims import certify_rows
   records = [_cert(a, e, 0.33, 0.32, c, c + 0.02) for a, c in ((0.0625, 0.26), (1.0, 0.0)) for e in (0.02, 0.05)]
   rows = certify_rows(Source("certify", "p", {}, records))
   mains = {r["claim_id"]: r for r in rows if not r["variant"]}
@@ -530,13 +536,14 @@ def test_certify_claim_rows_main_is_the_validation_selected_rigorous_row():
       mains["certified_0.02_rigorous"]["setting"]   # the validation choice, not the test-set best (0.0625)
   assert mains["certified_0.05_rigorous"]["estimate"] == pytest.approx(0.26)
   assert mains["certified_0.05_krylov"]["estimate"] == pytest.approx(0.28)
-  assert claim_rows.KRYLOV_CERT in mains["certified_0.05_krylov"]["claim"]
+  assert certify_claims.KRYLOV_CERT in mains["certified_0.05_krylov"]["claim"]
   assert "Not a proof" in mains["certified_0.05_krylov"]["note"]
 
 
 def test_alpha_tradeoff_row_paired_bootstrap_and_what_flips_it():
-  from experiments.claim_rows import Source, alpha_tradeoff_rows, flip_moves, paired_binary_difference
-  from experiments.verdicts import clopper_pearson
+  from experiments.core.rows import Source
+  from experiments.certify.claims import alpha_tradeoff_rows, flip_moves, paired_binary_difference
+  from experiments.core.verdicts import clopper_pearson
   # The strict α certifies 26 of 100 images, α = 1 none: the paper's side (strict certifies less) fails.
   records = [_cert(0.0625, 0.02, 0.33, 0.32, 0.26, 0.28), _cert(1.0, 0.02, 0.36, 0.30, 0.0, 0.0),
              _cert(0.25, 0.02, 0.34, 0.31, 0.15, 0.16)]
@@ -583,7 +590,7 @@ def test_alpha_tradeoff_row_paired_bootstrap_and_what_flips_it():
 
 
 def test_report_training_table_and_learning_curves_from_the_histories(tmp_path):
-  from experiments.certify_report import plot_learning_curves, summary_markdown
+  from experiments.certify.report import plot_learning_curves, summary_markdown
   hist = [dict(epoch=e, loss=2.0 - 0.1 * e, train_accuracy=0.3 + 0.05 * e, seconds=s, validation_accuracy=v)
           for e, s, v in ((1, 40.0, 0.30), (2, 14.0, 0.40), (3, 16.0, 0.402))]
   train = dict(dataset="cifar10", attention_bound=0.25, kind="train", eps=-1.0, layer=-1, n_train=100, n_test=10,

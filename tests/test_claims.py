@@ -12,15 +12,19 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from experiments import claim_rows, claims, claims_report
-from experiments.workdir import _jsonable
+from experiments.core import rows as core_rows
+from experiments.flip_rate import claims as flip_rate_claims
+from experiments.width_sweep import claims as width_sweep_claims
+from experiments.claims import job as claims
+from experiments.claims import report as claims_report
+from experiments.core.workdir import jsonable
 
 
 def _write(path, records, config=None):
   path.mkdir(parents=True, exist_ok=True)
-  (path / "results.jsonl").write_text("".join(json.dumps(_jsonable(r)) + "\n" for r in records))
+  (path / "results.jsonl").write_text("".join(json.dumps(jsonable(r)) + "\n" for r in records))
   if config is not None:
-    (path / "config.json").write_text(json.dumps(_jsonable(config)))
+    (path / "config.json").write_text(json.dumps(jsonable(config)))
   return path
 
 
@@ -193,8 +197,8 @@ def test_calibrated_eps_is_the_interpolated_crossing_with_a_seed_bootstrap(tmp_p
     relu[s][2], relu[s][3] = relu_0625[s], relu_075[s]
   attn = [[0, 2, 3 + s % 3, 5, 30] for s in range(10)]
   records = _curve_records(relu, attn, grid)
-  assert claim_rows.calibrated_eps(records, "mnist") == 0.075  # the grid rule jumps past the crossing
-  cal = claim_rows.interpolated_calibration(records, "mnist")
+  assert flip_rate_claims.calibrated_eps(records, "mnist") == 0.075  # the grid rule jumps past the crossing
+  cal = flip_rate_claims.interpolated_calibration(records, "mnist")
   counts_r = np.array(relu, float)
   counts_a = np.array(attn, float)
   eps = np.array(grid)
@@ -291,10 +295,10 @@ def test_absent_diff_attention_and_certify_say_not_run_with_their_command(tmp_pa
   for r in rows:
     assert r["status"] == "not run" and r["direction"] == "not run" and r["command"].startswith("python -m ")
     by_exp.setdefault(claims.experiment_of(r["claim_id"]), []).append(r)
-  from experiments.diff_attention_claims import DA_CLAIMS
+  from experiments.diff_attention.claims import DA_CLAIMS
   assert {r["claim_id"] for r in by_exp["diff_attention"]} == {c[0] for c in DA_CLAIMS}
-  assert all(f"experiments.claims --workdir {tmp_path} --standard" in r["command"] for r in by_exp["diff_attention"])
-  assert len(by_exp["certify"]) == 5 and all("experiments.claims" in r["command"] and "--standard" in r["command"]
+  assert all(f"experiments.claims.job --workdir {tmp_path} --standard" in r["command"] for r in by_exp["diff_attention"])
+  assert len(by_exp["certify"]) == 5 and all("experiments.claims.job" in r["command"] and "--standard" in r["command"]
              for r in by_exp["certify"])
 
 
@@ -566,7 +570,7 @@ def test_feature_learning_row_compares_kernel_movement_at_the_common_target(tmp_
 def test_feature_learning_interval_is_the_sign_flip_interval_of_per_seed_means():
   """With 6 seeds the inverted sign-flip interval of the per-seed differences (averaged over widths) is
   exactly [min, max] of them (p just outside is 2/64 ≤ 0.05), and 6 seeds are too few for a direction."""
-  rows = claim_rows.feature_learning_rows(_sweep_source(_movement_records(range(6), kinds=("common",))))
+  rows = width_sweep_claims.feature_learning_rows(_sweep_source(_movement_records(range(6), kinds=("common",))))
   (row,) = [r for r in rows if r["primary"]]
   per_seed = [np.mean([-0.08 + 0.004 * w_i - 0.002 * (s % 4) + 0.0005 * s for w_i in (0, 1)]) for s in range(6)]
   assert len(set(np.round(per_seed, 12))) > 2  # distinct per-seed values: min and max are not the mean ± 0
@@ -602,7 +606,7 @@ def test_implied_width_row_compares_the_bound_with_the_fitted_width(tmp_path):
 def test_rows_of_a_differential_attention_variant_carry_its_label():
   """A CIFAR-10 workdir is a variant of the standard Fashion-MNIST grid: every row it measures carries
   'dataset=cifar10' (beside a row's own variant), and with no standard grid the 'not run' rows remain."""
-  src = claim_rows.Source("diff_attention", "c10", {"dataset": "cifar10"}, _da_records(depths=(1, 2)), ("dataset=cifar10",))
+  src = core_rows.Source("diff_attention", "c10", {"dataset": "cifar10"}, _da_records(depths=(1, 2)), ("dataset=cifar10",))
   rows = claims.build_rows([src], "DIR")
   measured = [r for r in rows if r["status"] == "measured"]
   assert measured and all("dataset=cifar10" in r["variant"] for r in measured)
@@ -615,11 +619,11 @@ def test_grid_eps_choices_are_not_decided_by_rounding():
   0.6, where 0.6 − 0.55 < 0.55 − 0.5 in float64), and a grid value exactly 25 % away is accepted on either
   side (|0.375 − 0.3| = 0.07500000000000001 > 0.25·0.3 in float64); clearly farther is not."""
   grid = lambda *eps: [dict(eps=e) for e in eps]  # noqa: E731
-  assert claim_rows._nearest_eps(grid(0.5, 0.6), 0.55) == 0.5
-  assert claim_rows._nearest_eps(grid(0.6, 0.5), 0.55) == 0.5
-  assert claim_rows._nearest_eps(grid(0.375), 0.3) == 0.375 and claim_rows._nearest_eps(grid(0.225), 0.3) == 0.225
-  assert claim_rows._nearest_eps(grid(0.38), 0.3) is None and claim_rows._nearest_eps(grid(0.22), 0.3) is None
-  assert claim_rows._nearest_eps(grid(0.0, 0.3), 0.3) == 0.3 and claim_rows._nearest_eps([], 0.3) is None
+  assert flip_rate_claims._nearest_eps(grid(0.5, 0.6), 0.55) == 0.5
+  assert flip_rate_claims._nearest_eps(grid(0.6, 0.5), 0.55) == 0.5
+  assert flip_rate_claims._nearest_eps(grid(0.375), 0.3) == 0.375 and flip_rate_claims._nearest_eps(grid(0.225), 0.3) == 0.225
+  assert flip_rate_claims._nearest_eps(grid(0.38), 0.3) is None and flip_rate_claims._nearest_eps(grid(0.22), 0.3) is None
+  assert flip_rate_claims._nearest_eps(grid(0.0, 0.3), 0.3) == 0.3 and flip_rate_claims._nearest_eps([], 0.3) is None
 
 
 @pytest.mark.parametrize("flipped, top, reaches", [(33, 1000, True), (66, 2000, True), (3300, 100_000, True),
@@ -630,7 +634,7 @@ def test_calibrated_eps_counts_a_rate_of_exactly_the_paper_value_as_reaching_it(
   rec = lambda eps, k, n: dict(task="mnist", model="relu", attack="pgd", eps=eps, n_flipped=k, n_top=n,  # noqa: E731
                                converged=True)
   records = [rec(0.1, flipped, top), rec(0.2, top, top)]
-  assert claim_rows.calibrated_eps(records, "mnist") == (0.1 if reaches else 0.2)
+  assert flip_rate_claims.calibrated_eps(records, "mnist") == (0.1 if reaches else 0.2)
 
 
 def test_cubing_subset_on_the_float64_limit_within_rounding_is_kept(tmp_path):
@@ -658,13 +662,13 @@ def test_a_run_recorded_unconverged_a_float32_rounding_above_its_target_counts_a
     r.update(fields(r["seed"], r["model"]))
   row = _main(_rows(tmp_path, "fr", records), "flip_ratio_mnist_pgd")
   assert row["n"] == (6 if kept else 5) and ("1 seeds left out" in row["note"]) is (not kept)
-  from experiments import tolerance
+  from experiments.core import tolerance
   assert tolerance.reached_target(dict(converged=False, train_loss=1e-30, loss_target=0.0)) is False  # target 0
   assert tolerance.reached_target(dict(converged=False)) is False and tolerance.reached_target({}) is True
 
 
 def _sweep_source(records, variant=()):
-  return claim_rows.Source("width_sweep", "ws", {}, records, variant, "python -m experiments.width_sweep")
+  return core_rows.Source("width_sweep", "ws", {}, records, variant, "python -m experiments.width_sweep")
 
 
 def test_feature_learning_has_one_row_per_kernel_movement_measure_and_the_raw_one_is_primary():
@@ -680,7 +684,7 @@ def test_feature_learning_has_one_row_per_kernel_movement_measure_and_the_raw_on
                          kernel_movement_one_minus_cka=other / 2 + 0.01 * seed,
                          kernel_movement_top_k=other / 3 + 0.01 * seed, kernel_movement_k=10,
                          data_draw="independent", expected_seed_overlap=0.128, train_pool=2000))
-  rows = claim_rows.feature_learning_rows(_sweep_source(recs))
+  rows = width_sweep_claims.feature_learning_rows(_sweep_source(recs))
   assert [r["measurement"].split()[0] for r in rows] == ["raw", "centred", "1", "top-10"]
   assert [r["primary"] for r in rows] == [True, False, False, False]
   assert {r["variant"] for r in rows} == {""} and {r["claim_id"] for r in rows} == {"feature_learning"}
@@ -691,7 +695,7 @@ def test_feature_learning_has_one_row_per_kernel_movement_measure_and_the_raw_on
   assert "seeds share ≈ 13 % of their training images" in rows[0]["setting"]
   assert "2,000-image" in rows[0]["setting"]
   recs[0]["kernel_movement_one_minus_cka"] = float("nan")  # a dead network: CKA undefined there
-  cka = claim_rows.feature_learning_rows(_sweep_source(recs))[2]
+  cka = width_sweep_claims.feature_learning_rows(_sweep_source(recs))[2]
   assert cka["n"] == 10 and "10 seeds (29 (width, seed) pairs)" in cka["setting"]  # the seed keeps 2 widths
   assert cka["note"].startswith("1 (width, seed) pair left out: the measure is undefined")
 
@@ -699,7 +703,7 @@ def test_feature_learning_has_one_row_per_kernel_movement_measure_and_the_raw_on
 def _distance_records(kinf_slopes, k0_slopes, *, kind="common", seeds=range(5), noise=0.02):
   """Records whose K∞ and K₀ distances grow as m^slope per model, with seed noise of the slope."""
   rng = np.random.default_rng(0)
-  kinf_field, k0_field, _ = claim_rows.DISTANCE_FIELDS[kind]
+  kinf_field, k0_field, _ = width_sweep_claims.DISTANCE_FIELDS[kind]
   out = []
   for seed in seeds:
     jitter = {m: rng.normal(0, noise, 2) for m in ("relu", "mlp_attn")}
@@ -731,13 +735,13 @@ def test_ntk_distance_difference_is_the_paired_per_seed_slope_difference_against
   common target)."""
   recs = _distance_records({"relu": -0.4, "mlp_attn": 0.1}, {"relu": -0.05, "mlp_attn": -0.1}, kind=kind,
                            seeds=range(10))
-  rows = claim_rows.ntk_distance_rows(_sweep_source(recs))
+  rows = width_sweep_claims.ntk_distance_rows(_sweep_source(recs))
   diff = [r for r in rows if r["claim_id"] == "ntk_distance_difference"]
   assert [(r["primary"], r["measurement"].split()[3]) for r in diff] == [(True, "K∞"), (False, "K₀")]
   kinf, k0 = diff
   assert kinf["n"] == 10 and kinf["unit"] == "seeds" and kinf["direction"] == "holds"
   assert kinf["estimate"] == pytest.approx(0.5, abs=0.05) and kinf["scale"] == "slope"
-  slopes = {m: claim_rows.per_seed_slopes([r for r in recs if r["model"] == m], claim_rows.DISTANCE_FIELDS[kind][0])
+  slopes = {m: width_sweep_claims.per_seed_slopes([r for r in recs if r["model"] == m], width_sweep_claims.DISTANCE_FIELDS[kind][0])
             for m in ("relu", "mlp_attn")}
   d = [slopes["mlp_attn"][s] - slopes["relu"][s] for s in range(10)]
   assert kinf["estimate"] == pytest.approx(np.mean(d), rel=1e-12)
@@ -746,7 +750,7 @@ def test_ntk_distance_difference_is_the_paired_per_seed_slope_difference_against
   assert _sign_flip_p(d, kinf["low"]) > 0.05 and _sign_flip_p(d, kinf["high"]) > 0.05
   assert _sign_flip_p(d, kinf["low"] - step) <= 0.05 and _sign_flip_p(d, kinf["high"] + step) <= 0.05
   assert k0["direction"] == "fails" and k0["estimate"] == pytest.approx(-0.05, abs=0.05)
-  assert kinf["paper_range"] == [pytest.approx(claim_rows.paper_slope_difference("mnist"))] * 2
+  assert kinf["paper_range"] == [pytest.approx(width_sweep_claims.paper_slope_difference("mnist"))] * 2
   assert "disjoint per-seed training subsets" in kinf["setting"]
   per_model = {(r["claim_id"], r["primary"]): r for r in rows if r["claim_id"] != "ntk_distance_difference"}
   assert per_model["ntk_distance_relu", True]["direction"] == "holds"
@@ -754,7 +758,7 @@ def test_ntk_distance_difference_is_the_paired_per_seed_slope_difference_against
   assert per_model["ntk_distance_mlp_attn", False]["direction"] == "fails"
   assert {r["variant"] for r in rows} == {""}  # the first criterion present is the main one
   if kind != "common":
-    both = claim_rows.ntk_distance_rows(_sweep_source(recs + _distance_records(
+    both = width_sweep_claims.ntk_distance_rows(_sweep_source(recs + _distance_records(
         {"relu": -0.4, "mlp_attn": 0.1}, {"relu": -0.4, "mlp_attn": 0.1}, kind="common")))
     variants = {r["variant"] for r in both if r["claim_id"] == "ntk_distance_difference"}
     assert len(variants) == 2 and "" in variants  # the common target main, this criterion a variant
@@ -766,7 +770,7 @@ def test_ntk_distance_difference_pairs_only_seeds_both_models_measured():
   for r in recs:
     if r["seed"] == 4 and r["model"] == "mlp_attn":
       r.update(converged=False, loss_target=0.035, train_loss=0.05)
-  rows = claim_rows.ntk_distance_rows(_sweep_source(recs))
+  rows = width_sweep_claims.ntk_distance_rows(_sweep_source(recs))
   kinf = next(r for r in rows if r["claim_id"] == "ntk_distance_difference" and r["primary"])
   assert kinf["n"] == 4 and "MLP-Attn: 3 unconverged points left out" in kinf["note"]
   relu = next(r for r in rows if r["claim_id"] == "ntk_distance_relu" and r["primary"])
@@ -801,12 +805,12 @@ def test_dual_rows_under_each_preprocessing_and_ridge_choice(tmp_path):
   assert "by design" not in by["raw features, ridge chosen on a validation split"]["reason"]  # 10 draws
   assert "chosen: 2L-ReLU 1e-06, MLP-Attn 1e-06" in by["raw features, ridge chosen on a validation split"]["setting"]
   assert "independent per-draw training subsets" in primary["setting"] and "12.8 %" in primary["setting"]
-  from experiments.specification_curve import choice_summary
+  from experiments.claims.specification_curve import choice_summary
   assert "depends on: raw features" in choice_summary([r for r in rows if r["status"] == "measured"])
 
 
 def test_compute_times_are_summed_per_quick_experiment_and_rendered(tmp_path):
-  from experiments import claims_report
+  from experiments.claims import report as claims_report
   recs = [dict(r, wall_time_s=1.5) for r in _flip_records([3] * 10, [21] * 10)]
   _write(tmp_path / "flip_rate", recs)
   times = claims.compute_times(claims.discover(tmp_path))
@@ -822,14 +826,14 @@ def test_a_standard_flip_rate_grid_is_a_labelled_variant_not_a_second_quick_sour
   stand as a second set of main rows; it reads as a 'standard grid' variant, and the quick config does not."""
   import dataclasses
   import json
-  from experiments import flip_rate
-  from experiments.workdir import _jsonable
+  from experiments.flip_rate import run as flip_rate
+  from experiments.core.workdir import jsonable
   monkeypatch.setenv("ATTN_DATA_DIR", str(tmp_path))
   standard = flip_rate.standard_config("mnist")
   for name, config in (("standard", standard), ("quick", claims.quick_config("flip_rate")),
                        ("fewer_seeds", dataclasses.replace(standard, seeds=(0, 1)))):
     (tmp_path / name).mkdir()
-    (tmp_path / name / "config.json").write_text(json.dumps(_jsonable(dataclasses.asdict(config))))
+    (tmp_path / name / "config.json").write_text(json.dumps(jsonable(dataclasses.asdict(config))))
     (tmp_path / name / "results.jsonl").write_text("")
   assert claims.load_source(tmp_path / "standard", "flip_rate").variant == (
       "standard grid (flip_rate_standard: 30 seeds, disjoint subsets of the full training files)",)

@@ -7,9 +7,13 @@ import numpy as np
 import pytest
 
 import ntk
-from experiments import flip_rate, flip_rate_report, landscape, landscape_report, width_sweep
-from experiments import width_sweep_report
-from experiments.config import DataConfig, apply_overrides, load_splits
+from experiments.flip_rate import run as flip_rate
+from experiments.flip_rate import report as flip_rate_report
+from experiments.landscape import run as landscape
+from experiments.landscape import report as landscape_report
+from experiments.width_sweep import run as width_sweep
+from experiments.width_sweep import report as width_sweep_report
+from experiments.core.config import DataConfig, apply_overrides, load_splits
 from ntk.training import train_adam
 
 TINY_FLIP = ["models=relu", "widths=16", "seeds=0", "eps=0,0.1", "attacks=random_sign", "data.n_train=20",

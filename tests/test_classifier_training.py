@@ -6,8 +6,8 @@ import jax
 import numpy as np
 import pytest
 
-from experiments.classifier_training import accuracy, train_classifier
-from experiments.config import ClassifierTrainConfig
+from experiments.trainers.classifier import accuracy, train_classifier
+from experiments.core.config import ClassifierTrainConfig
 from experiments.data import load_dataset
 
 
@@ -73,8 +73,8 @@ def test_bad_arguments():
 
 
 def test_plateau_rule_by_hand():
-  from experiments.classifier_training import plateau_reached
-  from experiments.config import PlateauRule
+  from experiments.trainers.classifier import plateau_reached
+  from experiments.core.config import PlateauRule
   rule = PlateauRule(min_epochs=4, window=2, min_gain=0.005)   # compares the last epoch with the one 2 before
   assert not plateau_reached([0.30, 0.40, 0.40], rule)             # flat, but fewer than min_epochs = 4
   assert not plateau_reached([0.30, 0.40, 0.45, 0.45], rule)       # 0.45 − 0.40 = 0.05 over 2 epochs
@@ -96,7 +96,7 @@ def test_plateau_rule_by_hand():
 
 
 def test_training_stops_on_a_validation_plateau_and_stays_stopped_on_resume(tmp_path):
-  from experiments.config import PlateauRule
+  from experiments.core.config import PlateauRule
   train = load_dataset("mnist", "train", n=300, seed=3)
   val = load_dataset("mnist", "test", n=100, seed=3)
   config = ClassifierTrainConfig(epochs=6, batch_size=50, learning_rate=3e-3, warmup_epochs=0)

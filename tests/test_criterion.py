@@ -221,7 +221,7 @@ def test_gauss_newton_on_dead_relus_records_not_reached_with_the_cause():
 
 
 def test_perturb_initial_is_relative_and_zero_is_the_identity():
-  from experiments.network_training import perturb_initial
+  from experiments.trainers.network import perturb_initial
   params = {"W": jnp.arange(1.0, 7.0).reshape(2, 3), "a": jnp.ones((3, 1))}
   assert perturb_initial(params, 0.0, jax.random.PRNGKey(0)) is params
   moved = perturb_initial(params, 1e-3, jax.random.PRNGKey(0))

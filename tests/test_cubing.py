@@ -2,8 +2,9 @@
 import numpy as np
 import pytest
 
-from experiments import cubing, cubing_report
-from experiments.config import apply_overrides
+from experiments.cubing import run as cubing
+from experiments.cubing import report as cubing_report
+from experiments.core.config import apply_overrides
 from experiments.data import load_dataset
 from ntk.cubing import cubing_check
 

@@ -3,7 +3,7 @@ experiments.config.load_splits(block=...)): one block per experiment seed shares
 import numpy as np
 import pytest
 
-from experiments import config as config_lib
+from experiments.core import config as config_lib
 from experiments.data import class_balanced_block_indices, class_balanced_indices, load_dataset
 
 

@@ -1,4 +1,4 @@
-"""Differential-attention claim rows on constructed records (``experiments.diff_attention_claims``): each
+"""Differential-attention claim rows on constructed records (``experiments.diff_attention.claims``): each
 verdict can come out either way, models below the accuracy target are left out, and the two-level
 bootstrap behaves as a bootstrap should."""
 import math
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from attention import da_theory
-from experiments import diff_attention_claims as dc
-from experiments.claim_rows import Source
+from experiments.diff_attention import claims as dc
+from experiments.core.rows import Source
 
 
 def _train(model, depth, lam, seed, accuracy=0.9):

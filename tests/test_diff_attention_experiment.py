@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 from attention.local_lipschitz import input_jacobian_norm, local_lipschitz
-from experiments import diff_attention, diff_attention_report, train_vit
-from experiments.config import apply_overrides
+from experiments.diff_attention import run as diff_attention
+from experiments.diff_attention import report as diff_attention_report
+from experiments.train_vit import run as train_vit
+from experiments.core.config import apply_overrides
 
 TINY = ["dataset=mnist", "data.n_train=64", "data.n_test=16", "patch_size=7", "dim=16", "num_heads=2", "train.epochs=1",
         "train.batch_size=32", "depths=1", "single_layer_lambda_inits=", "eps_255=1,8", "crossover_eps_255=1,8",

@@ -108,8 +108,9 @@ def test_alignment_and_relative_error_closed_forms():
 
 
 def test_runner_tiny_grid_resumes_and_reports(tmp_path):
-  from experiments import dual_implications, dual_implications_report
-  from experiments.config import apply_overrides
+  from experiments.dual_implications import run as dual_implications
+  from experiments.dual_implications import report as dual_implications_report
+  from experiments.core.config import apply_overrides
   config = apply_overrides(dual_implications.get_config(), [
       "datasets=mnist", "data.n_train=24", "data.n_test=12", "targets=top,bottom", "draws=0,1", "k=3",
       "seeds=0", "network_seeds=0", "width=16", "train.max_epochs=5"])
@@ -144,8 +145,9 @@ def test_runner_targets_lie_in_the_top_or_bottom_singular_span_of_each_draws_tra
   vectors of that draw's training matrix and has no component along the bottom-k non-zero ones; a 'bottom'
   target the other way round. U, Σ computed here by hand (numpy SVD of the rows the runner loads for the
   draw); the records carry the singular values of their directions."""
-  from experiments import dual_implications, seed_subsets
-  from experiments.config import apply_overrides
+  from experiments.dual_implications import run as dual_implications
+  from experiments.core import seed_subsets
+  from experiments.core.config import apply_overrides
   k = 3
   config = apply_overrides(dual_implications.get_config(), [
       "datasets=mnist", "data.n_train=40", "data.n_test=10", "targets=top,bottom", "draws=0,1", f"k={k}",
@@ -172,7 +174,7 @@ def test_runner_targets_lie_in_the_top_or_bottom_singular_span_of_each_draws_tra
 def test_ridge_is_chosen_on_held_out_training_rows_never_on_the_test_targets():
   """choose_ridge fits on the fit rows and scores on the held-out training rows (by hand); the chosen scale, and
   so kernel_error_validated's ridge, does not change when the test targets do."""
-  from experiments import dual_implications
+  from experiments.dual_implications import run as dual_implications
   rng = np.random.default_rng(0)
   a, at = rng.normal(size=(30, 4)), rng.normal(size=(7, 4))
   k, kt, ktt = a @ a.T, at @ a.T, at @ at.T
@@ -197,7 +199,7 @@ def test_ridge_is_chosen_on_held_out_training_rows_never_on_the_test_targets():
 
 
 def test_raw_features_are_the_rows_before_normalisation_up_to_one_constant():
-  from experiments import dual_implications
+  from experiments.dual_implications import run as dual_implications
   rng = np.random.default_rng(1)
   x, xt = rng.uniform(size=(6, 5)), rng.uniform(size=(3, 5))
   for model, want, want_t in (("relu", x, xt), ("mlp_attn", x @ x.T @ x, xt @ x.T @ x)):

@@ -4,8 +4,14 @@ import dataclasses
 import numpy as np
 import pytest
 
-from experiments import flip_rate, flip_rate_report, landscape, landscape_report
-from experiments.config import apply_overrides
+from experiments import registry
+from experiments.core.cli import experiment_main
+
+from experiments.flip_rate import run as flip_rate
+from experiments.flip_rate import report as flip_rate_report
+from experiments.landscape import run as landscape
+from experiments.landscape import report as landscape_report
+from experiments.core.config import apply_overrides
 
 SMALL = ["models=relu,mlp_attn", "widths=64", "seeds=0", "eps=0,0.3", "data.n_train=40", "data.n_test=10",
          "train.learning_rates=0.001", "train.max_epochs=20", "train.check_every=10",
@@ -55,7 +61,7 @@ def test_mean_ci():
 
 def test_cli_prints_one_line_errors(tmp_path, capsys):
   with pytest.raises(SystemExit) as exit_info:
-    flip_rate.main(["--workdir", str(tmp_path), "eps=0,5"])
+    experiment_main(registry.get('flip_rate'), ["--workdir", str(tmp_path), "eps=0,5"])
   assert exit_info.value.code == 2 and "eps must be in [0, 1]" in capsys.readouterr().err
 
 
@@ -173,16 +179,16 @@ def test_standard_config_and_cli(monkeypatch, recwarn):
   """--standard [mnist|cifar10]: n = 512, m = 256, the claims job's whole ε grid, the seed floor, per-seed
   subsets, 30 (MNIST) or 10 (CIFAR-10) seeds, the full files from ATTN_DATA_DIR; registered in the claims
   job's standard runs."""
-  from experiments import claims
-  from experiments.config import cli
+  from experiments.claims import job as claims
+  from experiments.core.cli import cli
   monkeypatch.setenv("ATTN_DATA_DIR", "/data/full")
-  config, _ = cli("x", flip_rate.get_config, ["--workdir", "w", "--standard"])
+  config, _ = cli(registry.get('flip_rate'), ["--workdir", "w", "--standard"])
   assert config == flip_rate.standard_config("mnist")
   assert (config.tasks, config.widths, config.seeds, config.eps) == (("mnist",), (256,), tuple(range(30)),
                                                                     flip_rate.CLAIMS_EPS)
   assert (config.data.n_train, config.data.source, config.data.dir) == (512, "dir", "/data/full")
   assert config.seed_floor and config.data_seed_follows_seed
-  cifar, _ = cli("x", flip_rate.get_config, ["--workdir", "w", "--standard", "cifar10", "seeds=0"])
+  cifar, _ = cli(registry.get('flip_rate'), ["--workdir", "w", "--standard", "cifar10", "seeds=0"])
   assert cifar.tasks == ("cifar10",) and cifar.seeds == (0,) and len(flip_rate.standard_config("cifar10").seeds) == 10
   runs = {name: (exp, cfg) for name, exp, cfg, _ in claims.standard_runs()}
   assert runs["flip_rate_standard"] == ("flip_rate", flip_rate.standard_config("mnist"))
@@ -198,7 +204,8 @@ def test_each_seed_draws_its_own_subset_disjoint_from_the_full_files(tmp_path, m
   """seed_splits: from the full files seed s takes block s of one partition (no image in two seeds; here the
   embedded files stand in for the full ones), from the embedded subsets an independent draw per seed whose
   expected overlap n/N is stated; flip_rate records say which."""
-  from experiments import config as config_lib, seed_subsets
+  from experiments.core import config as config_lib
+  from experiments.core import seed_subsets
   real = config_lib.load_splits
   monkeypatch.setattr(seed_subsets.config_lib, "load_splits", lambda data, name, **kw: real(
       dataclasses.replace(data, source="embedded", dir=None), name, **kw))
@@ -224,7 +231,7 @@ def test_report_has_the_calibration_and_the_ceiling(tmp_path):
   0.1: 3.3 % at ε* = 0.1·0.033/0.1 = 0.033; MLP-Attn's 18/60 there: ratio 3) with the ratio there, the grid
   rule's ε, and every ratio's ceiling 100 %/rate(2L-ReLU) (30/60 at ε = 0.3: 2×); the figure is drawn."""
   import json
-  from experiments.workdir import Workdir
+  from experiments.core.workdir import Workdir
   wd = Workdir(tmp_path, flip_rate.KEY_FIELDS)
   for seed in range(6):
     for model, flips in (("relu", (0, 6, 30)), ("mlp_attn", (0, 18, 45))):

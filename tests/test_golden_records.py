@@ -223,8 +223,8 @@ def _regenerate(names: list[str]) -> None:
       out[name] = _run(name, CONFIGS[name], Path(tmp))
       print(f"{name}: {len(out[name])} records", file=sys.stderr)
   FIXTURE.parent.mkdir(parents=True, exist_ok=True)
-  from experiments.workdir import _jsonable
-  FIXTURE.write_text(json.dumps(_jsonable(out), indent=1, sort_keys=True) + "\n")
+  from experiments.core.workdir import jsonable
+  FIXTURE.write_text(json.dumps(jsonable(out), indent=1, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""experiments.interrupts: a Ctrl-C that lands inside a gc callback (where Python swallows it) still stops
+"""experiments.core.interrupts: a Ctrl-C that lands inside a gc callback (where Python swallows it) still stops
 the run, in a child process that receives a real SIGINT there."""
 import signal
 import subprocess
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments import interrupts
+from experiments.core import interrupts
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,7 +21,8 @@ import contextlib, gc, signal, sys, time
 # Python installs its KeyboardInterrupt handler only when SIGINT is not ignored at startup, and a shell starts
 # background jobs with SIGINT ignored (pytest run with `&` or under nohup): install it here, as a terminal has.
 signal.signal(signal.SIGINT, signal.default_int_handler)
-from experiments import config, interrupts
+from experiments.core import config
+from experiments.core import interrupts
 
 first = []
 def callback(phase, info):

@@ -1,4 +1,4 @@
-"""experiments.intervals: each method's mathematics on constructed cases, a reduced coverage grid (the full one
+"""experiments.core.intervals: each method's mathematics on constructed cases, a reduced coverage grid (the full one
 is scripts/interval_coverage.py, docs/theory.md#interval-methods-and-their-coverage) and bad input."""
 import importlib.util
 import itertools
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from experiments import intervals
-from experiments.intervals import pooled_ratio_interval, sign_flip_interval, sign_flip_test, t_interval
-from experiments.verdicts import Interval
+from experiments.core import intervals
+from experiments.core.intervals import pooled_ratio_interval, sign_flip_interval, sign_flip_test, t_interval
+from experiments.core.verdicts import Interval
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 

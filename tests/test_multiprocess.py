@@ -20,9 +20,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments import distributed, flip_rate, width_sweep
-from experiments.config import apply_overrides
-from experiments.workdir import Workdir, read_records, results_files
+from experiments.core import distributed
+from experiments.flip_rate import run as flip_rate
+from experiments.width_sweep import run as width_sweep
+from experiments.core.config import apply_overrides
+from experiments.core.workdir import Workdir, read_records, results_files
 
 ROOT = Path(__file__).resolve().parents[1]
 RTOL = 1e-5
@@ -172,7 +174,7 @@ def test_two_process_width_sweep_killed_restarted_gives_the_records_of_one(tmp_p
 _KERNEL_SCRIPT = """
 import sys
 import numpy as np
-from experiments import distributed
+from experiments.core import distributed
 distributed.initialize(sys.argv[1], 2, int(sys.argv[2]))
 import jax, ntk
 from ntk.empirical import global_row_mesh, two_layer_relu_ntk
@@ -245,7 +247,7 @@ def test_cpu_device_split():
   flags = ["--coordinator_address", "localhost:1234", "--num_processes", "2"]
   cores = len(os.sched_getaffinity(0))
   base = {"JAX_PLATFORMS": "cpu"}
-  assert distributed.cpu_device_count("experiments.width_sweep", [], base) is None  # not in the default set
+  assert distributed.cpu_device_count("experiments.width_sweep.run", [], base) is None  # not in the default set
   assert distributed.cpu_device_count("x", flags, base) == max(1, cores // 2)  # no oversubscription
   assert distributed.cpu_device_count("x", [], {**base, distributed.CPU_DEVICES_ENV: "auto"}) == cores
   assert distributed.cpu_device_count("x", flags, {**base, distributed.CPU_DEVICES_ENV: "off"}) is None

@@ -14,8 +14,9 @@ import pytest
 from test_capture import init_jiggled
 
 from attention.model_spec import ModelSpec
-from experiments import report, report_report
-from experiments.report import NOT_CERTIFIABLE, ReportConfig, run_report
+from experiments.report import run as report
+from experiments.report import report as report_report
+from experiments.report.run import NOT_CERTIFIABLE, ReportConfig, run_report
 
 TINY = dict(eps_255=(8.0,), pgd_steps=2, apgd_steps=2, cw_samples=0, lipschitz_samples=3, lipschitz_steps=2,
             ntk_train=12, ntk_test=4, influence_eps=(0.0, 0.05), influence_attacks=("fgsm", "random_sign"),
@@ -155,8 +156,9 @@ def test_bad_input_is_one_line_or_a_skipped_section(tmp_path, capsys):
 def own_models(tmp_path_factory):
   """ViT + DiffViT (train_vit) and CertifiedViT (certify), each trained for a few steps, read back by the
   adapters from their workdirs."""
-  from experiments import certify, train_vit
-  from experiments.config import apply_overrides
+  from experiments.certify import run as certify
+  from experiments.train_vit import run as train_vit
+  from experiments.core.config import apply_overrides
   vit_dir = tmp_path_factory.mktemp("train_vit")
   data = ["dataset=cifar10", "data.n_train=32", "data.n_test=8", "train.epochs=1", "train.batch_size=16"]
   train_vit.run(apply_overrides(train_vit.get_config(), data + ["dim=8", "num_heads=2", "patch_size=8",
@@ -164,9 +166,9 @@ def own_models(tmp_path_factory):
   # CertifiedViT: trained here into the layout of a certify workdir (config.json + models/<dataset>_alpha<α>),
   # without the certify runner's own certificates and attacks.
   from attention.certified_vit import CertifiedViT
-  from experiments.classifier_training import train_classifier
-  from experiments.config import load_splits
-  from experiments.workdir import Workdir
+  from experiments.trainers.classifier import train_classifier
+  from experiments.core.config import load_splits
+  from experiments.core.workdir import Workdir
   cert_dir = tmp_path_factory.mktemp("certify")
   cert_config = apply_overrides(certify.get_config(), [
       "datasets=cifar10", "attention_bounds=1.0", "data.n_train=32", "data.n_test=4", "dim=8", "depth=1",
@@ -175,9 +177,9 @@ def own_models(tmp_path_factory):
   train, _ = load_splits(cert_config.data, "cifar10")
   train_classifier(CertifiedViT(cert_config.model_config("cifar10", 1.0)), train.x, train.y, cert_config.train,
                    cert_dir / "models" / "cifar10_alpha1")
-  models = [f"experiments.model_adapters:vit(workdir={str(vit_dir)!r})",
-            f"experiments.model_adapters:diffvit(workdir={str(vit_dir)!r}, lambda_init='0.8')",
-            f"experiments.model_adapters:certified_vit(workdir={str(cert_dir)!r})"]
+  models = [f"experiments.report.adapters:vit(workdir={str(vit_dir)!r})",
+            f"experiments.report.adapters:diffvit(workdir={str(vit_dir)!r}, lambda_init='0.8')",
+            f"experiments.report.adapters:certified_vit(workdir={str(cert_dir)!r})"]
   config = ReportConfig(**dict(TINY, sections=("attention", "certified")), dataset="cifar10",
                         data=report.config_lib.DataConfig(n_train=8, n_test=8))
   workdir = tmp_path_factory.mktemp("report_own")
@@ -211,8 +213,8 @@ def test_report_runs_on_our_vit_diffvit_and_certified_vit(own_models):
 
 
 def test_paper_relu_adapter_reproduces_flip_rate_records(tmp_path):
-  from experiments import flip_rate
-  from experiments.config import apply_overrides
+  from experiments.flip_rate import run as flip_rate
+  from experiments.core.config import apply_overrides
   from influence import malleability
   import ntk
   # Adam: with the default L-BFGS both paths train identical parameters and flip the same images, but the
@@ -223,7 +225,7 @@ def test_paper_relu_adapter_reproduces_flip_rate_records(tmp_path):
   fr_config = apply_overrides(flip_rate.get_config(), ["tasks=mnist", "models=relu", "widths=64", "seeds=0",
                                                        "eps=0.0,0.3", "attacks=fgsm,pgd,random_sign", *overrides])
   fr_records = flip_rate.run(fr_config, tmp_path / "flip_rate")
-  model = report.load_model("experiments.model_adapters:paper_relu(width=64, seed=0, overrides="
+  model = report.load_model("experiments.report.adapters:paper_relu(width=64, seed=0, overrides="
                             f"{overrides!r})")
   spec, data = model
   config = ReportConfig(sections=("influence",), ntk_train=40, ntk_test=10, influence_eps=(0.0, 0.3),
@@ -312,7 +314,7 @@ def test_a_zero_initialised_head_is_flagged_as_a_degenerate_initial_kernel():
                    None, verbose=False)[0]
   assert rec["init_degenerate"] and rec["init_zero_weights"] == [f"{head}/kernel"]
   assert "zero-initialised head" in rec["notes"][0]
-  from experiments.report_report import headline_rows
+  from experiments.report.report import headline_rows
   rows = dict(headline_rows({("foreign", "ntk"): rec}, ["foreign"]))
   assert rows["kernel movement ‖K_θ − K_θ₀‖/‖K_θ₀‖"][0].startswith("not meaningful: K₀ degenerate")
   ordinary = run_report([(spec, data)], ReportConfig(**dict(TINY, sections=("ntk",))), None, verbose=False)[0]
@@ -320,7 +322,7 @@ def test_a_zero_initialised_head_is_flagged_as_a_degenerate_initial_kernel():
 
 
 def test_model_given_as_a_file_path(tmp_path):
-  from experiments.report import load_model
+  from experiments.report.run import load_model
   (tmp_path / "mymodel.py").write_text(
       "import sys\nsys.path.insert(0, %r)\nfrom test_report import foreign_spec\n" % str(
           __import__("pathlib").Path(__file__).parent))
@@ -339,7 +341,7 @@ def test_report_on_a_big_vision_scanned_vit_reports_its_depth(tmp_path, depth, r
   layers. Now the attention section has exactly d layers, each with its entropy, largest weight and bound
   check, and the summary's table has one row per layer."""
   from pathlib import Path
-  from experiments.report import load_model
+  from experiments.report.run import load_model
   ref = f"{Path(__file__).parent / 'scanned_vit.py'}:spec(depth={depth}, remat={remat}, policy={policy!r})"
   spec, data = load_model(ref)
   assert spec.params["Transformer"]["encoderblock"]["MultiHeadDotProductAttention_0"]["query"]["kernel"].shape[0] \

@@ -13,7 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments.workdir import _jsonable, read_derived
+from experiments import registry
+from experiments.core.report import report_main
+
+from experiments.core.workdir import jsonable, read_derived
 
 GOLDEN = Path(__file__).parent / "fixtures" / "golden" / "records.json"
 EXPERIMENTS = ("cubing", "width_sweep", "flip_rate", "landscape", "train_vit", "diff_attention", "certify")
@@ -29,27 +32,31 @@ def golden():
 
 def _workdir(path: Path, records) -> Path:
   path.mkdir(parents=True, exist_ok=True)
-  (path / "results.jsonl").write_text("".join(json.dumps(_jsonable(r)) + "\n" for r in records))
+  (path / "results.jsonl").write_text("".join(json.dumps(jsonable(r)) + "\n" for r in records))
   return path
 
 
 def _report(name):
-  return importlib.import_module(f"experiments.{name}_report")
+  return importlib.import_module(f"experiments.{name}.report")
+
+
+def _report_main(name, argv):
+  report_main(registry.get(name), argv)
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)
 def test_report_rebuilds_from_records_alone(name, golden, tmp_path, capsys):
   workdir = _workdir(tmp_path / name, golden[name])
-  _report(name).main(["--workdir", str(workdir)])
+  _report_main(name, ["--workdir", str(workdir)])
   summary = (workdir / "summary.md").read_text()
   assert summary.startswith("# ") and "wrote" in capsys.readouterr().out
   if name in DERIVED:
     first = read_derived(workdir)
     assert first
     (workdir / "derived.json").write_text("{}")  # a stale file is replaced on every report
-    _report(name).main(["--workdir", str(workdir)])
-    assert read_derived(workdir) == first or json.dumps(_jsonable(read_derived(workdir))) == json.dumps(
-        _jsonable(first))
+    _report_main(name, ["--workdir", str(workdir)])
+    assert read_derived(workdir) == first or json.dumps(jsonable(read_derived(workdir))) == json.dumps(
+        jsonable(first))
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)
@@ -60,7 +67,7 @@ def test_report_errors_are_one_line_with_status_2(name, golden, tmp_path, capsys
   for workdir, says in ((empty, "holds no records"), (foreign, "another experiment"),
                         (tmp_path / "missing", "does not exist")):
     with pytest.raises(SystemExit) as exit_info:
-      _report(name).main(["--workdir", str(workdir)])
+      _report_main(name, ["--workdir", str(workdir)])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2
     assert err.count("\n") == 1 and err.startswith("error: ") and says in err, err
@@ -70,7 +77,7 @@ def test_report_errors_are_one_line_with_status_2(name, golden, tmp_path, capsys
 def test_width_sweep_derived_fits_recover_an_exact_power_law(tmp_path):
   """Records with ‖K_m − K∞‖/‖K∞‖ = 3·m^(−1/2) and ratio = 100·m^(−1/2) exactly: the fitted slopes are
   −1/2, and the ratio reaches 1 at m = 100² = 10⁴."""
-  from experiments import width_sweep_report
+  from experiments.width_sweep import report as width_sweep_report
   records = [dict(dataset="mnist", model=model, readout="fixed", width=m, seed=seed, kind="init", n_train=8,
                   n_test=4, kernel_path="fast", rel_frobenius_train=3 * m ** -0.5, spectral_ratio=100 * m ** -0.5,
                   lambda_min_inf=0.1)

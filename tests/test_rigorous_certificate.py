@@ -1,6 +1,6 @@
-"""The rigorous certificate that experiments/certify.py records is rigorous: recomputed from the model it saved.
+"""The rigorous certificate that experiments/certify/run.py records is rigorous: recomputed from the model it saved.
 
-experiments/certify.py records per test image the certified radius of the *rigorous* certificate
+experiments/certify/run.py records per test image the certified radius of the *rigorous* certificate
 (``radii_rigorous``; per ε the flags ``certified_rigorous_images``): closed-form key-side norm, no Krylov
 estimate anywhere. Its Krylov-estimate certificate (``radii``, ``certified_krylov_images``) uses Lanczos
 estimates of σ_K and of the layer Jacobian norm, which approach them from below, so it is not a proof. A bug
@@ -41,8 +41,8 @@ import pytest
 
 from attention import certification, sensitivity
 from attention.certified_vit import forward_with_intermediates, head_matrices
-from experiments import certify
-from experiments import config as config_lib
+from experiments.certify import run as certify
+from experiments.core import config as config_lib
 
 DATASET, ALPHA = "mnist", 1.0
 REL = 1e-4

@@ -4,7 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from experiments import claim_rows, rules_version, verdicts
+from experiments.core import rows as core_rows
+from experiments.core import rules_version
+from experiments.core import verdicts
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 SUMMARIES = (("quick_summary.md", "core"), ("claims_summary.md", "core"),
@@ -23,7 +25,7 @@ def test_each_committed_summary_was_rendered_with_the_current_rules(name, scope)
 
 @pytest.mark.parametrize("module, name, value", [
     (verdicts, "TAIL_FACTOR", 1.0), (verdicts, "N_RESAMPLES", 2_000), (verdicts, "MIN_SEEDS", 20),
-    (verdicts, "MAGNITUDE_FACTOR", 1.2), (verdicts, "SE_FLOOR", 0.0), (claim_rows, "LEVEL", 0.9)])
+    (verdicts, "MAGNITUDE_FACTOR", 1.2), (verdicts, "SE_FLOOR", 0.0), (core_rows, "LEVEL", 0.9)])
 def test_the_version_follows_every_rule_constant(monkeypatch, module, name, value):
   before = rules_version.rules_version()
   monkeypatch.setattr(module, name, value)
@@ -48,7 +50,7 @@ def test_stamp_puts_the_rules_line_under_the_title_and_it_reads_back():
 
 
 def test_scopes_follow_their_own_constants(monkeypatch):
-  from experiments import diff_attention_claims
+  from experiments.diff_attention import claims as diff_attention_claims
   core, da, cert = (rules_version.rules_version(s) for s in rules_version.SCOPES)
   assert len({core, da, cert}) == 3
   monkeypatch.setattr(diff_attention_claims, "N_BOOT", 1000)

@@ -2,14 +2,15 @@
 the claims report shows it beside the primary row and draws the specification curve."""
 import pytest
 
-from experiments import claims_report, specification_curve
-from experiments.claim_rows import _row
-from experiments.verdicts import Interval
+from experiments.claims import report as claims_report
+from experiments.claims.job import specification_curve
+from experiments.core.rows import make_row
+from experiments.core.verdicts import Interval
 
 
 def _measured(measurement, low, high, *, primary=False, claim_id="feature_learning", variant=""):
   ci = Interval((low + high) / 2, low, high, 0.95, 10, "seeds", "test")
-  return _row(claim_id, "MLP-Attn's kernel moves more", "arXiv 2603.13085", "(reading)", interval=ci,
+  return make_row(claim_id, "MLP-Attn's kernel moves more", "arXiv 2603.13085", "(reading)", interval=ci,
               paper_sign=+1, measurement=measurement, primary=primary, variant=variant)
 
 
@@ -30,7 +31,7 @@ def test_a_choice_that_flips_the_verdict_is_named_with_its_direction():
 def test_groups_need_two_measurements_and_keep_variants_apart():
   rows = [_measured("raw", 0.1, 0.3, primary=True), _measured("centred", 0.2, 0.5),
           _measured("raw", 0.1, 0.3, primary=True, variant="n=1000"),  # a variant measured one way only
-          _row("other", "c", "s", "p")]
+          make_row("other", "c", "s", "p")]
   groups = specification_curve.choice_groups(rows)
   assert list(groups) == [("feature_learning", "")]
   assert [r["measurement"] for r in groups[("feature_learning", "")]] == ["raw", "centred"]
@@ -60,7 +61,7 @@ def test_the_report_shows_the_summary_and_draws_the_curve(tmp_path):
 
 
 def test_claims_order_lists_each_row_once_primary_then_choices_then_variants():
-  from experiments import claims
+  from experiments.claims import job as claims
   rows = [_measured("ε = 0.1", 0.1, 0.3), _measured("ε = 0.3", -0.1, 0.2, primary=True),
           _measured("ε = 0.3", 0.1, 0.2, variant="standardised ε"), _measured("ε = 0.2", 0.1, 0.3)]
   ordered = claims._order(rows)
@@ -72,7 +73,7 @@ def test_claims_order_lists_each_row_once_primary_then_choices_then_variants():
 def test_headline_lists_primary_rows_with_their_verdict_across_choices():
   rows = [_measured("raw", -0.44, -0.19, primary=True), _measured("centred", 0.2, 0.5),
           _measured("raw", -0.4, -0.1, primary=True, variant="n = 1000"),
-          _row("x", "a claim not run", "s", "p", status="not run", command="python -m x")]
+          make_row("x", "a claim not run", "s", "p", status="not run", command="python -m x")]
   table = claims_report.headline_markdown(rows)
   body = [l for l in table.splitlines()[2:]]
   assert len(body) == 1 and "fails under raw; depends on: centred (holds)" in body[0]

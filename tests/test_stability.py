@@ -8,8 +8,9 @@ import sys
 
 import pytest
 
-from experiments import claims, stability
-from experiments.workdir import _jsonable
+from experiments.claims import job as claims
+from experiments.claims.job import stability
+from experiments.core.workdir import jsonable
 from test_claims import _flip_records, _main, _write
 
 
@@ -53,7 +54,7 @@ def test_a_perturbed_rerun_with_its_config_is_compared_not_labelled_a_variant(tm
 
 
 def test_stability_configs_perturb_only_the_initial_parameters():
-  for name in stability.STABILITY:
+  for name in stability.stability_experiments():
     quick, perturbed = claims.quick_config(name), stability.stability_config(name)
     assert stability.stability_config(name, 0.0) == quick
     train = perturbed.converged.train if name == "width_sweep" else perturbed.train
@@ -99,7 +100,7 @@ def test_parse_modes_refuses_unknown_repeated_or_no_modes(text):
 def test_rerun_directory_names():
   assert stability.workdir_name("flip_rate", "perturb") == "flip_rate_stability"
   assert stability.workdir_name("landscape", "isa") == "landscape_stability_isa"
-  assert all(stability.is_rerun_dir(stability.workdir_name(e, m)) for e in stability.STABILITY
+  assert all(stability.is_rerun_dir(stability.workdir_name(e, m)) for e in stability.stability_experiments()
              for m in stability.MODE_NAMES)
   assert not stability.is_rerun_dir("flip_rate") and not stability.is_rerun_dir("flip_rate_stability_fast")
 

@@ -3,8 +3,9 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from experiments import intervals, verdicts
-from experiments.verdicts import (
+from experiments.core import intervals
+from experiments.core import verdicts
+from experiments.core.verdicts import (
     TAIL_FACTOR,
     Interval,
     bootstrap_mean,
@@ -183,7 +184,7 @@ def _ulps(x, k):
 
 
 def test_tolerance_helpers():
-  from experiments import tolerance as t
+  from experiments.core import tolerance as t
   eps = np.finfo(np.float64).eps
   assert t.tolerance(0.5, ops=8) == 8 * eps and t.tolerance(-3.0, 2.0, ops=8) == 24 * eps
   assert t.tolerance(float("inf"), float("nan"), ops=1) == eps  # non-finite values leave the scale at 1
@@ -241,7 +242,7 @@ def test_magnitude_on_a_band_edge_is_the_same_decision_a_few_ulps_either_side(ed
 
 
 def test_stability_marks_a_changed_verdict_unstable_with_both_outcomes():
-  from experiments.verdicts import Verdict, stability_verdict
+  from experiments.core.verdicts import Verdict, stability_verdict
   same = Verdict("holds", "matches", "r1")
   assert stability_verdict(same, Verdict("holds", "matches", "r2")) is same
   changed = stability_verdict(Verdict("holds", "matches", "a"), Verdict("inconclusive", "undetermined", "b"))

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from attention.vit import ViTConfig, VisionTransformer, attention_maps, init_params, matched_configs, parameter_count
-from experiments.classifier_training import train_classifier
-from experiments.config import ClassifierTrainConfig
+from experiments.trainers.classifier import train_classifier
+from experiments.core.config import ClassifierTrainConfig
 from experiments.data import load_dataset
 
 MNIST_TINY = ViTConfig(num_classes=10, image_size=28, patch_size=7, dim=16, depth=2, num_heads=2, lambda_init=0.8)

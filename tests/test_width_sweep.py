@@ -5,9 +5,10 @@ import json
 import numpy as np
 import pytest
 
-from experiments import width_sweep, width_sweep_report
-from experiments.config import apply_overrides
-from experiments.workdir import read_records
+from experiments.width_sweep import run as width_sweep
+from experiments.width_sweep import report as width_sweep_report
+from experiments.core.config import apply_overrides
+from experiments.core.workdir import read_records
 
 SMALL = ["datasets=mnist", "widths=16,256,2048", "seeds=0,1", "data.n_train=48", "data.n_test=16",
          "train.max_width=256", "train.seeds=0", "train.steps=20", "converged.enabled=false"]

@@ -5,11 +5,20 @@ import math
 import numpy as np
 import pytest
 
+from experiments import registry
+from experiments.core.cli import experiment_main
+
 from experiments import __main__ as main_job
-from experiments import config as config_lib
-from experiments import certify, cubing, flip_rate, train_vit, width_sweep
-from experiments.config import ClassifierTrainConfig
-from experiments.workdir import Workdir, read_records
+from experiments.core import cli
+from experiments.core import config as config_lib
+from experiments.core import report as core_report
+from experiments.certify import run as certify
+from experiments.cubing import run as cubing
+from experiments.flip_rate import run as flip_rate
+from experiments.train_vit import run as train_vit
+from experiments.width_sweep import run as width_sweep
+from experiments.core.config import ClassifierTrainConfig
+from experiments.core.workdir import Workdir, read_records
 
 
 def test_checkpoints_count_as_results_and_move_aside_with_the_config(tmp_path):
@@ -123,7 +132,7 @@ def test_train_config_rejects_out_of_range_values(field, value, match):
 
 def test_user_errors_turn_ctrl_c_into_a_resume_note(capsys):
   with pytest.raises(SystemExit) as exit_info:
-    with config_lib.user_errors():
+    with cli.user_errors():
       raise KeyboardInterrupt
   assert exit_info.value.code == 130
   assert "rerun the same command to resume" in capsys.readouterr().err
@@ -137,7 +146,7 @@ def test_report_cli_errors_are_one_line_with_status_2(tmp_path, capsys, error, m
   def write_report(workdir):
     raise error
   with pytest.raises(SystemExit) as exit_info:
-    config_lib.report_cli("test", write_report, ["--workdir", str(tmp_path)])
+    core_report.report_cli("test", write_report, ["--workdir", str(tmp_path)])
   assert exit_info.value.code == 2 and message in capsys.readouterr().err
 
 
@@ -184,7 +193,7 @@ def test_dotted_overrides_reach_the_nested_groups_and_are_recorded_whole(tmp_pat
 
 def test_help_lists_every_dotted_field(capsys):
   with pytest.raises(SystemExit):
-    certify.main(["--help"])
+    experiment_main(registry.get('certify'), ["--help"])
   out = capsys.readouterr().out
   for field in ("data.n_train=None", "train.l2=0.0", "train.seed=0", "pgd.steps=20", "layer_pgd.restarts=2"):
     assert f"  {field}\n" in out, field
@@ -192,7 +201,7 @@ def test_help_lists_every_dotted_field(capsys):
 
 def test_help_lists_the_allowed_values_and_validation_agrees_with_them(capsys):
   with pytest.raises(SystemExit):
-    flip_rate.main(["--help"])
+    experiment_main(registry.get('flip_rate'), ["--help"])
   out = capsys.readouterr().out
   assert "  train.optimizer=lbfgs  (one of: adam | lbfgs | gauss_newton)\n" in out
   assert "  data.preprocessing=raw  (one of: raw | centered; centered: flip_rate and landscape only)\n" in out
@@ -225,7 +234,7 @@ def test_the_configs_optimizer_names_are_the_trainers():
 
 
 def test_gauss_newton_is_refused_at_config_time_where_it_cannot_train():
-  from experiments import width_sweep
+  from experiments.width_sweep import run as width_sweep
   with pytest.raises(ValueError, match=r"train.optimizer='gauss_newton'.*cross-entropy task"):
     config_lib.apply_overrides(flip_rate.get_config(), ["train.optimizer=gauss_newton"]).validate()
   binary = config_lib.apply_overrides(flip_rate.get_config(), ["train.optimizer=gauss_newton", "tasks=mnist_3v8"])

@@ -1,0 +1,6 @@
+"""``python -m experiments.certify``: the experiment's command line (``experiments.core.cli.experiment_main``)."""
+from experiments.core.cli import experiment_main
+from experiments.certify import SPEC
+
+if __name__ == "__main__":
+  experiment_main(SPEC)

@@ -1,0 +1,341 @@
+"""The claims table (summary.md) and forest plot (claims_forest.png) of a claims run, drawn from its
+claims.jsonl alone.
+
+``python -m experiments.claims.report --workdir DIR`` redraws them; ``rows_markdown`` renders rows for the
+main job's summary. The rows come from ``experiments.claims.job``.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Sequence
+
+
+from experiments.core.report import report_cli
+from experiments.core.plotting import plt, save
+from experiments.core.rules_version import stamp
+from experiments.claims.specification_curve import plot_specification_curve, summaries
+from experiments.core.workdir import decode
+
+ROWS_NAME = "claims.jsonl"
+DIRECTION_COLORS = {"holds": "tab:green", "fails": "tab:red", "inconclusive": "tab:gray", "unstable": "tab:orange",
+                    "context": "tab:blue"}
+SCALE_ORDER = ("ratio", "slope", "exponent", "log10 width", "log10 κ gap", "difference", "proportion")
+SCALE_LABELS = {"ratio": "ratio (log axis; null 1)", "slope": "log-log slope against width (null 0)",
+                "exponent": "log κ(G̃) / log κ(G) (null 1)", "log10 width": "log10 implied width",
+                "log10 κ gap": "log10 κ(K∞, MLP-Attn) − log10 κ(K∞, 2L-ReLU) (null 0)",
+                "difference": "difference (null 0)", "proportion": "certified accuracy"}
+
+VERDICT_RULES = """\
+## Verdict rules
+
+- **Intervals** (95 %, methods stated before the numbers and validated by simulation at the numbers of
+  seeds used here, `experiments.core.intervals`; docs/theory.md#interval-methods-and-their-coverage):
+  - paired per-seed differences (MLP-Attn − 2L-ReLU, a slope difference, an attack's excess over the
+    random-sign control): the interval that inverts the exact sign-flip permutation test (unbounded at
+    ≤ 5 seeds, where that test cannot reject at 5 %);
+  - one model's per-seed statistic (a slope, an exponent, a log10 gap): Student's t; per-seed ratios
+    (sharpness): Student's t on the log scale, shown as the geometric-mean ratio;
+  - ratios of flip rates: the ratio of pooled flip counts with a t interval on the log ratio whose standard
+    error is the seed-level (cluster) delta-method one, floored at the binomial one;
+  - the calibrated ε*: a seed bootstrap of the interpolated crossing;
+  - for single-model accuracies and attack success rates (differential attention, certification):
+    Clopper–Pearson over images; a difference of k such rates combines k intervals at level 1 − 0.05/k
+    (Bonferroni), so it covers with probability ≥ 95 %;
+  - for Lipschitz comparisons: a paired bootstrap over images (both models on the same images).
+- **Direction**: *holds* if the interval of the difference (or of the ratio, i.e. the log-ratio against
+  0) excludes the no-effect value on the paper's side; *fails* if it excludes it on the other side;
+  *inconclusive* otherwise, and *inconclusive by design* with fewer than 10 seeds where seeds (or random
+  subsets, or target draws) are the unit,
+  or when the grid cannot reach the paper's setting (the depth crossover below depth 8).
+- **Magnitude**, reported separately, against the paper's value or range widened by 1.5× at each end
+  (6–9× becomes [4, 13.5]), or ± 5 percentage points for a certified accuracy (29.1 % becomes [24.1 %, 34.1 %]):
+  *matches* only if the whole interval lies inside that band, *differs* if it is
+  disjoint from it, *undetermined* otherwise (an interval too wide to tell); "–" where the paper gives no
+  number. An interval no longer matches by merely overlapping.
+- **Stability** (`--stability`, `experiments.claims.stability`): a verdict that changes when its L-BFGS-trained
+  experiments are rerun under another machine's numerics — initial parameters perturbed by a relative 1e-7
+  (*perturb*), one-threaded reductions (*serial*), an older instruction set (*isa*), two host devices
+  (*devices*) — is *unstable*, and the row gives every outcome; a row that survived names the modes.
+- *context* rows (the dual-implications random-direction and real-label targets) carry no paper claim.
+- Points whose training did not reach the criterion (`converged` false in the records) are left out of
+  every comparison; a row that left any out says how many.
+- A *variant* (↳) flips one protocol choice from the quick setting (ε unit, preprocessing, training
+  criterion, n, kernel at initialisation vs trained, ridge, data set); the last column of a quick-setting
+  row names the variants whose verdict differs from it.
+"""
+
+
+def read_rows(workdir) -> tuple[list[dict], list[dict]]:
+  """(rows, protocol choices) from ``workdir/claims.jsonl``.
+
+  Raises:
+    ValueError: the file is absent (no claims run there yet).
+  """
+  path = Path(workdir) / ROWS_NAME
+  if not path.exists():
+    raise ValueError(f"{path} does not exist; run python -m experiments.claims --workdir {workdir} first")
+  rows, choices = [], []
+  for line in path.read_text().splitlines():
+    try:
+      record = decode(json.loads(line))
+    except json.JSONDecodeError:
+      continue
+    if record.get("kind") == "protocol_choices":
+      choices = record["choices"]
+    elif record.get("kind") == "claim":
+      rows.append(record)
+  return rows, choices
+
+
+def read_times(workdir) -> dict[str, float]:
+  """{experiment: seconds} from ``workdir/claims.jsonl``'s 'compute_times' record ({} if it has none)."""
+  path = Path(workdir) / ROWS_NAME
+  for line in path.read_text().splitlines() if path.exists() else ():
+    try:
+      record = json.loads(line)
+    except json.JSONDecodeError:
+      continue
+    if record.get("kind") == "compute_times":
+      return {k: float(v) for k, v in record["seconds"].items()}
+  return {}
+
+
+def times_markdown(times: dict[str, float]) -> list[str]:
+  """'## Compute time per experiment': each quick experiment's summed per-point wall time."""
+  if not times:
+    return []
+  return (["## Compute time per experiment", "",
+           "Summed per-point wall times of the records each row was built from (the compute each experiment cost; "
+           "on a machine shared with other jobs this is longer than on idle cores).", "",
+           "| experiment | seconds | minutes |", "|---|---|---|"]
+          + [f"| {k} | {v:.0f} | {v / 60:.1f} |" for k, v in sorted(times.items())]
+          + [f"| total | {sum(times.values()):.0f} | {sum(times.values()) / 60:.1f} |", ""])
+
+
+def _num(v, scale: str) -> str:
+  if v is None:
+    return "–"
+  v = float(v)
+  if math.isinf(v):
+    return "∞" if v > 0 else "−∞"
+  if math.isnan(v):
+    return "nan"
+  if scale == "proportion":
+    return f"{100 * v:.1f}"
+  return f"{v:.3g}"
+
+
+def value_text(row: dict) -> str:
+  """'estimate [low, high]' in the row's scale (× for ratios, % for proportions), or the status."""
+  if row["status"] != "measured":
+    if row.get("command"):
+      return f"{row['status']}: `{row['command']}`"
+    return f"{row['status']} ({row['reason']})"
+  s = row["scale"]
+  unit = "×" if s == "ratio" else " %" if s == "proportion" else ""
+  return f"{_num(row['estimate'], s)}{unit} [{_num(row['low'], s)}, {_num(row['high'], s)}]"
+
+
+def _protocol_text(row: dict, across: dict = {}) -> str:  # noqa: B006 (read only)
+  """The last column: the protocol variants that change the verdict, and on a claim's primary row its
+  verdict across the measurement choices (``experiments.claims.specification_curve.choice_summary``)."""
+  changes = row.get("protocol") or []
+  texts = [f"{c['variant']} → {c['direction']}" + (f" / {c['magnitude']}" if c.get("magnitude") else "")
+           for c in changes]
+  summary = across.get((row["claim_id"], row["variant"]))
+  if summary and row.get("primary", True):
+    texts.insert(0, f"measurement: {summary}")
+  if not texts:
+    return "–" if row["status"] == "measured" and not row["variant"] else ""
+  return "; ".join(texts)
+
+
+def rows_markdown(rows: Sequence[dict], *, only_measured: bool = False) -> str:
+  """The claims table: one line per row (variants marked ↳ under their quick-setting row), then the
+  reason behind each verdict."""
+  shown = [r for r in rows if not only_measured or r["status"] == "measured"]
+  across = summaries(shown)
+  lines = ["| claim | paper | our setting | ours [95 % interval] | n | direction | magnitude | "
+           "choices that change the verdict |", "|---|---|---|---|---|---|---|---|"]
+  for r in shown:
+    claim = f"↳ {r['variant']}" if r["variant"] else f"**{r['claim']}** ({r['source']})"
+    if r.get("measurement") and not r.get("primary", True):
+      claim = f"↳ measured as {r['measurement']}" + (f" [{r['variant']}]" if r["variant"] else "")
+    elif r.get("measurement"):
+      claim += f" — {r['measurement']}"
+    n = f"{r['n']} {r['unit']}" if r["status"] == "measured" else "–"
+    note = f" ({r['note']})" if r.get("note") else ""
+    cells = [claim, r["paper_value"] if not r["variant"] else "", f"{r['setting']}{note}", value_text(r), n,
+             _direction_text(r), r["magnitude"] or "–", _protocol_text(r, across)]
+    # A '|' inside a cell (e.g. diag|θ|) would end the cell in Markdown: escape it.
+    lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
+  return "\n".join(lines) + "\n"
+
+
+def _direction_text(row: dict) -> str:
+  """The direction cell: the verdict, and where a stability pass read the row, the modes it survived."""
+  modes = row.get("stability") or {}
+  if row["direction"] == "unstable" or not modes:
+    return row["direction"]
+  stable = [m for m, d in modes.items() if d is not None]
+  return f"{row['direction']} (stable: {', '.join(stable)})" if stable else row["direction"]
+
+
+def _reasons(rows: Sequence[dict]) -> list[str]:
+  out = []
+  for r in rows:
+    label = r["claim"] + (f" [{r['variant']}]" if r["variant"] else "")
+    produced = f" Produced by `{r['produced_by']}`." if r.get("produced_by") else ""
+    out.append(f"- {label}: {r['direction']} — {r['reason']}.{produced}")
+  return out
+
+
+def plot_forest(rows: Sequence[dict], path) -> bool:
+  """Forest plot: one panel per scale, one line per measured row: its interval and estimate (coloured by
+  direction), the paper's value or range (black ×, or a bar), the no-effect value (grey tick). Infinite
+  interval ends are drawn to the panel's edge with an arrow. Returns False when no row was measured."""
+  measured = [r for r in rows if r["status"] == "measured" and r["estimate"] is not None]
+  scales = [s for s in SCALE_ORDER if any(r["scale"] == s for r in measured)]
+  if not scales:
+    return False
+  heights = [max(1.5, 0.32 * sum(r["scale"] == s for r in measured) + 0.8) for s in scales]
+  fig, axes = plt.subplots(len(scales), 1, figsize=(9, sum(heights)), squeeze=False,
+                           gridspec_kw=dict(height_ratios=heights))
+  for ax, scale in zip(axes[:, 0], scales):
+    rs = [r for r in measured if r["scale"] == scale]
+    finite = [float(v) for r in rs for v in (r["low"], r["high"], r["estimate"], r["null"],
+                                            *(r["paper_range"] or ())) if v is not None and math.isfinite(float(v))]
+    if scale == "ratio":
+      finite = [v for v in finite if v > 0]
+    lo, hi = (min(finite), max(finite)) if finite else (0.0, 1.0)
+    if scale == "ratio":
+      ax.set_xscale("log")
+      edge_lo, edge_hi = lo / 1.5, hi * 1.5
+    else:
+      pad = 0.08 * (hi - lo or 1.0)
+      edge_lo, edge_hi = lo - pad, hi + pad
+    for y, r in enumerate(rs):
+      low, high = float(r["low"]), float(r["high"])
+      clip = lambda v: min(max(v, edge_lo), edge_hi)  # noqa: E731
+      if scale == "ratio":
+        low = low if low > 0 else edge_lo
+      color = DIRECTION_COLORS.get(r["direction"], "tab:gray")
+      if math.isfinite(low) or math.isfinite(high):
+        ax.plot([clip(low if math.isfinite(low) else edge_lo), clip(high if math.isfinite(high) else edge_hi)],
+                [y, y], color=color, lw=2)
+        if math.isinf(high):
+          ax.annotate("", xy=(edge_hi, y), xytext=(edge_hi * 0.9 if scale == "ratio" else edge_hi - 0.05 *
+                                                   (edge_hi - edge_lo), y), arrowprops=dict(arrowstyle="->", color=color))
+      if math.isfinite(float(r["estimate"])):
+        ax.plot([clip(float(r["estimate"]))], [y], "o", color=color, ms=4)
+      ax.plot([r["null"]], [y], "|", color="0.5", ms=10)
+      if r["paper_range"]:
+        p_lo, p_hi = r["paper_range"]
+        if p_lo == p_hi:
+          ax.plot([p_lo], [y], "x", color="k", ms=6)
+        else:
+          ax.plot([p_lo, p_hi], [y + 0.25, y + 0.25], color="k", lw=1)
+    ax.set_xlim(edge_lo, edge_hi)
+    ax.set_yticks(range(len(rs)))
+    ax.set_yticklabels([(("↳ " + r["variant"]) if r["variant"] else r["claim"])[:70] for r in rs], fontsize=6)
+    ax.invert_yaxis()
+    ax.set_xlabel(SCALE_LABELS[scale], fontsize=8)
+  axes[0, 0].set_title("Claims: 95 % intervals (green holds, red fails, grey inconclusive); "
+                       "paper ×/bar, no-effect |", fontsize=8)
+  save(fig, path)
+  return True
+
+
+def headline_markdown(rows: Sequence[dict]) -> str:
+  """The short table: each claim's primary row at the quick setting (no variant) with its verdict and, where
+  the claim was measured under several choices, its verdict across them; rows not run are left out."""
+  across = summaries(rows)
+  lines = ["| claim | paper | ours [95 % interval] | n | direction | across measurement choices |",
+           "|---|---|---|---|---|---|"]
+  for r in rows:
+    if r["variant"] or not r.get("primary", True) or r["status"] == "not run":
+      continue
+    n = f"{r['n']} {r['unit']}" if r["status"] == "measured" else "–"
+    cells = [r["claim"], r["paper_value"], value_text(r), n, r["direction"],
+             across.get((r["claim_id"], r["variant"]), "–")]
+    lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
+  return "\n".join(lines) + "\n"
+
+
+def _choices_section(rows: Sequence[dict]) -> list[str]:
+  """'## Measurement choices': each claim measured under several choices, with its verdict across them."""
+  across = summaries(rows)
+  if not across:
+    return []
+  claims = {(r["claim_id"], r["variant"]): r["claim"] for r in rows}
+  return (["## Measurement choices", "",
+           "Each claim below was measured under several defensible choices (★ in specification_curve.png marks "
+           "the paper's own quantity); a verdict that holds or fails under every choice does not depend on "
+           "them, otherwise the choices that flip it are named.", ""]
+          + [f"- {claims[k]}" + (f" [{k[1]}]" if k[1] else "") + f": {text}" for k, text in across.items()] + [""])
+
+
+def summary_markdown(rows: Sequence[dict], choices: Sequence[dict] = ()) -> str:
+  """summary.md: the table, the reasons, the protocol choices (measured or the command to run them), the
+  commands that fill the rows not run, and the verdict rules."""
+  lines = ["# Claims under test", "",
+           "Every headline claim of arXiv 2603.13085 (NTK non-convergence, influence malleability), arXiv "
+           "2510.00517 (differential attention) and Havens et al., ICML 2024 (certification), as measured here "
+           "on the embedded subsets: the paper's value (docs/theory.md#reported-figures), our setting, our "
+           "value with its 95 % interval and the units behind it, and the verdict by the rules below.", "",
+           "## Headline", "", "Each claim's primary row (the paper's own quantity, at the quick setting) and its verdict "
+           "across the measurement choices; the full table follows.", "", headline_markdown(rows),
+           "## Every row", "", rows_markdown(rows), *_choices_section(rows), "## Why each verdict", "",
+           *_reasons(rows), ""]
+  if choices:
+    lines += ["## Protocol choices, flipped one at a time from the quick setting", "",
+              "The ε unit (the same workdir at ε = 0.3 on the standardised scale) and the kernel at "
+              "initialisation vs trained (the width sweep's kinds) come from the quick workdirs themselves; "
+              "the others need their own workdir (the next claims run reads it from DIR's subdirectories).", "",
+              "| choice | experiment | status | command |", "|---|---|---|---|"]
+    for c in choices:
+      lines.append(f"| {c['choice']} | {c['experiment']} | {c['status']} | "
+                   + (f"`{c['command']}`" if c["command"] else "(not a config field in this version)") + " |")
+    lines.append("")
+  not_run = [r for r in rows if r["status"] == "not run"]
+  if not_run:
+    lines += ["## Rows not run, and the commands that fill them", ""]
+    for command in dict.fromkeys(r["command"] for r in not_run):
+      ids = ", ".join(r["claim_id"] for r in not_run if r["command"] == command)
+      lines.append(f"- `{command}` ({ids})")
+    lines.append("")
+  lines += [VERDICT_RULES, "Records: claims.jsonl (one per row). Plot: claims_forest.png.", ""]
+  return "\n".join(lines)
+
+
+def write_report(workdir) -> str:
+  """Writes summary.md and claims_forest.png into ``workdir`` from its claims.jsonl; returns the summary.
+
+  Raises:
+    ValueError: claims.jsonl is absent.
+  """
+  workdir = Path(workdir)
+  rows, choices = read_rows(workdir)
+  drawn = plot_forest(rows, workdir / "claims_forest.png")
+  curve = plot_specification_curve(rows, workdir / "specification_curve.png")
+  if not curve:
+    (workdir / "specification_curve.png").unlink(missing_ok=True)
+  text = summary_markdown(rows, choices) + "\n".join(times_markdown(read_times(workdir)))
+  if curve:
+    text = text.replace("Plot: claims_forest.png.", "Plots: claims_forest.png, specification_curve.png.")
+  if not drawn:  # no measured row: no plot (and none left over from an earlier run)
+    (workdir / "claims_forest.png").unlink(missing_ok=True)
+    text = text.replace("Plot: claims_forest.png.", "Plot: none (no row is measured yet).")
+  text = stamp(text)
+  (workdir / "summary.md").write_text(text)
+  return text
+
+
+def main(argv=None) -> None:
+  report_cli("Redraw the claims table (summary.md) and forest plot.", write_report, argv)
+
+
+if __name__ == "__main__":
+  main()

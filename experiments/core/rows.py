@@ -1,0 +1,208 @@
+"""Claim rows: the primitives every experiment's row builders share.
+
+A row is a plain dict with the claim, the paper's value, our setting, our value with its 95 % interval and the
+number of units behind it, and the verdict of ``experiments.core.verdicts`` (direction and magnitude). Each
+experiment's builders live in ``experiments.<name>.claims``; ``experiments.claims.job`` finds the workdirs,
+builds the rows through ``experiments.registry`` and writes them; ``experiments.claims.report`` renders them.
+
+Intervals (``INTERVAL_METHODS``, ``experiments.core.intervals``): the inverted sign-flip test for paired per-seed
+differences, Student's t for one model's per-seed statistic (on the log scale for ratios), the delta-t interval
+on the log ratio of pooled flip counts for flip-rate ratios; Clopper–Pearson over images for
+single-model accuracies and attack success rates. The differential-attention rows use a two-level bootstrap
+over training seeds and images (``experiments.core.intervals.seed_image_bootstrap``).
+Points whose training did not reach the criterion (record field ``converged`` false) are left out of every
+comparison, and the row says how many.
+
+Sources: arXiv 2603.13085 (NTK non-convergence, flip rates, sharpness), arXiv 2510.00517 (differential
+attention), Havens et al. ICML 2024 (certification); the papers' numbers as in docs/theory.md#reported-figures.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple, Optional, Sequence
+
+import numpy as np
+
+from experiments.core import intervals
+from experiments.core import tolerance
+from experiments.core import verdicts
+from experiments.core.verdicts import Interval
+
+LEVEL = 0.95
+
+
+# Interval methods, stated before the numbers and validated by simulation at the n the claims job uses
+# (experiments.intervals; docs/theory.md#interval-methods-and-their-coverage): paired per-seed differences by
+# the inverted exact sign-flip test, one model's per-seed statistic by Student's t, positive per-seed ratios by
+# Student's t on the log scale, and ratios of pooled flip counts by the seed-level delta-t interval on the log
+# ratio. Part of the rules version (experiments.rules_version).
+INTERVAL_METHODS = {"paired difference": "sign_flip_interval", "mean": "t_interval (identity)",
+                    "ratio": "t_interval (log)", "pooled ratio": "pooled_ratio_interval (delta_t)"}
+
+
+def _single(values, method: str) -> Optional[Interval]:
+  """One seed gives an estimate but no interval: (−∞, ∞), so no verdict is read from it."""
+  v = np.asarray(values, float).ravel()
+  if v.size == 1 and math.isfinite(v[0]):
+    return Interval(float(v[0]), -math.inf, math.inf, LEVEL, 1, "seeds", f"{method} (one seed: no interval)")
+  return None
+
+
+def paired_interval(a, b) -> Interval:
+  """Interval of the mean paired difference a − b over seeds (the inverted sign-flip test; one seed: (−∞, ∞))."""
+  d = np.asarray(a, float) - np.asarray(b, float)
+  return _single(d, "sign_flip") or intervals.sign_flip_interval(d, level=LEVEL)
+
+
+def mean_interval(values) -> Interval:
+  """Interval of the mean of one per-seed statistic (Student's t; one seed: (−∞, ∞))."""
+  return _single(values, "student_t") or intervals.t_interval(values, level=LEVEL)
+
+
+def ratio_interval(ratios) -> Interval:
+  """Interval of the geometric mean of positive per-seed ratios (Student's t on the log scale; one seed:
+  (−∞, ∞))."""
+  return _single(ratios, "student_t_log") or intervals.t_interval(ratios, scale="log", level=LEVEL)
+
+
+def pooled_interval(counts_a, counts_b, totals_a, totals_b) -> "verdicts.Interval":
+  """Interval of the ratio of pooled rates of model A over model B across seeds (delta-t on the log ratio;
+  one seed: its ratio with (−∞, ∞))."""
+  if len(counts_a) == 1 and min(float(counts_b[0]), float(totals_a[0]), float(totals_b[0])) > 0:
+    return _single([(float(counts_a[0]) / float(totals_a[0])) / (float(counts_b[0]) / float(totals_b[0]))],
+                   "pooled_ratio_delta_t")
+  return intervals.pooled_ratio_interval(counts_a, counts_b, totals_a, totals_b, level=LEVEL)
+
+
+MODEL_NAMES = {"relu": "2L-ReLU", "mlp_attn": "MLP-Attn"}
+
+
+ARXIV_NTK, ARXIV_DA, LOFAST = "arXiv 2603.13085", "arXiv 2510.00517", "Havens et al., ICML 2024"
+
+
+class Source(NamedTuple):
+  """One experiment's workdir: experiment (e.g. 'flip_rate'), path, config (config.json as a dict, {} if
+  absent), records (``experiments.core.workdir.read_records``), variant (the protocol fields that differ from
+  the quick config, as 'field=value' strings; empty for the quick setting itself) and command (the command
+  line that reproduces the workdir)."""
+  experiment: str
+  path: str
+  config: dict
+  records: list
+  variant: tuple = ()
+  command: str = ""
+
+
+def make_row(claim_id: str, claim: str, source: str, paper_value: str, *, setting: str = "", interval=None,
+         paper_sign: Optional[int] = None, null: float = 0.0, paper_range=None, scale: str = "difference",
+         variant: str = "", status: str = "measured", command: str = "", produced_by: str = "",
+         note: str = "", direction: Optional[str] = None, reason: str = "", measurement: str = "",
+         primary: bool = True) -> dict:
+  """A claims row. With an ``interval`` and a ``paper_sign`` the verdict comes from
+  ``experiments.core.verdicts.verdict``; ``direction``/``reason`` override the direction (e.g. a grid that cannot
+  reach the paper's setting).
+
+  ``measurement`` names the measurement choice behind the row (e.g. "centred: ‖H(K_T − K₀)H‖_F/‖HK₀H‖_F");
+  rows of one claim (same claim_id and variant) that differ only in it are that claim's measurement choices,
+  and the claims report summarises them ("holds under every choice", "depends on: …"). ``primary`` marks the
+  one read first: the paper's own quantity, or where a rule stated before the numbers puts another first
+  (the differential-attention rows' ε*, with the paper's 1/255 beside it); "" and True for a claim with a
+  single measurement."""
+  row = dict(claim_id=claim_id, claim=claim, source=source, paper_value=paper_value, setting=setting,
+             variant=variant, measurement=measurement, primary=primary, status=status, command=command, produced_by=produced_by, note=note, scale=scale,
+             null=null, paper_range=None if paper_range is None else [float(v) for v in paper_range],
+             estimate=None, low=None, high=None, level=LEVEL, n=0, unit=None, method=None, direction=status,
+             magnitude=None, reason=reason or status)
+  if interval is not None:
+    row.update(estimate=interval.estimate, low=interval.low, high=interval.high, level=interval.level,
+               n=interval.n, unit=interval.unit, method=interval.method)
+    if paper_sign is not None:
+      v = verdicts.verdict(interval, paper_sign, paper_range=paper_range, null=null, scale=scale)
+      row.update(direction=v.direction, magnitude=v.magnitude, reason=v.reason)
+  if direction is not None:
+    row.update(direction=direction, reason=reason)
+  return row
+
+
+def not_run(claim_id: str, claim: str, source: str, paper_value: str, command: str, why: str) -> dict:
+  """The row of a claim whose experiment is absent: status 'not run', with the command that fills it."""
+  return make_row(claim_id, claim, source, paper_value, status="not run", command=command, reason=why)
+
+
+def not_measured(claim_id: str, claim: str, source: str, paper_value: str, why: str, *, variant: str = "",
+                 command: str = "", produced_by: str = "") -> dict:
+  """The row of a claim whose workdir exists but lacks the points it needs (says which)."""
+  return make_row(claim_id, claim, source, paper_value, status="not measured", reason=why, variant=variant,
+              command=command, produced_by=produced_by)
+
+
+def reached_criterion(r: dict) -> bool:
+  return tolerance.reached_target(r)  # the flag, or the final loss on the target within float32 rounding
+
+
+def _fmt(v) -> str:
+  return "–" if v is None else f"{v:.3g}"
+
+
+# Differential-attention rows: a two-level bootstrap over training seeds and images.
+N_BOOT = 4000
+BOOT_SEED = 0
+METHOD = "seed_image_bootstrap"
+UNIT = "seeds+images"
+
+
+def seed_image_bootstrap(groups: Sequence[Sequence[Sequence[np.ndarray]]], statistic: Callable,
+                         *, n_resamples: int = N_BOOT, seed: int = BOOT_SEED, level: float = LEVEL):
+  """Two-level bootstrap over training seeds, then images.
+
+  Args:
+    groups: per training seed s, per model m, the per-image values x[s][m] (1-D arrays; models of one seed
+      that share images must be passed already paired, e.g. as one array of differences).
+    statistic: maps per-model means [n_seeds_drawn, n_models] to a number (e.g. mean over seeds of model 0
+      minus model 1).
+    n_resamples, seed, level: replicates, RNG seed, coverage.
+
+  Returns:
+    (estimate, low, high): the statistic on the observed means, and the percentile interval.
+
+  With a statistic that is not finite on some replicate (e.g. an AUC of a resample holding one class), the
+  interval is undefined (NaN, NaN): dropping those replicates would bias it.
+
+  Raises:
+    ValueError: no seeds, models of different counts across seeds, an empty or non-1-D image array, or a
+      non-finite value.
+  """
+  if not groups:
+    raise ValueError("seed_image_bootstrap needs at least one seed")
+  n_models = len(groups[0])
+  if any(len(g) != n_models for g in groups):
+    raise ValueError("every seed must hold the same models")
+  arrays = [[np.asarray(x, np.float64) for x in g] for g in groups]
+  if any(a.ndim != 1 or a.size == 0 for g in arrays for a in g):
+    raise ValueError("every model of every seed needs a 1-D array of at least one image value")
+  if not all(np.all(np.isfinite(a)) for g in arrays for a in g):
+    raise ValueError("seed_image_bootstrap got non-finite image values (a diverged model or a broken record)")
+  observed = np.array([[a.mean() for a in g] for g in arrays])
+  rng = np.random.default_rng(seed)
+  n_seeds = len(arrays)
+  seed_idx = rng.integers(n_seeds, size=(n_resamples, n_seeds))
+  means = np.empty((n_resamples, n_seeds, n_models))
+  for j in range(n_seeds):  # position j of the drawn seeds: an independent image resample per position
+    for s in range(n_seeds):
+      rows = seed_idx[:, j] == s
+      if not rows.any():
+        continue
+      for m, a in enumerate(arrays[s]):
+        picks = rng.integers(a.size, size=(int(rows.sum()), a.size))
+        means[rows, j, m] = a[picks].mean(axis=1)
+  stats = np.array([statistic(means[b]) for b in range(n_resamples)])
+  alpha = (1 - level) / 2
+  low, high = np.quantile(stats, [alpha, 1 - alpha]) if np.all(np.isfinite(stats)) else (math.nan, math.nan)
+  return float(statistic(observed)), float(low), float(high)
+
+
+def not_run_reason(experiment: str, *, run_here: bool) -> str:
+  """Why an experiment's rows are 'not run': the claims job runs the experiment unless ``--no_run``
+  (``run_here``), or only with ``--standard``."""
+  return (f"no {experiment} workdir; the claims job runs it unless --no_run is given" if run_here
+          else f"no {experiment} workdir; the claims job runs it only with --standard (see the command)")

@@ -1,0 +1,29 @@
+"""Dual implications: kernel fits of top- and bottom-mode targets by 2L-ReLU and MLP-Attn (arXiv 2603.13085).
+
+  python -m experiments.dual_implications --workdir DIR [--full] [field=value ...]
+  python -m experiments.dual_implications.report --workdir DIR
+
+Runner: ``run``; plots and summary: ``report``; claim rows: ``claims``.
+"""
+from __future__ import annotations
+
+from experiments.dual_implications import claims, report, run
+from experiments.core.spec import ExperimentSpec
+
+SPEC = ExperimentSpec(
+    name="dual_implications",
+    description="Dual implications: kernel fit of top- vs bottom-mode targets.",
+    get_config=run.get_config,
+    run=run.run,
+    write_report=report.write_report,
+    report_description="Rebuild the dual-implications plot and summary from results.jsonl.",
+    config_signature=('targets', 'network_seeds'),
+    record_signature=('kernel_error', 'alignment'),
+    claims_config=claims.claims_config,
+    claim_rows=claims.claim_rows,
+    not_run_rows=claims.not_run_rows,
+    grid_fields=frozenset({"data.dir", "data.source", "datasets", "draws", "models", "network_seeds", "seeds",
+        "targets"}),
+    claim_prefixes=('dual',),
+    stability=True,
+)

@@ -1,0 +1,360 @@
+"""Influence malleability: how often NTK influence flips sign when the training data is attacked.
+
+Usage:
+  python -m experiments.flip_rate --workdir runs/flip_rate [--full | --standard [mnist|cifar10]] [field=value ...]
+
+For each task (10-class MNIST / Fashion-MNIST / CIFAR-10, binary MNIST 3-vs-8 and CIFAR cars-vs-planes),
+model (2L-ReLU, MLP-Attn), width and seed:
+  1. train the 2-layer ReLU network (fixed ±1 readout) on its features to a stated criterion (CE for 10
+     classes, MSE for binary; ``ntk.criterion``): full-batch L-BFGS to a train-loss target or an iteration
+     cap (``train.optimizer = lbfgs``, the quick and full configs: minibatch Adam leaves MLP-Attn far from
+     the target, docs/theory.md#why-l-bfgs), or Adam with the rate chosen from a grid on a validation split
+     of the training split (``train.optimizer = adam``); records carry the optimizer, the chosen rate, the
+     final train loss and accuracy and ``converged``;
+  2. NTK leave-one-out influence of every training image on the test loss, with the empirical NTK at the
+     trained parameters (``influence.ntk_loo_influence``; I_j > 0 = helpful; λ = 1e-3·tr(K)/n);
+  3. attack every training row against its own loss with the other rows held fixed (FGSM, PGD-L∞, MIM, and a
+     random-sign control) at each ε, re-featurise all rows together (the attention transform sees the whole
+     perturbed set; test rows are featurised against it), recompute kernel and influence with the
+     parameters fixed, and record the flip rate of the top-10 % influential samples, Spearman ρ, and the
+     measured mean ‖δ‖∞/ε. ε = 0 is run as a control (it must give exactly 0 flips). ε is the L∞ budget
+     on the [0, 1] pixel scale; records also carry it on the data set's standardised scale, ε/σ_c, with the
+     per-channel mean and std of the training split (``experiments.data.scales``).
+``data.preprocessing = centered`` subtracts the training split's per-channel mean inside the feature map (a
+different MLP-Attn: X Xᵀ X of centred rows); the attacks still perturb pixels inside the [0, 1] box.
+Optionally (``adversarial_training=true``) the network is first trained adversarially (PGD on its rows).
+
+Quick config: embedded MNIST, n = 512 train / 100 test, width 256 (L-BFGS takes MLP-Attn about 16 s per
+seed to the target there, 80 s at width 1024, on 2 CPU cores), 10 seeds, ε ∈ {0, 0.05, 0.1, 0.2, 0.3}.
+``--full``: every task, widths 256/1024/4096, 20 seeds, n = 1000, ε from 0 to 0.3 in steps of 0.025, full
+data files. ``--standard [mnist|cifar10]`` (``standard_config``): the claims job's ε grid at n = 512, m = 256
+on the full files, 30 seeds on MNIST, 10 on CIFAR-10 (the paper's data sets).
+Data per seed (``data_seed_follows_seed``, ``experiments.core.seed_subsets``): from the full files seed s trains on
+block s of one class-balanced partition of the training split (seeds share no image); from the embedded
+subsets each seed draws its own subset of the 2,000-image pool (two seeds share n/2,000 of their images in
+expectation, recorded as expected_seed_overlap).
+Writes config.json, results.jsonl, flip_rate_vs_eps.png, flip_rate_vs_width.png and summary.md.
+Source: arXiv 2603.13085 §5; docs/theory.md#flip-rate (paper's numbers in ``PAPER_FLIP_RATES``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tqdm.auto import tqdm
+
+import ntk
+from influence import flip_rate, malleability
+from ntk.training import adversarial_train_adam
+from experiments.core import config as config_lib
+from experiments.core import distributed
+from experiments.trainers import network as network_training
+from experiments.core import seed_subsets
+from experiments.data import scales
+from experiments.core.workdir import Workdir
+
+KEY_FIELDS = ("task", "model", "width", "seed", "adversarial_training", "attack", "eps")
+ATTACKS = malleability.ATTACKS
+QUICK_EPS = (0.0, 0.0125, 0.05, 0.1, 0.2, 0.3)
+# The claims job's grid: fine below 0.1, where 2L-ReLU's PGD flip rate crosses the paper's 3.3 %.
+CLAIMS_EPS = tuple(round(0.0125 * i, 4) for i in range(9)) + (0.2, 0.3)
+INFLUENCE_KERNELS = ("trained", "init", "infinite")
+SEED_FLOOR = "seed_floor"  # the attack field of a seed-floor record (eps 0)
+SEED_FLOOR_OFFSET = 100_000  # the second network of the seed floor starts from seed + this
+FULL_EPS = tuple(round(0.025 * i, 3) for i in range(13))  # 0, 0.025, …, 0.3
+# Quick: full-batch L-BFGS, at most 2,000 iterations (measured: MLP-Attn reaches CE 0.05 in 785–1,092
+# iterations on all 10 seeds; minibatch Adam left it at CE 0.28–0.35 after 4,000 epochs).
+QUICK_TRAIN = config_lib.TrainConfig(optimizer="lbfgs", max_epochs=2000)
+
+
+@dataclasses.dataclass(frozen=True)
+class FlipRateConfig:
+  """tasks: data set names or BINARY_TASKS keys; models; widths; seeds (init and attack randomness);
+  eps: L∞ budgets on the [0, 1] pixel scale (0 = control); attacks: among ATTACKS; data: ``DataConfig``
+  (n_train, n_test, source, dir, seed, preprocessing); train: ``TrainConfig`` (learning-rate grid, loss
+  target, epoch cap, batch_size, l2, optimizer) of the training to a criterion (train.l2 = 0 by default);
+  pgd_steps and pgd_alpha (None: α = ε/30, which is Madry et al.'s α = 0.01 for 40 steps at ε = 0.3),
+  mim_steps (α = ε/steps, Dong et al.); top_fraction τ; adversarial_training with at_eps, at_rounds,
+  at_epochs_per_round (Adam, at the clean network's rate or, after L-BFGS, at train.learning_rates[0]).
+  Protocol choices: influence_kernel, the kernel of the NTK influence
+  ('trained': the empirical NTK at the trained parameters; 'init': at the initial ones, K₀; 'infinite': the
+  analytic K∞); ridge_scale, its ridge λ/(tr(K)/n); data_seed_follows_seed (default true), each seed its
+  own training subset (``experiments.core.seed_subsets.seed_splits``: block s of a partition of the full
+  training files drawn with data.seed, disjoint across seeds; from the embedded subsets an independent draw
+  with seed s), so intervals over seeds cover the choice of subset; false: one subset, data.seed, for every
+  seed, the behaviour before; seed_floor, also train a second
+  network from seed + 100,000 on the same data to the same criterion and record the flip rate between the
+  two networks' influence (no attack: the seed noise floor; with adversarial_training the second network
+  is the clean one)."""
+  tasks: tuple[str, ...] = ("mnist",)
+  models: tuple[str, ...] = config_lib.one_of(("relu", "mlp_attn"), ntk.MODEL_NAMES)
+  widths: tuple[int, ...] = (256,)
+  seeds: tuple[int, ...] = tuple(range(10))
+  eps: tuple[float, ...] = QUICK_EPS
+  attacks: tuple[str, ...] = ATTACKS
+  data: config_lib.DataConfig = config_lib.DataConfig(n_train=512, n_test=100)
+  train: config_lib.TrainConfig = QUICK_TRAIN
+  pgd_steps: int = 40
+  pgd_alpha: Optional[float] = None
+  mim_steps: int = 10
+  top_fraction: float = 0.1
+  adversarial_training: bool = False
+  at_eps: float = 0.3
+  at_rounds: int = 10
+  at_epochs_per_round: int = 50
+  influence_kernel: str = config_lib.one_of("trained", INFLUENCE_KERNELS)
+  ridge_scale: float = 1e-3
+  data_seed_follows_seed: bool = True
+  seed_floor: bool = False
+
+  def validate(self) -> None:
+    config_lib.check_common(self, dataset_fields=("tasks",), binary_tasks=True, centering=True,
+                            finite=("eps",), nonempty=("tasks", "models", "widths", "seeds", "eps", "attacks"))
+    if any(not 0 <= e <= 1 for e in self.eps):
+      raise ValueError(f"eps must be in [0, 1] (L∞ on the [0, 1] pixel scale), got {self.eps}")
+    from experiments.data import BINARY_TASKS
+    config_lib.check_gauss_newton(self.train, "train", mse=all(t in BINARY_TASKS for t in self.tasks),
+                                  fixed_readout=True)
+    if not 0 <= self.at_eps <= 1:
+      raise ValueError(f"at_eps must be in [0, 1], got {self.at_eps}")
+    bad = [a for a in self.attacks if a not in ATTACKS]
+    if bad:
+      raise ValueError(f"attacks must be among {ATTACKS}, got {bad}")
+    bad = [m for m in self.models if m not in ntk.MODEL_NAMES]
+    if bad:
+      raise ValueError(f"models must be among {ntk.MODEL_NAMES}, got {bad}")
+    if any(w < 1 for w in self.widths):
+      raise ValueError(f"widths must be ≥ 1, got {self.widths}")
+    if self.data.n_train is None or self.data.n_train < 10 or self.data.n_test is None or self.data.n_test < 1:
+      raise ValueError(f"data.n_train must be ≥ 10 and data.n_test ≥ 1, got {self.data.n_train}, "
+                       f"{self.data.n_test}")
+    if not 0 < self.top_fraction <= 1:
+      raise ValueError(f"top_fraction must be in (0, 1], got {self.top_fraction}")
+    for name in ("pgd_steps", "mim_steps", "at_rounds", "at_epochs_per_round"):
+      if getattr(self, name) < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {getattr(self, name)}")
+    if self.influence_kernel not in INFLUENCE_KERNELS:
+      raise ValueError(f"influence_kernel must be one of {INFLUENCE_KERNELS}, got {self.influence_kernel!r}")
+    if not (np.isfinite(self.ridge_scale) and self.ridge_scale > 0):
+      raise ValueError(f"ridge_scale must be finite and > 0, got {self.ridge_scale!r}")
+    if self.pgd_alpha is not None and not 0 < self.pgd_alpha <= 1:
+      raise ValueError(f"pgd_alpha must be in (0, 1] or None (α = ε/30), got {self.pgd_alpha}")
+
+
+STANDARD = ("mnist", "cifar10")
+STANDARD_SEEDS = {"mnist": 30, "cifar10": 10}
+
+
+def standard_config(dataset: str = "mnist") -> FlipRateConfig:
+  """The standard CPU grid of ``dataset`` (``STANDARD``): the quick protocol (L-BFGS to CE 0.05, trained
+  NTK, ridge 1e-3, top 10 %, FGSM / PGD / MIM / random sign, the seed floor) at n = 512 train / 100 test,
+  width 256, the claims job's whole ε grid (``CLAIMS_EPS``), on the full training files from ATTN_DATA_DIR
+  (data.dir is recorded, so a resume on other files is refused) with disjoint per-seed subsets; 30 seeds on
+  MNIST, 10 on CIFAR-10 (the paper's setting; its n and width are not stated, these are the quick config's).
+  Without ATTN_DATA_DIR it falls back to the embedded subsets with a warning (seeds then share about 25 % of
+  their images). Measured on 2 CPU cores: the 30 MNIST seeds (2,700 points) took 8 min 31 s of wall time
+  (912 s of CPU time) with nothing else running; the CIFAR-10 grid's time is in the README (it ran on one
+  core beside another job).
+
+  Raises:
+    ValueError: an unknown ``dataset``.
+  """
+  import os
+  import warnings
+  from experiments.data.loader import DATA_DIR_ENV
+  if dataset not in STANDARD:
+    raise ValueError(f"the standard config's data set must be one of {STANDARD}, got {dataset!r}")
+  data_dir = os.environ.get(DATA_DIR_ENV) or None
+  if data_dir is None:
+    warnings.warn(f"{DATA_DIR_ENV} is not set: the standard flip-rate grid falls back to the embedded subsets, "
+                  "where the seeds' training subsets overlap (about 25 % for n = 512); set it to the directory "
+                  "of the full data files for disjoint subsets", RuntimeWarning, stacklevel=2)
+  data = config_lib.DataConfig(n_train=512, n_test=100, source="dir" if data_dir else "embedded", dir=data_dir)
+  return FlipRateConfig(tasks=(dataset,), widths=(256,), seeds=tuple(range(STANDARD_SEEDS[dataset])),
+                        eps=CLAIMS_EPS, data=data, seed_floor=True, data_seed_follows_seed=True)
+
+
+def get_config(full: bool = False, standard=None) -> FlipRateConfig:
+  """The quick config, ``standard`` (True or a data set of ``STANDARD``: ``standard_config``), or with
+  ``full`` the accelerator grid (module docstring)."""
+  if standard and full:
+    raise ValueError("--full and --standard are exclusive")
+  if standard:
+    return standard_config("mnist" if standard is True else standard)
+  if not full:
+    return FlipRateConfig()
+  return FlipRateConfig(tasks=("mnist", "fashion_mnist", "cifar10", "mnist_3v8", "cifar_cars_planes"),
+                        widths=(256, 1024, 4096), seeds=tuple(range(20)), eps=FULL_EPS,
+                        train=config_lib.TrainConfig(optimizer="lbfgs"),
+                        data=config_lib.DataConfig(n_train=1000, n_test=500, source="dir"))
+
+
+def pixel_row_features(model_name, mean_row_D, x_clean_NxD, gram_DxD, x_rows_BxD):
+  """``malleability.row_features`` of pixel rows whose feature map centres them first: rows − mean_row,
+  against the centred clean rows x_clean [n, d] and their Gram matrix [d, d] (``data.preprocessing =
+  centered``). Bind all but the rows with ``jax.tree_util.Partial``."""
+  return malleability.row_features(model_name, x_clean_NxD, gram_DxD, x_rows_BxD - mean_row_D[None, :])
+
+
+def pixel_row_logits(apply_fn, model_name, params, mean_row_D, x_clean_NxD, gram_DxD, x_rows_BxD):
+  """Logits [b, C] of ``pixel_row_features`` (the per-row ``logits_fn`` the attacks take, on pixels)."""
+  return apply_fn(params, pixel_row_features(model_name, mean_row_D, x_clean_NxD, gram_DxD, x_rows_BxD))
+
+
+def row_maps(model_name, x_NxD, mean_row_D):
+  """(features_fn, logits_fn-maker) on pixel rows [b, d]: the raw maps of ``influence.malleability``, or
+  the centring ones when ``mean_row_D`` is not None. The clean Gram matrix is that of the (centred) rows."""
+  x = jnp.asarray(x_NxD)
+  if mean_row_D is None:
+    gram = x.T @ x
+    return (jax.tree_util.Partial(malleability.row_features, model_name, x, gram),
+            lambda apply_fn, params: jax.tree_util.Partial(malleability.row_logits, apply_fn, model_name,
+                                                           params, x, gram))
+  mean = jnp.asarray(mean_row_D)
+  xc = x - mean[None, :]
+  gram = xc.T @ xc
+  return (jax.tree_util.Partial(pixel_row_features, model_name, mean, xc, gram),
+          lambda apply_fn, params: jax.tree_util.Partial(pixel_row_logits, apply_fn, model_name, params, mean,
+                                                         xc, gram))
+
+
+def adversarial_rounds(config, model, model_name, x, y_onehot, n_classes, key, clean, *, mean_row=None):
+  """PGD adversarial training (``ntk.training.adversarial_train_adam``: at_epochs_per_round clean epochs,
+  then at_rounds attack-and-train rounds) from the parameters of the clean criterion training ``clean``
+  (a ``CriterionResult``), at its chosen rate; returns params. x: pixel rows [n, d]; mean_row [d]: centre
+  inside the feature map (None: raw)."""
+  _, train_key, at_key = network_training.split_key(key)
+  feats, _ = ntk.model_features(model_name, x if mean_row is None else x - mean_row)
+  features_fn, _ = row_maps(model_name, x, mean_row)
+  return adversarial_train_adam(
+      model.apply_fn, clean.params, jnp.asarray(x), y_onehot, key=train_key, attack_key=at_key,
+      features_fn=features_fn, clean_features_NxF=feats, eps=config.at_eps, rounds=config.at_rounds,
+      epochs_per_round=config.at_epochs_per_round, pgd_steps=config.pgd_steps, pgd_alpha=config.pgd_alpha,
+      loss=network_training.loss_for(n_classes), learning_rate=at_learning_rate(config, clean),
+      l2=config.train.l2, batch_size=config.train.batch_size)
+
+
+def at_learning_rate(config, clean) -> float:
+  """The Adam rate of the adversarial rounds: the clean network's chosen rate, or the grid's first rate
+  when the clean network was trained by L-BFGS (which has none)."""
+  return config.train.learning_rates[0] if clean.learning_rate is None else clean.learning_rate
+
+
+def train_model(config, model, model_name, x, y_onehot, n_classes, key, *, mean_row=None):
+  """Trains the 2-layer network on the features of the pixel rows x [n, d] as ``run`` does for one seed
+  (the config's own grid searched for this key, whatever ``train.lr_selection``); returns params. Trained to
+  ``config.train``'s criterion, then with ``adversarial_training`` the PGD rounds (``adversarial_rounds``)."""
+  result = network_training.train_network(config.train, model, model_name, x if mean_row is None else x - mean_row,
+                                          y_onehot, n_classes, key)
+  if not config.adversarial_training:
+    return result.params
+  return adversarial_rounds(config, model, model_name, x, y_onehot, n_classes, key, result, mean_row=mean_row)
+
+
+def _points(config):
+  for task in config.tasks:
+    for model_name in config.models:
+      for width in config.widths:
+        for seed in config.seeds:
+          yield task, model_name, width, seed
+
+
+def run(config: FlipRateConfig, workdir, *, overwrite_config: bool = False) -> list[dict]:
+  """Runs (or resumes) the flip-rate experiment; returns all records."""
+  config.validate()
+  wd = Workdir(workdir, KEY_FIELDS, config, overwrite_config=overwrite_config)
+  done = wd.done()
+  at = config.adversarial_training
+  wanted = [(a, e) for a in config.attacks for e in config.eps]
+  wanted += [(SEED_FLOOR, 0.0)] if config.seed_floor else []
+  groups = [g for g in distributed.shard(list(_points(config)))  # this process's share of the trainings
+            if any((*g, at, a, e) not in done for a, e in wanted)]
+  data = {}
+  rates = network_training.RateCache(config.train, config.seeds[0])
+  bar = tqdm(total=len(groups) * len(wanted), desc="flip rate", unit="point")
+  for task, model_name, width, seed in groups:
+    draw_key = (task, seed if config.data_seed_follows_seed else None)
+    if draw_key not in data:
+      if config.data_seed_follows_seed:  # this seed's own subset (disjoint blocks on the full files)
+        data[draw_key] = seed_subsets.seed_splits(config.data, task, seed)
+      else:  # one subset for every seed (the behaviour before; the golden records' setting)
+        data[draw_key] = (*config_lib.load_splits(config.data, task, flatten=True),
+                          dict(data_draw="shared", data_seed=config.data.seed, data_block=None))
+    train, test, draw = data[draw_key]
+    stats = network_training.channel_stats(train)
+    mean_row = None if config.data.preprocessing == "raw" else network_training.mean_row(stats, train.x.shape[1])
+    n_classes = len(train.info.class_ids)
+    y_tr = np.eye(n_classes)[train.y]
+    y_te = np.eye(n_classes)[test.y]
+    start = time.perf_counter()
+    model = ntk.two_layer_relu(width, train.x.shape[1], out_dim=n_classes)
+    key = jax.random.PRNGKey(seed)
+    x_in = train.x if mean_row is None else train.x - mean_row
+    result = rates.train_point((task, model_name, width), seed, lambda s, grid: network_training.train_network(
+        config.train, model, model_name, x_in, y_tr.astype(np.float32), n_classes,
+        jax.random.fold_in(jax.random.PRNGKey(s), 0), learning_rates=grid))
+    params = result.params if not at else adversarial_rounds(
+        config, model, model_name, train.x, y_tr.astype(np.float32), n_classes, jax.random.fold_in(key, 0),
+        result, mean_row=mean_row)
+    centre = (lambda v: v) if mean_row is None else (lambda v: v - mean_row)
+    f_tr, f_te = ntk.model_features(model_name, centre(train.x), centre(test.x))
+    kernel_params = params if config.influence_kernel != "init" else network_training.init_network(
+        model, model_name, x_in, network_training.split_key(jax.random.fold_in(jax.random.PRNGKey(seed), 0))[0])[1]
+    influence = lambda p, a, b: malleability.feature_influence(  # noqa: E731
+        model, p, a, b, y_tr, y_te, kernel="infinite" if config.influence_kernel == "infinite" else "empirical",
+        ridge_scale=config.ridge_scale)
+    before = influence(kernel_params, f_tr, f_te)
+    train_acc = float(np.mean(np.argmax(np.asarray(model.apply_fn(params, f_tr)), 1) == train.y))
+    test_acc = float(np.mean(np.argmax(np.asarray(model.apply_fn(params, f_te)), 1) == test.y))
+    setup_s = time.perf_counter() - start
+    x = jnp.asarray(train.x)
+    logits_fn = row_maps(model_name, train.x, mean_row)[1](model.apply_fn, params)
+    criterion = network_training.criterion_fields(result, config.train)
+    del criterion["train_accuracy"]  # measured below on the final (possibly adversarially trained) params
+    units = dict(channel_mean=stats.as_record()["mean"], channel_std=stats.as_record()["std"],
+                 preprocessing=config.data.preprocessing, influence_kernel=config.influence_kernel,
+                 ridge_scale=config.ridge_scale, **draw)
+    common = dict(task=task, model=model_name, width=width, seed=seed, adversarial_training=at,
+                  train_accuracy=train_acc, test_accuracy=test_acc, n_train=len(train.y), n_test=len(test.y),
+                  n_classes=n_classes, setup_time_s=setup_s)
+    if config.seed_floor and (task, model_name, width, seed, at, SEED_FLOOR, 0.0) not in done:
+      t0 = time.perf_counter()
+      other_key = jax.random.fold_in(jax.random.PRNGKey(seed + SEED_FLOOR_OFFSET), 0)
+      other = network_training.train_network(config.train, model, model_name, x_in, y_tr.astype(np.float32),
+                                             n_classes, other_key, learning_rates=None if result.learning_rate
+                                             is None else (result.learning_rate,))
+      other_params = other.params if config.influence_kernel != "init" else network_training.init_network(
+          model, model_name, x_in, network_training.split_key(other_key)[0])[1]
+      fr = flip_rate(before.scores, influence(other_params, f_tr, f_te).scores, config.top_fraction)
+      wd.append(dict(**criterion, **units, **common, attack=SEED_FLOOR, eps=0.0, flip_rate=fr.rate,
+                     n_flipped=fr.n_flipped, n_top=fr.n_top, spearman=fr.spearman, mean_linf_over_eps=0.0,
+                     second_seed=seed + SEED_FLOOR_OFFSET, second_converged=bool(other.reached),
+                     second_train_loss=float(other.train_loss), ridge=before.ridge,
+                     wall_time_s=time.perf_counter() - t0))
+      bar.update()
+    for a_i, attack in enumerate(config.attacks):
+      for eps in config.eps:
+        if (task, model_name, width, seed, at, attack, eps) in done:
+          bar.update()
+          continue
+        t0 = time.perf_counter()
+        attack_key = jax.random.fold_in(jax.random.fold_in(key, 1 + a_i), int(round(eps * 1e6)))
+        x_adv = np.asarray(malleability.perturb_rows(
+            attack, logits_fn, x, jnp.asarray(train.y), eps=eps, key=attack_key, pgd_steps=config.pgd_steps,
+            pgd_alpha=config.pgd_alpha, mim_steps=config.mim_steps))
+        linf = np.abs(x_adv - train.x).max(axis=1)
+        after = influence(kernel_params, *ntk.model_features(model_name, centre(x_adv), centre(test.x)))
+        fr = flip_rate(before.scores, after.scores, config.top_fraction)
+        adv_acc = float(np.mean(np.argmax(np.asarray(logits_fn(jnp.asarray(x_adv))), 1) == train.y))
+        wd.append(dict(**criterion, **units, **common, attack=attack, eps=eps,
+                       eps_standardized=[float(v) for v in scales.eps_to_standardized(eps, stats.std)],
+                       flip_rate=fr.rate, n_flipped=fr.n_flipped, n_top=fr.n_top,
+                       spearman=fr.spearman, mean_linf_over_eps=float(np.mean(linf) / eps) if eps else 0.0,
+                       attacked_row_accuracy=adv_acc, ridge=before.ridge, wall_time_s=time.perf_counter() - t0))
+        bar.update()
+  bar.close()
+  return wd.records()

@@ -1,0 +1,113 @@
+"""Claim rows of sharpness of the minima (arXiv 2603.13085), from the records of an ``experiments.landscape`` workdir
+(``experiments.core.rows.Source``); the row primitives and intervals are ``experiments.core.rows``."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Sequence
+
+import numpy as np
+
+from experiments.core import seed_subsets, tolerance
+from experiments.core.rows import (
+  ARXIV_NTK,
+  Source,
+  make_row,
+  not_measured,
+  not_run,
+  ratio_interval,
+)
+from experiments.flip_rate.claims import flip_width
+
+
+def _matched_pair(a: dict, b: dict, prefix: str = "") -> bool:
+  """Two landscape records of one seed are comparable when both reached the loss target, or when one
+  missed it and the other was stopped at its final loss (that one's ``matched_loss`` is set)."""
+  converged = [tolerance.reached_target(r, prefix) for r in (a, b)]
+  matched = [r.get(prefix + "matched_loss") is not None for r in (a, b)]
+  return all(converged) or any(matched)
+
+
+def _sharpness_data(records) -> str:
+  """The seeds' training data in a sharpness row: per-seed subsets (``experiments.core.seed_subsets``) or, for
+  records written before them (no data_draw field), one subset for every seed, so the seed interval covers
+  initialisation only."""
+  return (seed_subsets.overlap_text(records) or "one training subset for every seed (records before per-seed "
+          "subsets): the interval covers initialisation, not the data")
+
+
+def sharpness_rows(src: Source) -> list[dict]:
+  """Claim: 2L-ReLU sits in sharper minima than MLP-Attn (arXiv 2603.13085).
+
+  Statistic: per seed, log(λ₁(2L-ReLU) / λ₁(MLP-Attn)) of the top Hessian eigenvalue of the training loss
+  (paired by seed); Student's t on the log scale, shown as the geometric-mean ratio. Holds if the interval
+  lies above 1. Variants: the adaptive sharpness (top eigenvalue of diag|θ| H diag|θ|, Kwon et al. 2021,
+  invariant under the ReLU rescaling) and the trained readout (landscape fields prefixed ``trained_``).
+  A seed counts when both models are at the same train loss: both reached the target, or the faster one was
+  stopped at the slower one's final loss (``matched_loss``). The paper gives no number. Both models of a seed
+  train on that seed's training subset (disjoint blocks of the full files, or independent draws from the
+  embedded pool, ``experiments.core.seed_subsets``; the setting says which).
+  """
+  rows = []
+  recs = src.records
+  claim = "2L-ReLU sits in sharper minima than MLP-Attn (top Hessian eigenvalue)"
+  prefixes = [p for p in ("", "trained_") if any(p + "top_eigenvalues" in r for r in recs)]
+  for task in sorted({r["task"] for r in recs}, key=lambda t: (t != "mnist", t)):
+    for prefix in prefixes:
+      readout = "trained" if prefix else "fixed"
+      for field, label in (("top_eigenvalues", "raw λ₁ of the Hessian"),
+                           ("adaptive_sharpness", "adaptive sharpness λ₁(diag|θ| H diag|θ|)")):
+        key = prefix + field
+        sel = [r for r in recs if r["task"] == task and key in r]
+        if not sel:
+          continue
+        width = flip_width(sel)
+        sel = [r for r in sel if r["width"] == width]
+        by = {(r["model"], r["seed"]): r for r in sel}
+        seeds = sorted({s for (m, s) in by if (("relu", s) in by and ("mlp_attn", s) in by)})
+        kept = [s for s in seeds if _matched_pair(by["relu", s], by["mlp_attn", s], prefix)
+                and float(by["relu", s][key][0]) > 0 and float(by["mlp_attn", s][key][0]) > 0]
+        main = task == "mnist" and prefix == prefixes[0] and field == "top_eigenvalues" and not src.variant
+        variant = "; ".join(([] if task == "mnist" else [f"task={task}"])
+                            + ([] if prefix == prefixes[0] else [f"readout={readout}"])
+                            + ([] if field == "top_eigenvalues" else [label]) + list(src.variant))
+        left = len(seeds) - len(kept)
+        if not kept:
+          rows.append(not_measured("sharpness", claim, ARXIV_NTK, "2L-ReLU sharper (no number)",
+                                   "no seed with both models at the same train loss and positive λ₁",
+                                   variant=variant, produced_by=src.command))
+          continue
+        logs_r = [math.log(float(by["relu", s][key][0])) for s in kept]
+        logs_m = [math.log(float(by["mlp_attn", s][key][0])) for s in kept]
+        interval = ratio_interval(np.exp(np.subtract(logs_r, logs_m)))
+        loss = {m: np.mean([float(by[m, s][prefix + "train_loss"]) for s in kept]) for m in ("relu", "mlp_attn")}
+        rows.append(make_row("sharpness", claim, ARXIV_NTK, "2L-ReLU sharper (no number)", interval=interval,
+                         paper_sign=+1, null=1.0, scale="ratio", variant="" if main else variant,
+                         produced_by=src.command,
+                         note=f"{left} seeds left out (not at a common train loss)" if left else "",
+                         setting=f"{task}, width {width}, {readout} readout, {label}; ratio 2L-ReLU / MLP-Attn "
+                                 f"(geometric mean over seeds); train loss {loss['relu']:.3g} / "
+                                 f"{loss['mlp_attn']:.3g}; "
+                                 f"{_sharpness_data([by[m, s] for m in ('relu', 'mlp_attn') for s in kept])}"))
+  return rows
+
+
+# ----------------------------------------------------------------------------- the claims job's hooks (SPEC)
+
+
+def claims_config():
+  """The sharpness config the claims job runs: the quick config with 10 seeds."""
+  from experiments.landscape.run import get_config
+  return dataclasses.replace(get_config(), seeds=tuple(range(10)))
+
+
+def claim_rows(sources: Sequence[Source], root: str, include_not_run: bool) -> list[dict]:
+  """The sharpness rows of every landscape source."""
+  return [row for s in sources for row in sharpness_rows(s)]
+
+
+def not_run_rows(root: str, why: str) -> list[dict]:
+  """The sharpness row when there is no landscape workdir."""
+  return [not_run("sharpness", "2L-ReLU sits in sharper minima than MLP-Attn", ARXIV_NTK,
+                  "see docs/theory.md#reported-figures", f"python -m experiments.landscape --workdir {root}/landscape",
+                  why)]

@@ -1,0 +1,1 @@
+"""Shared training loops: full-batch networks (``network``), classifiers (``classifier``) and ViTs (``vit``)."""
