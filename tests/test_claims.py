@@ -16,6 +16,7 @@ from experiments.core import rows as core_rows
 from experiments.flip_rate import claims as flip_rate_claims
 from experiments.width_sweep import claims as width_sweep_claims
 from experiments.claims import job as claims
+from experiments.claims import protocol
 from experiments.claims import report as claims_report
 from experiments.core.workdir import jsonable
 
@@ -279,12 +280,12 @@ def test_a_workdir_with_another_protocol_is_a_variant_row(tmp_path):
   _write(tmp_path / "flip_rate_n", _flip_records([10] * 10, [1] * 10), big)
   sources = claims.discover(tmp_path)
   assert sorted(s.variant for s in sources) == [(), ("data.n_train=1000",)]
-  assert claims.missing_experiments(sources) == ["cubing", "width_sweep", "landscape", "dual_implications"]
+  assert claims.missing_experiments(sources) == ["width_sweep", "cubing", "landscape", "dual_implications"]
   rows = [r for r in claims.build_rows(sources, str(tmp_path)) if r["claim_id"] == "flip_ratio_mnist_fgsm"]
   assert [r["variant"] for r in rows] == ["", "data.n_train=1000"]
   assert rows[0]["direction"] == "holds" and rows[1]["direction"] == "fails"
   assert rows[0]["protocol"][0]["variant"] == "data.n_train=1000"
-  choice = [c for c in claims.protocol_choices(sources, str(tmp_path)) if c["overrides"] == ["data.n_train=1000"]
+  choice = [c for c in protocol.protocol_choices(sources, str(tmp_path)) if c["overrides"] == ["data.n_train=1000"]
             and c["experiment"] == "flip_rate"]
   assert choice[0]["status"] == "measured"
 
@@ -297,8 +298,8 @@ def test_absent_diff_attention_and_certify_say_not_run_with_their_command(tmp_pa
     by_exp.setdefault(claims.experiment_of(r["claim_id"]), []).append(r)
   from experiments.diff_attention.claims import DA_CLAIMS
   assert {r["claim_id"] for r in by_exp["diff_attention"]} == {c[0] for c in DA_CLAIMS}
-  assert all(f"experiments.claims.job --workdir {tmp_path} --standard" in r["command"] for r in by_exp["diff_attention"])
-  assert len(by_exp["certify"]) == 5 and all("experiments.claims.job" in r["command"] and "--standard" in r["command"]
+  assert all(f"experiments.claims --workdir {tmp_path} --standard" in r["command"] for r in by_exp["diff_attention"])
+  assert len(by_exp["certify"]) == 5 and all("experiments.claims --workdir" in r["command"] and "--standard" in r["command"]
              for r in by_exp["certify"])
 
 

@@ -136,10 +136,10 @@ def _build(cls, fields: dict, path: str = ""):
 
 
 def _run(name: str, config_fields: dict, workdir: Path) -> list[dict]:
-  import importlib
-  module = importlib.import_module(f"experiments.{name}")
-  config = _build(type(module.get_config()), config_fields)
-  return module.run(config, workdir)
+  from experiments import registry
+  spec = registry.get(name)
+  config = _build(type(spec.get_config()), config_fields)
+  return spec.run(config, workdir)
 
 
 def _is_skipped(field: str) -> bool:
@@ -202,7 +202,7 @@ def _compare(name: str, golden: list[dict], key_fields, records: list[dict]) -> 
 
 def _key_fields(name: str):
   import importlib
-  return importlib.import_module(f"experiments.{name}").KEY_FIELDS
+  return importlib.import_module(f"experiments.{name}.run").KEY_FIELDS
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))

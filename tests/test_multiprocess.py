@@ -247,7 +247,7 @@ def test_cpu_device_split():
   flags = ["--coordinator_address", "localhost:1234", "--num_processes", "2"]
   cores = len(os.sched_getaffinity(0))
   base = {"JAX_PLATFORMS": "cpu"}
-  assert distributed.cpu_device_count("experiments.width_sweep.run", [], base) is None  # not in the default set
+  assert distributed.cpu_device_count("experiments.width_sweep", [], base) is None  # not in the default set
   assert distributed.cpu_device_count("x", flags, base) == max(1, cores // 2)  # no oversubscription
   assert distributed.cpu_device_count("x", [], {**base, distributed.CPU_DEVICES_ENV: "auto"}) == cores
   assert distributed.cpu_device_count("x", flags, {**base, distributed.CPU_DEVICES_ENV: "off"}) is None

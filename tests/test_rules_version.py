@@ -50,10 +50,9 @@ def test_stamp_puts_the_rules_line_under_the_title_and_it_reads_back():
 
 
 def test_scopes_follow_their_own_constants(monkeypatch):
-  from experiments.diff_attention import claims as diff_attention_claims
   core, da, cert = (rules_version.rules_version(s) for s in rules_version.SCOPES)
   assert len({core, da, cert}) == 3
-  monkeypatch.setattr(diff_attention_claims, "N_BOOT", 1000)
+  monkeypatch.setattr(core_rows, "N_BOOT", 1000)
   assert rules_version.rules_version("differential_attention") != da and rules_version.rules_version("core") == core
   monkeypatch.setattr(verdicts, "MAGNITUDE_FACTOR", 2.0)
   assert all(rules_version.rules_version(s) != v for s, v in zip(rules_version.SCOPES, (core, da, cert)))

@@ -3,7 +3,7 @@ the claims report shows it beside the primary row and draws the specification cu
 import pytest
 
 from experiments.claims import report as claims_report
-from experiments.claims.job import specification_curve
+from experiments.claims import specification_curve
 from experiments.core.rows import make_row
 from experiments.core.verdicts import Interval
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from experiments.claims import job as claims
-from experiments.claims.job import stability
+from experiments.claims import stability
 from experiments.core.workdir import jsonable
 from test_claims import _flip_records, _main, _write
 

@@ -36,10 +36,6 @@ CPU_DEVICES_ENV = "ATTN_CPU_DEVICES"
 # The CLIs (modules of ``experiments`` run with -m) that use per-core devices by default: those where a
 # benchmark showed a gain (README "Running the full grid on a cluster"; empty: none did here).
 PER_CORE_DEFAULT: frozenset[str] = frozenset()
-# Runners whose points cannot be split across processes yet: they save model checkpoints with orbax,
-# whose saves are collective over all processes of a jax.distributed job (a save by one process waits for
-# the others). ``experiment_main`` refuses more than one process for them.
-SINGLE_PROCESS = frozenset({"experiments.certify.run", "experiments.train_vit.run", "experiments.diff_attention.run"})
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

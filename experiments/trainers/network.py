@@ -53,7 +53,7 @@ def init_network(model, model_name: str, x_NxD, key):
 def perturb_initial(params, relative: float, key):
   """θ·(1 + relative·ξ) leaf by leaf, ξ ~ N(0, 1) drawn from ``fold_in(key, 7)``; params unchanged at 0.
 
-  The stability pass (``experiments.claims.job --stability``) uses relative = 1e-7, the size of float32
+  The stability pass (``python -m experiments.claims --stability``) uses relative = 1e-7, the size of float32
   rounding: a verdict that moves under it is an artefact of the last bits (docs/theory.md#intervals-and-verdicts).
   """
   if relative == 0:

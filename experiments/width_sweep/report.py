@@ -252,7 +252,7 @@ def _distance_slope_lines(records) -> list[str]:
           "NTK's predictor (the paper's reference: a falling distance means the network approaches K∞); K₀: "
           "the network's own initial NTK's (laziness). Common / converged: against the kernel regressions; "
           "matched / fixed time: against the GD predictors at the same time. Intervals and verdicts: "
-          "experiments.claims.job (ntk_distance_*).", "",
+          "experiments.claims (ntk_distance_*).", "",
           "| data set | criterion | 2L-ReLU (K∞) | MLP-Attn (K∞) | difference (K∞) | 2L-ReLU (K₀) | MLP-Attn (K₀) | "
           "difference (K₀) |", "|---|---|---|---|---|---|---|---|"] + out
 
