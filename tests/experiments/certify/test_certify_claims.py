@@ -1,0 +1,106 @@
+"""The certification claim rows (experiments.certify.claims): rigorous and Krylov certificates side by
+side with Clopper–Pearson intervals, the α selection and the trade-off row."""
+
+import numpy as np
+import pytest
+from certify_records import cert_record, selection_record
+from claim_sources import claim_rows_of, main_row
+
+
+def test_certified_rows_put_rigorous_and_krylov_side_by_side_with_clopper_pearson(tmp_path):
+  records = [dict(dataset="cifar10", attention_bound=a, kind="certify", eps=e, layer=-1, n_test=500,
+                  certified_accuracy=c, certified_rigorous=c * 0.5) for a, c in ((0.25, 0.29), (1.0, 0.2))
+             for e in (0.02, 0.05)]
+  # Without an α selected on a validation split no α is the headline (the best on the test images would be
+  # selection on the test set).
+  unselected = main_row(claim_rows_of(tmp_path, "none", records), "certified_0.02_rigorous")
+  assert unselected["status"] == "not measured" and "validation" in unselected["reason"]
+  selection = [dict(dataset="cifar10", attention_bound=0.25, kind="selection", eps=e, layer=-1, n_validation=150,
+                    validation_fraction=0.1, candidates=[dict(attention_bound=0.25, validation_certified_rigorous=0.1,
+                                                              validation_certified_krylov=0.2,
+                                                              validation_clean_accuracy=0.3)]) for e in (0.02, 0.05)]
+  rows = claim_rows_of(tmp_path, "cert", records + selection)
+  krylov, rigorous = main_row(rows, "certified_0.02_krylov"), main_row(rows, "certified_0.02_rigorous")
+  assert [r["claim_id"] for r in rows if not r["variant"]][:2] == ["certified_0.02_rigorous", "certified_0.02_krylov"]
+  assert "α = 0.25" in krylov["setting"] and "α = 0.25" in rigorous["setting"]
+  assert "selected on a validation split" in rigorous["setting"] and "not rigorous" in krylov["claim"]
+  assert krylov["estimate"] == 0.29 and rigorous["estimate"] == pytest.approx(0.145, abs=0.002)
+  assert krylov["method"] == "clopper_pearson" and krylov["n"] == 500
+  # paper: 29.1 %, band ± 5 points = [24.1, 34.1] %: 0.29 [0.25, 0.33] lies inside, 0.145 [0.12, 0.18] outside
+  assert krylov["magnitude"] == "matches" and rigorous["magnitude"] == "differs"
+  assert krylov["direction"] == "holds" and rigorous["direction"] == "holds"
+
+
+def test_certify_claim_rows_main_is_the_validation_selected_rigorous_row():
+  from experiments.certify import claims as certify_claims
+  from experiments.certify.claims import certify_rows
+  from experiments.core.rows import Source
+  records = [cert_record(a, e, 0.33, 0.32, c, c + 0.02) for a, c in ((0.0625, 0.26), (1.0, 0.0)) for e in (0.02, 0.05)]
+  rows = certify_rows(Source("certify", "p", {}, records))
+  mains = {r["claim_id"]: r for r in rows if not r["variant"]}
+  # Without a selection no α is the headline: the main rows say so, every α is a variant.
+  assert mains["certified_0.02_rigorous"]["status"] == "not measured"
+  assert "selection on the test set" in mains["certified_0.02_rigorous"]["reason"]
+  rows = certify_rows(Source("certify", "p", {}, records + [selection_record(1.0, 0.02), selection_record(0.0625, 0.05)]))
+  ids = [r["claim_id"] for r in rows if not r["variant"]]
+  assert ids[:4] == ["certified_0.02_rigorous", "certified_0.02_krylov", "certified_0.05_rigorous",
+                     "certified_0.05_krylov"]
+  mains = {r["claim_id"]: r for r in rows if not r["variant"]}
+  assert mains["certified_0.02_rigorous"]["estimate"] == 0.0 and "α = 1 (α selected on a validation" in \
+      mains["certified_0.02_rigorous"]["setting"]   # the validation choice, not the test-set best (0.0625)
+  assert mains["certified_0.05_rigorous"]["estimate"] == pytest.approx(0.26)
+  assert mains["certified_0.05_krylov"]["estimate"] == pytest.approx(0.28)
+  assert certify_claims.KRYLOV_CERT in mains["certified_0.05_krylov"]["claim"]
+  assert "Not a proof" in mains["certified_0.05_krylov"]["note"]
+
+def test_alpha_tradeoff_row_paired_bootstrap_and_what_flips_it():
+  from experiments.certify.claims import (
+    alpha_tradeoff_rows,
+    flip_moves,
+    paired_binary_difference,
+  )
+  from experiments.core.rows import Source
+  from experiments.core.verdicts import clopper_pearson
+  # The strict α certifies 26 of 100 images, α = 1 none: the paper's side (strict certifies less) fails.
+  records = [cert_record(0.0625, 0.02, 0.33, 0.32, 0.26, 0.28), cert_record(1.0, 0.02, 0.36, 0.30, 0.0, 0.0),
+             cert_record(0.25, 0.02, 0.34, 0.31, 0.15, 0.16)]
+  rows = alpha_tradeoff_rows(Source("certify", "p", {}, records), eps_values=(0.02,))
+  main = [r for r in rows if not r["variant"]]
+  assert len(main) == 1 and len(rows) == 2 and main[0]["claim_id"] == "certified_alpha_tradeoff"
+  share = clopper_pearson(26, 26)   # 26 discordant images, all certified by the strict α only
+  assert main[0]["estimate"] == pytest.approx(0.26) and main[0]["low"] == pytest.approx(0.26 * (2 * share.low - 1))
+  assert main[0]["high"] == pytest.approx(0.26)
+  assert main[0]["method"] == "mcnemar_clopper_pearson" and main[0]["unit"] == "images" and main[0]["n"] == 100
+  # Exact where the studentized bootstrap is not: 3 discordant images of 100, all one way (McNemar p = 0.25),
+  # contain 0; 2 of 3 discordant pairs one way, 1 the other: the estimate is (2 − 1)/n.
+  few = paired_binary_difference(np.r_[np.ones(3), np.zeros(97)], np.zeros(100))
+  assert few.low < 0 < few.high and few.estimate == pytest.approx(0.03)
+  mixed = paired_binary_difference(np.r_[1, 1, 0, np.zeros(7)], np.r_[0, 0, 1, np.zeros(7)])
+  assert mixed.estimate == pytest.approx(0.1) and mixed.low < 0 < mixed.high
+  assert paired_binary_difference(np.ones(5), np.ones(5))[:3] == (0.0, 0.0, 0.0)
+  assert main[0]["direction"] == "fails" and main[0]["magnitude"] is None
+  assert "α = 0.0625 vs α = 1" in main[0]["setting"] and "What would flip it" in main[0]["note"]
+  # What flips it: the fewest of the 26 strict-only images that would have to be loose-only instead; by hand,
+  # the first k at which the Clopper–Pearson interval of the strict-only share (26 − k)/26 reaches 1/2.
+  def contains_half(k):
+    cp = clopper_pearson(26 - k, 26)
+    return cp.low <= 0.5 <= cp.high
+  k_contains = next(k for k in range(27) if contains_half(k))
+  k_below = next(k for k in range(27) if clopper_pearson(26 - k, 26).high < 0.5)
+  assert flip_moves(26, 0, 100, "contains") == k_contains and flip_moves(26, 0, 100, "below") == k_below
+  assert 0 < k_contains < 13 < k_below < 26
+  assert (f"26 images are certified by α = 0.0625 only and 0 by α = 1 only" in main[0]["note"]
+          and f"turn inconclusive if {k_contains} of the images certified by α = 0.0625 only were certified by "
+              "α = 1 only instead" in main[0]["note"] and f"hold (the paper's side: the looser α certifies more) if "
+              f"{k_below} of" in main[0]["note"])
+  assert flip_moves(0, 0, 100, "below") is None and flip_moves(3, 0, 100, "contains") == 0
+  # The strict α certifying less than the looser one: holds.
+  flipped = [cert_record(0.0625, 0.02, 0.20, 0.19, 0.05, 0.06), cert_record(1.0, 0.02, 0.36, 0.30, 0.30, 0.31)]
+  row = alpha_tradeoff_rows(Source("certify", "p", {}, flipped), eps_values=(0.02,))[0]
+  assert row["direction"] == "holds" and row["high"] < 0
+  # Equal certificates on every image: inconclusive.
+  same = [cert_record(0.0625, 0.02, 0.3, 0.3, 0.1, 0.1), cert_record(1.0, 0.02, 0.3, 0.3, 0.1, 0.1)]
+  assert alpha_tradeoff_rows(Source("certify", "p", {}, same), eps_values=(0.02,))[0]["direction"] == "inconclusive"
+  # No α ≤ 0.25, or a single α: not measured.
+  loose = [cert_record(0.5, 0.02, 0.3, 0.3, 0.1, 0.1), cert_record(1.0, 0.02, 0.3, 0.3, 0.1, 0.1)]
+  assert alpha_tradeoff_rows(Source("certify", "p", {}, loose), eps_values=(0.02,))[0]["status"] == "not measured"

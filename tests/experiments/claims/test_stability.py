@@ -1,0 +1,113 @@
+"""The claims job's stability pass (experiments.stability): reruns read against the first run, the modes'
+environments, and a verdict that moves under any mode marked unstable with every outcome."""
+import dataclasses
+import os
+import subprocess
+import sys
+
+import pytest
+from test_claims import _flip_records, _main, _write
+
+from experiments.claims import job as claims
+from experiments.claims import stability
+
+
+def _rows_with_stability(root, modes=("perturb",)):
+  sources = claims.discover(root)
+  return stability.apply_stability(claims.build_rows(sources, str(root)), root, sources, run=False, modes=modes)
+
+
+def test_a_rerun_that_agrees_keeps_the_verdict_and_records_it(tmp_path):
+  _write(tmp_path / "flip_rate", _flip_records([3] * 10, [21] * 10))
+  _write(tmp_path / "flip_rate_stability", _flip_records([3] * 10, [21] * 10))
+  row = _main(_rows_with_stability(tmp_path), "flip_ratio_mnist_pgd")
+  assert row["direction"] == "holds" and row["magnitude"] == "matches"
+  assert row["stability"] == {"perturb": "holds"}
+  # the reruns are never read as sources of their own
+  assert all(not stability.is_rerun_dir(os.path.basename(s.path)) for s in claims.discover(tmp_path))
+
+
+def test_a_verdict_that_moves_under_one_mode_is_unstable_with_every_outcome(tmp_path):
+  _write(tmp_path / "flip_rate", _flip_records([3] * 10, [21] * 10))
+  _write(tmp_path / "flip_rate_stability", _flip_records([3] * 10, [21] * 10))  # perturb: agrees
+  _write(tmp_path / "flip_rate_stability_isa", _flip_records([3] * 10, [6] * 10))  # 2×: holds, below the band
+  row = _main(_rows_with_stability(tmp_path, modes=("perturb", "isa", "serial")), "flip_ratio_mnist_pgd")
+  assert row["direction"] == "unstable" and row["magnitude"] is None
+  assert "holds, matches" in row["reason"] and "holds, differs" in row["reason"] and "under isa" in row["reason"]
+  assert "under perturb" not in row["reason"]  # only the modes that moved it are named
+  assert row["stability"] == {"perturb": "holds", "isa": "holds", "serial": None}
+  assert row["estimate"] == 7.0  # the first run's figures stay
+
+
+def test_a_perturbed_rerun_with_its_config_is_compared_not_labelled_a_variant(tmp_path):
+  """The perturbation in the rerun's config.json is no protocol variant: reading it as one gave every rerun
+  row another label, so no row was ever compared (the pass could not find a change)."""
+  config = stability.stability_config("flip_rate")
+  assert config.train.init_perturbation == stability.PERTURBATION
+  _write(tmp_path / "flip_rate", _flip_records([3] * 10, [21] * 10), claims.quick_config("flip_rate"))
+  _write(tmp_path / "flip_rate_stability", _flip_records([3, 20] * 5, [3, 21] * 5), config)
+  row = _main(_rows_with_stability(tmp_path), "flip_ratio_mnist_pgd")
+  assert row["direction"] == "unstable"
+  assert "holds, matches" in row["reason"] and "inconclusive, differs" in row["reason"]  # 10 seeds each: the data's
+
+
+def test_stability_configs_perturb_only_the_initial_parameters():
+  for name in stability.stability_experiments():
+    quick, perturbed = claims.quick_config(name), stability.stability_config(name)
+    assert stability.stability_config(name, 0.0) == quick
+    train = perturbed.converged.train if name == "width_sweep" else perturbed.train
+    assert train.init_perturbation == stability.PERTURBATION
+    fixed = (dataclasses.replace(perturbed, converged=dataclasses.replace(perturbed.converged, train=quick.converged.train))
+             if name == "width_sweep" else dataclasses.replace(perturbed, train=quick.train))
+    assert fixed == quick
+
+
+def test_mode_environments_change_only_what_they_name():
+  base = {"XLA_FLAGS": "--xla_dump_to=/tmp/x", "PATH": "/bin"}
+  serial = stability.mode_environment(stability.mode("serial"), base)
+  assert serial["XLA_FLAGS"] == "--xla_dump_to=/tmp/x --xla_cpu_multi_thread_eigen=false"
+  assert serial["OPENBLAS_NUM_THREADS"] == "1" and serial["PATH"] == "/bin"
+  isa = stability.mode_environment(stability.mode("isa"), {})
+  assert isa["XLA_FLAGS"] == "--xla_cpu_max_isa=AVX" and isa["OPENBLAS_CORETYPE"] == "Sandybridge"
+  assert isa["NPY_DISABLE_CPU_FEATURES"]  # numpy's dispatched targets, whatever this numpy calls them
+  assert stability.mode_environment(stability.mode("perturb"), base) == base
+  assert "--xla_force_host_platform_device_count=2" in stability.mode_environment(stability.mode("devices"), {})["XLA_FLAGS"]
+
+
+def test_the_isa_environment_really_turns_numpy_dispatch_off():
+  env = stability.mode_environment(stability.mode("isa"))
+  code = ("import numpy as np\ntry:\n from numpy._core._multiarray_umath import __cpu_features__ as f, __cpu_dispatch__ as d\n"
+          "except ImportError:\n from numpy.core._multiarray_umath import __cpu_features__ as f, __cpu_dispatch__ as d\n"
+          "print(any(f[k] for k in d))")
+  out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+  assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("text, expected", [("all", stability.MODE_NAMES), ("isa", ("isa",)),
+                                            ("serial, devices", ("serial", "devices"))])
+def test_parse_modes(text, expected):
+  assert stability.parse_modes(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "fast", "isa,isa", ","])
+def test_parse_modes_refuses_unknown_repeated_or_no_modes(text):
+  with pytest.raises(ValueError, match="perturb"):
+    stability.parse_modes(text)
+
+
+def test_rerun_directory_names():
+  assert stability.workdir_name("flip_rate", "perturb") == "flip_rate_stability"
+  assert stability.workdir_name("landscape", "isa") == "landscape_stability_isa"
+  assert all(stability.is_rerun_dir(stability.workdir_name(e, m)) for e in stability.stability_experiments()
+             for m in stability.MODE_NAMES)
+  assert not stability.is_rerun_dir("flip_rate") and not stability.is_rerun_dir("flip_rate_stability_fast")
+
+
+def test_a_row_measured_here_but_not_under_a_mode_is_unstable(tmp_path):
+  """As the sharpness rows on another CPU: measured on one machine, 'not measured' on the other."""
+  _write(tmp_path / "flip_rate", _flip_records([3] * 10, [21] * 10))
+  converged = lambda seed, model: model == "relu"  # noqa: E731  (MLP-Attn never reaches the criterion)
+  _write(tmp_path / "flip_rate_stability_serial", _flip_records([3] * 10, [21] * 10, converged=converged))
+  row = _main(_rows_with_stability(tmp_path, modes=("serial",)), "flip_ratio_mnist_pgd")
+  assert row["status"] == "measured" and row["direction"] == "unstable"
+  assert "not measured" in row["reason"] and row["stability"] == {"serial": "not measured"}

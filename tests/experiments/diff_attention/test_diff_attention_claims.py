@@ -1,0 +1,283 @@
+"""Differential-attention claim rows on constructed records (``experiments.diff_attention.claims``): each
+verdict can come out either way, models below the accuracy target are left out, and the two-level
+bootstrap behaves as a bootstrap should."""
+import math
+
+import numpy as np
+import pytest
+
+from attention import da_theory
+from experiments.core.rows import Source
+from experiments.diff_attention import claims as dc
+
+
+def _train(model, depth, lam, seed, accuracy=0.9):
+  name = f"{model}_d{depth}" + ("" if model == "vit" else f"_lam{lam}") + (f"_s{seed}" if seed else "")
+  return dict(kind="train", model=model, depth=depth, lambda_init=lam, seed_index=seed, name=name,
+              dataset="fashion_mnist", clean_accuracy=accuracy, meets_target=accuracy >= 0.85)
+
+
+def _attack(train, attack, eps_255, successes, counted=400):
+  return dict(kind="attack", model=train["model"], depth=train["depth"], lambda_init=train["lambda_init"],
+              seed_index=train["seed_index"], name=train["name"], attack=attack, eps=eps_255 / 255,
+              eps_255=eps_255, asr=successes / counted, n_success=successes, n_counted=counted)
+
+
+def _asr_records(asr_diff: float, asr_vit: float, seeds=3, vit_accuracy=0.9):
+  recs = []
+  for s in range(seeds):
+    vit, diff = _train("vit", 1, "-", s, vit_accuracy), _train("diffvit", 1, "0.8", s)
+    recs += [vit, diff]
+    for attack in ("pgd", "apgd"):
+      recs += [_attack(vit, attack, 1.0, int(asr_vit * 400)), _attack(diff, attack, 1.0, int(asr_diff * 400))]
+  return recs
+
+
+@pytest.mark.parametrize("asr_diff, asr_vit, expected", [(0.7, 0.4, "holds"), (0.3, 0.6, "fails"),
+                                                          (0.5, 0.5, "inconclusive")])
+def test_asr_row_verdict_goes_either_way(asr_diff, asr_vit, expected):
+  rows = dc.asr_rows(Source("diff_attention", "wd", {}, _asr_records(asr_diff, asr_vit)))
+  assert [r["claim_id"] for r in rows] == ["da_asr_pgd", "da_asr_apgd"]
+  for row in rows:
+    assert row["direction"] == expected
+    assert row["estimate"] == pytest.approx(asr_diff - asr_vit, abs=1e-2)
+    assert row["n"] == 3 and row["unit"] == dc.UNIT
+
+
+def test_models_below_the_accuracy_target_are_left_out():
+  recs = _asr_records(0.7, 0.4, vit_accuracy=0.5)  # every ViT misses the target: no pair is left
+  row = dc.asr_rows(Source("diff_attention", "wd", {}, recs))[0]
+  assert row["status"] == "not measured"
+
+
+def test_lambda_peak_row_both_ways():
+  def records(asr):
+    recs = []
+    for s in range(3):
+      for lam, a in asr.items():
+        t = _train("diffvit", 1, lam, s)
+        recs += [t, _attack(t, "pgd", 1.0, int(a * 400))]
+    return recs
+  peak = dc.lambda_peak_rows(Source("diff_attention", "wd", {}, records({"0.5": 0.4, "0.8": 0.85, "0.95": 0.42})))[0]
+  assert peak["direction"] == "holds" and peak["magnitude"] == "matches"
+  flat = dc.lambda_peak_rows(Source("diff_attention", "wd", {}, records({"0.5": 0.7, "0.8": 0.5, "0.95": 0.6})))[0]
+  assert flat["direction"] == "fails"
+
+
+def test_seed_image_bootstrap_reduces_to_an_image_bootstrap_and_widens_with_seed_spread():
+  rng = np.random.default_rng(0)
+  one = [[rng.normal(1.0, 1.0, 400)]]
+  est, low, high = dc.seed_image_bootstrap(one, lambda m: float(m[:, 0].mean()))
+  se = one[0][0].std(ddof=1) / np.sqrt(400)
+  assert low < est < high and (high - low) == pytest.approx(2 * 1.96 * se, rel=0.15)
+  # Three seeds whose means differ by much more than their image noise: the interval spans the seeds.
+  spread = [[rng.normal(mu, 0.1, 400)] for mu in (0.0, 1.0, 2.0)]
+  est, low, high = dc.seed_image_bootstrap(spread, lambda m: float(m[:, 0].mean()))
+  assert est == pytest.approx(1.0, abs=0.02) and high - low > 1.0
+  with pytest.raises(ValueError, match="at least one seed"):
+    dc.seed_image_bootstrap([], lambda m: 0.0)
+
+
+def test_negative_alignment_at_depth_one_fails_when_never_observed():
+  recs = []
+  for s in range(3):
+    t = _train("diffvit", 1, "0.8", s)
+    recs += [t, dict(kind="alignment", model="diffvit", depth=1, lambda_init="0.8", seed_index=s, name=t["name"],
+                     layer=1, cos_theta=np.full((20, 2), 0.3).tolist())]
+  row = dc.alignment_rows(Source("diff_attention", "wd", {}, recs))[0]
+  assert row["claim_id"] == "da_negative_alignment_d1" and row["direction"] == "fails"
+  recs[1]["cos_theta"] = np.where(np.arange(40).reshape(20, 2) % 3 == 0, -0.2, 0.3).tolist()
+  recs[3]["cos_theta"] = recs[5]["cos_theta"] = recs[1]["cos_theta"]
+  assert dc.alignment_rows(Source("diff_attention", "wd", {}, recs))[0]["direction"] == "holds"
+
+
+def _corollary1_records(asr_by_depth, r1=2.0, alpha_bar=0.25):
+  """ASR records per depth {depth: (ASR DiffViT, ASR ViT)} and a depth-8 pair whose token L̂ ratios are
+  r1·alpha_bar^(l−1) per layer, so that D* = 1 + ln r1 / ln(1/alpha_bar) (1.5 for the defaults)."""
+  recs = []
+  for depth, (a_diff, a_vit) in asr_by_depth.items():
+    vit, diff = _train("vit", depth, "-", 0), _train("diffvit", depth, "0.8", 0)
+    recs += [vit, diff, _attack(vit, "pgd", 1.0, int(a_vit * 400)), _attack(diff, "pgd", 1.0, int(a_diff * 400))]
+  rng = np.random.default_rng(1)
+  base = rng.uniform(1.0, 2.0, 50)
+  for layer in range(1, 9):
+    for t, scale in ((_train("vit", 8, "-", 0), 1.0), (_train("diffvit", 8, "0.8", 0), r1 * alpha_bar ** (layer - 1))):
+      recs.append(dict(kind="lipschitz", model=t["model"], depth=8, lambda_init=t["lambda_init"], seed_index=0,
+                       name=t["name"], layer=layer, eps=1 / 255, eps_255=1.0, values=(base * scale).tolist()))
+  return recs
+
+
+def _corollary1(recs):
+  rows = dc._corollary1_rows(dc._Records(recs), "0.8", Source("diff_attention", "wd", {}, []))
+  assert rows[0]["primary"]
+  return rows[0]
+
+
+EARLY = {1: (0.6, 0.4), 2: (0.3, 0.5), 8: (0.2, 0.5)}   # the ASR sign changes between depths 1 and 2
+LATE = {1: (0.6, 0.4), 4: (0.6, 0.5), 8: (0.3, 0.5)}    # between 4 and 8
+MIDDLE = {1: (0.6, 0.4), 2: (0.6, 0.5), 4: (0.3, 0.5), 8: (0.2, 0.5)}  # between 2 and 4
+
+
+def test_corollary1_row_against_a_constructed_crossover():
+  """Token L̂ ratios 2·0.25^(l−1) give D* = 1.5, well inside the window [1, 2] of an ASR sign change between
+  depths 1 and 2 (holds) and well outside [4, 8] and [2, 4] (fails, D* below them); ratios 2·0.5^(l−1)
+  give D* = 3, above [1, 2] (fails)."""
+  early = _corollary1(_corollary1_records(EARLY))
+  assert early["estimate"] == pytest.approx(1.5) and early["direction"] == "holds"
+  assert "meets the measured window [1, 2]" in early["reason"]
+  for window in (LATE, MIDDLE):
+    late = _corollary1(_corollary1_records(window))
+    assert late["direction"] == "fails" and "(below it)" in late["reason"]
+  above = _corollary1(_corollary1_records(EARLY, r1=4.0, alpha_bar=0.5))
+  assert above["estimate"] == pytest.approx(3.0)
+  assert above["direction"] == "fails" and "misses the measured window [1, 2] (above it)" in above["reason"]
+
+
+@pytest.mark.parametrize("asr, edge", [(EARLY, "upper"), (MIDDLE, "lower")])
+def test_corollary1_decision_is_the_same_a_few_ulps_either_side_of_a_window_edge(monkeypatch, asr, edge):
+  """D* = 2 sits on the upper edge of [1, 2] and on the lower edge of [2, 4]: with D* moved 0, ±1, ±2 and
+  ±4 ulps (as another CPU's rounding did: 2.000000000000001) the row holds every time, and the reason never
+  prints D* as a number that contradicts the verdict."""
+  exact = da_theory.crossover_depth_estimate
+  for k in (-4, -2, -1, 0, 1, 2, 4):
+    def moved(r1, alpha_bar, k=k):
+      d = exact(r1, alpha_bar)
+      for _ in range(abs(k)):
+        d = np.nextafter(d, np.inf if k > 0 else -np.inf)
+      return float(d)
+    monkeypatch.setattr(dc.da_theory, "crossover_depth_estimate", moved)
+    row = _corollary1(_corollary1_records(asr, r1=2.0, alpha_bar=0.5))
+    assert row["estimate"] == pytest.approx(2.0, abs=1e-14)
+    assert row["direction"] == "holds", (k, row["reason"])
+    assert "misses" not in row["reason"]
+  # Clearly off the edge the decision is taken: D* = 2.01 is above [1, 2], 1.99 below [2, 4].
+  monkeypatch.setattr(dc.da_theory, "crossover_depth_estimate",
+                      lambda r1, a: exact(r1, a) + (0.01 if edge == "upper" else -0.01))
+  row = _corollary1(_corollary1_records(asr, r1=2.0, alpha_bar=0.5))
+  assert row["direction"] == "fails" and ("2.01" if edge == "upper" else "1.99") in row["reason"]
+
+
+def test_d_star_tolerance_follows_the_fit_condition():
+  """The tolerance grows as ᾱ → 1 (D* = 1 + ln r₁ / ln(1/ᾱ) divides by a small number) and with |D* − 1|."""
+  from attention.da_theory import NoiseCancellationFit
+  y = np.log(2.0 * 0.5 ** np.arange(8))
+  well = dc.d_star_tolerance(NoiseCancellationFit(2.0, 0.5, 8), y, 2.0)
+  assert 1e-15 < well < 1e-12
+  ill = dc.d_star_tolerance(NoiseCancellationFit(2.0, 1 - 1e-6, 8), y, 1 + math.log(2.0) / 1e-6)
+  assert ill > 1e3 * well
+  assert dc.d_star_tolerance(NoiseCancellationFit(2.0, 1.2, 8), y, math.inf) < 1e-14  # ∞ compares exactly
+
+
+def test_asr_sign_is_zero_within_rounding():
+  assert dc.asr_sign(0.0) == 0 and dc.asr_sign((0.1 + 0.2 - 0.3) / 3) == 0 and dc.asr_sign(-1e-17) == 0
+  assert dc.asr_sign(1 / 400) == 1 and dc.asr_sign(-1 / 160000) == -1
+
+
+def test_corollary1_with_alpha_bar_within_rounding_of_one_is_inconclusive():
+  """ᾱ = 1 − 1e-14: D* ≈ 7e13 is known only to far more than a depth (or comes out ∞): no decision."""
+  row = _corollary1(_corollary1_records(EARLY, r1=2.0, alpha_bar=1 - 1e-14))
+  assert row["direction"] == "inconclusive", row["reason"]
+
+
+def _curve_records(vit_asr: dict, diff_asr: dict, seeds=3, counted=400):
+  """Depth-1 ViT / DiffViT (λ_init 0.8) attacked with PGD and APGD at every ε of the dicts (ε in 1/255 → ASR)."""
+  recs = []
+  for s in range(seeds):
+    vit, diff = _train("vit", 1, "-", s), _train("diffvit", 1, "0.8", s)
+    recs += [vit, diff]
+    for attack in ("pgd", "apgd"):
+      for e, a in vit_asr.items():
+        recs.append(_attack(vit, attack, e, round(a * counted), counted))
+      for e, a in diff_asr.items():
+        recs.append(_attack(diff, attack, e, round(a * counted), counted))
+  return recs
+
+
+def test_primary_eps_is_where_the_depth1_vit_reaches_half_interpolated_in_log_eps():
+  recs = _curve_records({1.0: 0.1, 2.0: 0.3, 4.0: 0.7}, {1.0: 0.05, 2.0: 0.35, 4.0: 0.8})
+  point = dc.primary_eps(dc._Records(recs))
+  # 0.3 + w·(0.7 − 0.3) = 0.5 → w = ½, and ε* = exp(ln 2 + ½ ln 2) = 2√2 (by hand).
+  assert point.eps_255 == pytest.approx(2 * math.sqrt(2), rel=1e-12)
+  assert point.weights == ((2.0, pytest.approx(0.5)), (4.0, pytest.approx(0.5)))
+  rows = [r for r in dc.asr_rows(Source("diff_attention", "wd", {}, recs)) if r["claim_id"] == "da_asr_pgd"]
+  primary, secondary = rows
+  assert primary["primary"] and not secondary["primary"] and "ε* = 2.83/255" in primary["measurement"]
+  # At ε*: DiffViT ½(0.35 + 0.8) = 0.575 against ViT 0.5 → +0.075; at 1/255: 0.05 − 0.1 = −0.05.
+  assert primary["estimate"] == pytest.approx(0.075, abs=1e-9) and primary["direction"] == "holds"
+  assert secondary["estimate"] == pytest.approx(-0.05, abs=1e-9) and secondary["direction"] == "fails"
+  assert secondary["measurement"].startswith("ε = 1/255")
+
+
+def test_primary_eps_on_a_grid_value_and_when_the_curve_never_reaches_half():
+  on_grid = dc.primary_eps(dc._Records(_curve_records({1.0: 0.1, 2.0: 0.5, 4.0: 0.7}, {1.0: 0.1})))
+  assert on_grid.eps_255 == 2.0 and on_grid.weights == ((2.0, 1.0),)
+  low = _curve_records({1.0: 0.1, 2.0: 0.2, 4.0: 0.4}, {1.0: 0.2, 2.0: 0.3, 4.0: 0.5})
+  assert dc.primary_eps(dc._Records(low)) is None
+  rows = [r for r in dc.asr_rows(Source("diff_attention", "wd", {}, low)) if r["claim_id"] == "da_asr_pgd"]
+  assert len(rows) == 1 and rows[0]["primary"] and rows[0]["measurement"].startswith("ε = 1/255")
+  # Above 0.5 already at the smallest ε: ε* lies below the grid and is not extrapolated.
+  assert dc.primary_eps(dc._Records(_curve_records({1.0: 0.6, 2.0: 0.7}, {1.0: 0.1}))) is None
+  # The first crossing counts: a curve that dips back below 0.5 later does not move ε*.
+  wavy = dc.primary_eps(dc._Records(_curve_records({1.0: 0.1, 2.0: 0.6, 4.0: 0.4, 8.0: 0.9}, {1.0: 0.1})))
+  assert 1.0 < wavy.eps_255 < 2.0
+
+
+def test_lambda_peak_and_crossover_are_read_at_the_primary_eps():
+  recs = []
+  for s in range(3):
+    vit = _train("vit", 1, "-", s)
+    recs += [vit] + [_attack(vit, "pgd", e, round(a * 400)) for e, a in {1.0: 0.1, 2.0: 0.3, 4.0: 0.7}.items()]
+    for lam, curve in {"0.5": {1.0: 0.2, 2.0: 0.3, 4.0: 0.6}, "0.8": {1.0: 0.1, 2.0: 0.4, 4.0: 0.8},
+                       "0.95": {1.0: 0.15, 2.0: 0.3, 4.0: 0.5}}.items():
+      t = _train("diffvit", 1, lam, s)
+      recs += [t] + [_attack(t, "pgd", e, round(a * 400)) for e, a in curve.items()]
+  rows = dc.lambda_peak_rows(Source("diff_attention", "wd", {}, recs))
+  primary = next(r for r in rows if r["primary"])
+  # At ε* (w = ½ between 2 and 4): 0.5 → 0.45, 0.8 → 0.6, 0.95 → 0.4: the peak by 0.15; at 1/255 0.5 is highest.
+  assert primary["estimate"] == pytest.approx(0.15, abs=1e-9) and primary["direction"] == "holds"
+  secondary = next(r for r in rows if not r["primary"])
+  assert secondary["estimate"] == pytest.approx(-0.1, abs=1e-9) and secondary["direction"] == "fails"
+
+
+def test_primary_eps_with_an_asymmetric_bracket_and_the_weighted_per_image_values():
+  """ViT 0.3 → 0.9 between 2/255 and 4/255: w = (0.5 − 0.3)/(0.9 − 0.3) = 1/3 and ε* = 2·2^(1/3) (swapped
+  weights or w = (0.9 − 0.5)/0.6 would give 2·2^(2/3)). DiffViT 0.2 → 0.8 there: (2/3)·0.2 + (1/3)·0.8 = 0.4."""
+  recs = _curve_records({1.0: 0.1, 2.0: 0.3, 4.0: 0.9}, {1.0: 0.1, 2.0: 0.2, 4.0: 0.8})
+  point = dc.primary_eps(dc._Records(recs))
+  assert point.eps_255 == pytest.approx(2 * 2 ** (1 / 3), rel=1e-12)
+  assert point.weights[0][1] == pytest.approx(2 / 3) and point.weights[1][1] == pytest.approx(1 / 3)
+  row = next(r for r in dc.asr_rows(Source("diff_attention", "wd", {}, recs)) if r["primary"])
+  assert row["estimate"] == pytest.approx(0.4 - 0.5, abs=1e-9) and row["direction"] == "fails"
+  # Per image, the two grid values of one image are added with the weights (comonotone: the images broken at
+  # 2/255 are among those broken at 4/255), so the values are 1, 1/3 and 0, never resampled apart.
+  d = [r for r in recs if r.get("kind") == "attack" and r["model"] == "diffvit" and r["attack"] == "pgd"
+       and r["seed_index"] == 0 and r["eps_255"] in (2.0, 4.0)]
+  values = dc.weighted_indicators(sorted(d, key=lambda r: r["eps_255"]), point)
+  assert values.mean() == pytest.approx(0.4) and sorted(set(np.round(values, 12))) == [0.0, round(1 / 3, 12), 1.0]
+  assert (values == 1.0).sum() == 80 and (values > 0).sum() == 320   # 0.2·400 broken at both, 0.8·400 at 4/255
+
+
+def test_corollary1_pools_seeds_and_lists_d_star_per_seed():
+  """Three depth-8 seeds with r₁ = 2 and ᾱ = 0.25, 0.5, 0.125 per seed (D* = 1.5, 2, 4/3 alone); the pooled D*
+  comes from the mean ratios over all seeds' images, the interval is over seeds (n = 3, two-level bootstrap)."""
+  recs = _corollary1_records(EARLY)
+  rng = np.random.default_rng(2)
+  for seed, alpha_bar in ((1, 0.5), (2, 0.125)):
+    base = rng.uniform(1.0, 2.0, 50)
+    for layer in range(1, 9):
+      for model, lam, scale in (("vit", "-", 1.0), ("diffvit", "0.8", 2.0 * alpha_bar ** (layer - 1))):
+        t = _train(model, 8, lam, seed)
+        recs.append(dict(kind="lipschitz", model=model, depth=8, lambda_init=lam, seed_index=seed, name=t["name"],
+                         layer=layer, eps=1 / 255, eps_255=1.0, values=(base * scale).tolist()))
+  row = _corollary1(recs)
+  assert row["n"] == 3 and row["unit"] == dc.UNIT and row["method"] == dc.METHOD
+  assert "D* per seed 0: 1.5, 1: 2, 2: 1.33" in row["setting"]
+  # The pooled estimate by hand: per layer, the mean DiffViT L̂ over all 150 (seed, image) pairs over the ViT's.
+  lip = lambda model, layer: np.concatenate([r["values"] for r in recs if r.get("kind") == "lipschitz"  # noqa: E731
+                                             and r["model"] == model and r["layer"] == layer])
+  ratio = np.array([lip("diffvit", l).mean() / lip("vit", l).mean() for l in range(1, 9)])
+  fit = da_theory.noise_cancellation_fit(ratio)
+  assert row["estimate"] == pytest.approx(da_theory.crossover_depth_estimate(fit.r1, fit.alpha_bar), rel=1e-12)
+  assert row["low"] <= row["estimate"] <= row["high"]
+  one = _corollary1(_corollary1_records(EARLY))
+  assert one["n"] == 50 and one["unit"] == "images"   # one seed: an image bootstrap, n = its images

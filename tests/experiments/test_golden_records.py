@@ -1,0 +1,231 @@
+"""Golden records: every runner's numbers at tiny, fully explicit configs are preserved across refactors.
+
+The fixture ``tests/fixtures/golden/records.json`` was recorded before the architecture change (issue 11)
+by running this file as a script::
+
+  python tests/test_golden_records.py [RUNNER ...]   # rewrites those runners' entries (default: all);
+                                                     # only when a change of numbers is intended
+
+Every config field is given here explicitly (never a default), so that later changes of defaults do not
+change these runs. The test reruns each runner and compares every numeric field of every golden record to
+rtol 1e-5; timing fields (wall times, seconds per sample), library versions and dates are left out. The NTK
+time ``t`` is not a timing and is compared.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "golden" / "records.json"
+RTOL = 1e-5
+SKIPPED_FIELDS = ("wall_time_s", "setup_time_s", "train_seconds", "constants_wall_seconds", "seconds",
+                  "versions", "date", "timestamp",
+                  "process_index", "process_count")  # ``time`` (NTK time t = steps·η) is compared
+SKIPPED_SUFFIXES = ("seconds_per_sample",)
+# Fields that measure float64 rounding error (≈1e-16 to 1e-9): their value is noise, so they are compared
+# with an absolute tolerance far below what would signal a broken identity (they must stay < 1e-8).
+ROUNDING_ERROR_FIELDS = ("lemma1_max_relative_error", "cubing_deviation_direct",
+                         "explicit_identity_rel_error")
+ROUNDING_ATOL = 1e-8
+
+# Every field of each runner's config, written out (the values of the flat configs recorded before issue
+# 11, now passed through the nested groups: ``data``, ``train``, attack budgets). ``_build`` refuses a
+# missing field, so no value ever comes from a default.
+CONFIGS: dict[str, dict] = {
+    "cubing": dict(datasets=("mnist",), ns=(30, 60), seeds=(0,), layers=(1, 2), eps=(0.1,),
+                   data=dict(source="embedded", dir=None, split="train")),
+    "width_sweep": dict(datasets=("mnist",), models=("relu", "mlp_attn"), widths=(16, 64), seeds=(0,),
+                        data=dict(n_train=32, n_test=8, source="embedded", dir=None, seed=0, holdout=None,
+                                preprocessing="raw"),
+                        readout="fixed", kernel_path="fast",
+                        train=dict(enabled=True, datasets=("mnist",), max_width=64, seeds=(0,), steps=10,
+                                   lr_scale=1.0, matched_fraction=None, max_steps=20_000),
+                        converged=dict(enabled=False, datasets=("mnist",), widths=(16,), seeds=(0,),
+                                       ridge_scale=1e-6, common=False,
+                                       train=dict(learning_rates=(1e-3,), loss_target=1e-3, max_epochs=1,
+                                                  check_every=1, batch_size=128, l2=0.0, validation_fraction=0.2,
+                                                  lr_selection="per_point", optimizer="adam",
+                                 init_perturbation=0.0)),
+                        save_arrays=False,
+                        # Protocol field added later, at its old-behaviour value (one data subset for every seed).
+                        data_seed_follows_seed=False),
+    "flip_rate": dict(tasks=("mnist",), models=("relu", "mlp_attn"), widths=(32,), seeds=(0,),
+                      eps=(0.0, 0.3), attacks=("fgsm", "pgd", "mim", "random_sign"),
+                      data=dict(n_train=30, n_test=8, source="embedded", dir=None, seed=0, holdout=None,
+                                preprocessing="raw"),
+                      # The criterion that is the old fixed-epoch run: one rate (nothing to choose), a loss target
+                      # of 0 (never reached) and the old epochs as the cap.
+                      train=dict(learning_rates=(1e-3,), loss_target=0.0, max_epochs=5, check_every=5,
+                                 batch_size=16, l2=0.0, validation_fraction=0.2, lr_selection="per_point", optimizer="adam",
+                                 init_perturbation=0.0),
+                      pgd_steps=3, pgd_alpha=None, mim_steps=2, top_fraction=0.1, adversarial_training=False,
+                      at_eps=0.3, at_rounds=1, at_epochs_per_round=2,
+                      # Protocol fields added later, at their old-behaviour values.
+                      influence_kernel="trained", ridge_scale=1e-3, data_seed_follows_seed=False,
+                      seed_floor=False),
+    # Before issue 11 landscape trained with FlipRateConfig's defaults (learning rate 1e-3, no L2, batch 128,
+    # data seed 0); they are its own recorded fields now.
+    "landscape": dict(tasks=("mnist",), models=("relu", "mlp_attn"), widths=(16,), seeds=(0,),
+                      data=dict(n_train=20, n_test=0, source="embedded", dir=None, seed=0, holdout=None,
+                                preprocessing="raw"),
+                      train=dict(learning_rates=(1e-3,), loss_target=0.0, max_epochs=3, check_every=3,
+                                 batch_size=128, l2=0.0, validation_fraction=0.2, lr_selection="per_point", optimizer="adam",
+                                 init_perturbation=0.0),
+                      readouts=("fixed",), match_loss=False, top_k=2, lanczos_iters=5, grid_1d=3, grid_2d=3, span=1.0),
+    "train_vit": dict(dataset="mnist",
+                      data=dict(n_train=48, n_test=16, source="embedded", dir=None, seed=0, holdout=None,
+                                preprocessing="raw"),
+                      models=("vit", "diffvit"), depths=(1,), lambda_inits=("0.8",),
+                      single_layer_lambda_inits=(), patch_size=7, dim=16, num_heads=2, mlp_ratio=2.0,
+                      pool="cls",
+                      train=dict(epochs=1, batch_size=16, learning_rate=2e-3, l2=0.0, warmup_epochs=0, seed=0,
+                                 augment="none", max_to_keep=2),
+                      depth1_seeds=1, deep_seeds=1, deep_epochs=None, target_accuracy=0.0),
+    "diff_attention": dict(dataset="mnist",
+                           data=dict(n_train=48, n_test=16, source="embedded", dir=None, seed=0, holdout=None,
+                                preprocessing="raw"),
+                           models=("vit", "diffvit"), depths=(1,), lambda_inits=("0.8",),
+                           single_layer_lambda_inits=(), patch_size=7, dim=16, num_heads=2, mlp_ratio=2.0,
+                           pool="cls",
+                           train=dict(epochs=1, batch_size=16, learning_rate=2e-3, l2=0.0, warmup_epochs=0,
+                                      seed=0, augment="none", max_to_keep=2),
+                           depth1_seeds=1, deep_seeds=1, deep_epochs=None, target_accuracy=0.0,
+                           eps_255=(1.0, 8.0), attack_samples=16, attack_batch_size=16, pgd_steps=2,
+                           pgd_step_ratio=0.25, apgd_steps=3, apgd_restarts=1, cw_depths=(), cw_samples=4,
+                           cw_steps=5, cw_search_steps=1, cw_l2_grid=(0.1, 0.5), lipschitz_samples=4,
+                           lipschitz_layer_eps_255=1.0, alignment_samples=2, alignment_chunk=392,
+                           crossover_eps_255=(1.0, 8.0)),
+    "certify": dict(datasets=("mnist",), attention_bounds=(0.25,), epsilons=(0.05,),
+                    data=dict(n_train=32, n_test=8, source="embedded", dir=None, seed=0, holdout=None,
+                                preprocessing="raw"),
+                    validation_fraction=0.0,  # no validation split (one α: nothing to select either)
+                    dim=8, depth=1, num_heads=1, sll_hidden=8, value_bound=1.0, noise_std=0.0,
+                    train=dict(epochs=1, batch_size=16, learning_rate=3e-3, l2=0.0, warmup_epochs=0, seed=0,
+                               augment="none", max_to_keep=2),
+                    plateau=dict(min_epochs=0, window=0, min_gain=0.005),   # added later: off, as before
+                    power_iters=5, chunk=8, pgd=dict(steps=3, restarts=1), tightness_samples=2,
+                    layer_pgd=dict(steps=5, restarts=1)),
+}
+
+
+def _build(cls, fields: dict, path: str = ""):
+  """The config dataclass ``cls`` from ``fields``, nested groups from nested dicts; every field explicit.
+
+  Raises:
+    ValueError: a field of ``cls`` (or of a group) that ``fields`` leaves out, or one it does not have.
+  """
+  import dataclasses
+  import typing
+  hints = typing.get_type_hints(cls)
+  names = [f.name for f in dataclasses.fields(cls)]
+  missing = [n for n in names if n not in fields]
+  unknown = [n for n in fields if n not in names]
+  if missing or unknown:
+    raise ValueError(f"{cls.__name__}{path}: fields missing {missing}, unknown {unknown}")
+  kwargs = {}
+  for name, value in fields.items():
+    if isinstance(value, dict):
+      value = _build(hints[name], value, f"{path}.{name}")
+    kwargs[name] = value
+  return cls(**kwargs)
+
+
+def _run(name: str, config_fields: dict, workdir: Path) -> list[dict]:
+  from experiments import registry
+  spec = registry.get(name)
+  config = _build(type(spec.get_config()), config_fields)
+  return spec.run(config, workdir)
+
+
+def _is_skipped(field: str) -> bool:
+  return field in SKIPPED_FIELDS or field.endswith(SKIPPED_SUFFIXES)
+
+
+def _numeric_leaves(value, path=()):
+  """Yields (path, float) for every number (bools excluded) nested in a record value."""
+  if isinstance(value, bool) or value is None:
+    return
+  if isinstance(value, (int, float)):
+    yield path, float(value)
+  elif isinstance(value, str) and value in ("nan", "inf", "-inf"):
+    yield path, float(value)
+  elif isinstance(value, dict):
+    for k, v in value.items():
+      if not _is_skipped(k):
+        yield from _numeric_leaves(v, path + (k,))
+  elif isinstance(value, (list, tuple)):
+    for i, v in enumerate(value):
+      yield from _numeric_leaves(v, path + (i,))
+
+
+def _record_key(record: dict, key_fields) -> tuple:
+  return tuple(json.dumps(record.get(f), sort_keys=True) for f in key_fields)
+
+
+def _compare(name: str, golden: list[dict], key_fields, records: list[dict]) -> list[str]:
+  # A key field added after the fixture was recorded (e.g. diff_attention's seed_index) is left out of the
+  # match: the golden runs have one value of it (its old behaviour), so the records still pair one to one.
+  key_fields = [f for f in key_fields if all(f in g for g in golden)]
+  by_key = {_record_key(r, key_fields): r for r in records}
+  problems = []
+  for g in golden:
+    key = _record_key(g, key_fields)
+    if key not in by_key:
+      problems.append(f"{name}: no record for {dict(zip(key_fields, key))}")
+      continue
+    got = by_key[key]
+    for field, value in g.items():
+      if _is_skipped(field):
+        continue
+      if field not in got:
+        problems.append(f"{name} {key}: field {field!r} missing")
+        continue
+      expected = dict(_numeric_leaves(value))
+      actual = dict(_numeric_leaves(got[field]))
+      if set(expected) != set(actual):
+        problems.append(f"{name} {key}: field {field!r} has another structure")
+        continue
+      for path, e in expected.items():
+        a = actual[path]
+        if math.isnan(e) and math.isnan(a):
+          continue
+        atol = ROUNDING_ATOL if field in ROUNDING_ERROR_FIELDS else 0.0
+        if not np.isclose(a, e, rtol=RTOL, atol=atol) and not (e == 0.0 and abs(a) < 1e-12):
+          problems.append(f"{name} {key}: {field}{list(path) if path else ''} = {a!r}, golden {e!r}")
+  return problems
+
+
+def _key_fields(name: str):
+  import importlib
+  return importlib.import_module(f"experiments.{name}.run").KEY_FIELDS
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_runner_reproduces_golden_records(name, tmp_path):
+  golden = json.loads(FIXTURE.read_text())[name]
+  records = _run(name, CONFIGS[name], tmp_path)
+  assert len(records) == len(golden)
+  problems = _compare(name, golden, _key_fields(name), records)
+  assert not problems, "\n".join(problems[:20])
+
+
+def _regenerate(names: list[str]) -> None:
+  """Reruns the named runners (all when none is named) and rewrites their entries of the fixture."""
+  import tempfile
+  out = json.loads(FIXTURE.read_text()) if FIXTURE.exists() else {}
+  for name in names or list(CONFIGS):
+    with tempfile.TemporaryDirectory() as tmp:
+      out[name] = _run(name, CONFIGS[name], Path(tmp))
+      print(f"{name}: {len(out[name])} records", file=sys.stderr)
+  FIXTURE.parent.mkdir(parents=True, exist_ok=True)
+  from experiments.core.workdir import jsonable
+  FIXTURE.write_text(json.dumps(jsonable(out), indent=1, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+  _regenerate(sys.argv[1:])
