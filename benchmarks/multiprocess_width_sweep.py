@@ -7,7 +7,7 @@ users start it, and prints its wall time (imports, compilation, every point and 
   1          one process, XLA's default single multi-threaded CPU device (ATTN_CPU_DEVICES=off);
   1-percore  one process with per-core XLA devices (ATTN_CPU_DEVICES=auto);
   2          two processes on localhost (jax.distributed, gloo), the points split between them; each gets
-             cores / 2 single-threaded devices (experiments.distributed.cpu_device_count).
+             cores / 2 single-threaded devices (experiments.core.distributed.cpu_device_count).
 Overrides (field=value) shrink the config for a quick check. Figures in README "Performance".
 """
 from __future__ import annotations

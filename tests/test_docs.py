@@ -1,5 +1,6 @@
-"""The repository explains itself: no citations of documents outside it, and every link into
-``docs/theory.md`` / ``docs/data.md`` names a heading that exists (GitHub's anchor rules)."""
+"""The repository explains itself: no citations of documents outside it, every docs/ page a markdown link
+names exists, and every link into a docs page (``docs/page.md#anchor`` anywhere, ``page.md#anchor`` or
+``#anchor`` inside docs/) names a heading that exists (GitHub's anchor rules)."""
 from __future__ import annotations
 
 import re
@@ -9,15 +10,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = ("theory.md", "data.md")
+DOCS = tuple(sorted(p.name for p in (ROOT / "docs").glob("*.md")))  # every page
 
 # Citations of the project's notes that live outside the repository (its reference, style and sources
 # notes). The names are assembled from parts so that this file does not cite them itself. The reference
 # note's name as a bare word is prose (e.g. "<NAME> §1"); as a Python name being assigned or indexed it is code.
 REF, STY, SRC = "REFER" + "ENCE", "STY" + "LE", "SOUR" + "CES"
 OUTSIDE = re.compile(rf"{REF}\.md|\b{REF}\b(?!\s*[=\[])|{STY}\.md|{SRC}\.md")
-ANCHOR_LINK = re.compile(r"docs/(theory|data)\.md#([A-Za-z0-9_\-]+)")
-LOCAL_LINK = re.compile(r"\]\(((?:theory|data)\.md)?#([A-Za-z0-9_\-]+)\)")
+ANCHOR_LINK = re.compile(r"docs/([\w\-]+)\.md#([A-Za-z0-9_\-]+)")
+LOCAL_LINK = re.compile(r"\]\((?!\w+://)(?:\.\./)?([\w\-]+\.md)?#([A-Za-z0-9_\-]+)\)")
+PAGE_LINK = re.compile(r"\]\((?!\w+://)([\w./\-]+\.(?:md|png))(?:#[^)]*)?\)")
 
 
 def github_slug(heading: str) -> str:
@@ -96,8 +98,23 @@ def test_no_citations_of_outside_documents(text_files):
 
 
 def test_docs_exist_with_headings():
-  for doc in DOCS:
+  for doc in ("theory.md", "data.md"):
     assert len(anchors((ROOT / "docs" / doc).read_text())) >= 5, doc
+  for doc in DOCS:
+    assert anchors((ROOT / "docs" / doc).read_text()), f"docs/{doc} has no heading"
+
+
+def test_every_linked_page_exists(text_files):
+  """Markdown links to pages and figures resolve from the linking file (README.md and docs/*.md)."""
+  missing = []
+  for name, text in text_files:
+    if not name.endswith(".md"):
+      continue
+    for i, line in enumerate(text.splitlines(), 1):
+      for target in PAGE_LINK.findall(line):
+        if not (ROOT / Path(name).parent / target).exists():
+          missing.append(f"{name}:{i}: {target}")
+  assert not missing, "links to files that do not exist:\n" + "\n".join(missing)
 
 
 def test_every_docs_anchor_exists(text_files):
@@ -106,11 +123,13 @@ def test_every_docs_anchor_exists(text_files):
   for name, text in text_files:
     for i, line in enumerate(text.splitlines(), 1):
       for doc, anchor in ANCHOR_LINK.findall(line):
-        if anchor not in known[f"{doc}.md"]:
+        if f"{doc}.md" not in known or anchor not in known[f"{doc}.md"]:
           missing.append(f"{name}:{i}: docs/{doc}.md#{anchor}")
       if name in (f"docs/{d}" for d in DOCS):  # Links inside the docs: (#x) and (theory.md#x).
         for target, anchor in LOCAL_LINK.findall(line):
           doc = target or Path(name).name
+          if doc == "README.md" or doc not in known:
+            continue  # a link out of docs/ (the README's anchors are not checked here)
           if anchor not in known[doc]:
             missing.append(f"{name}:{i}: {doc}#{anchor}")
   assert not missing, "anchors that are not headings of the docs:\n" + "\n".join(missing)

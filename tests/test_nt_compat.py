@@ -118,7 +118,7 @@ def test_infinite_width_ntk_and_gd_prediction_match_closed_forms_in_float64():
 
 
 def test_importing_the_packages_does_not_import_tensorflow():
-  code = ("import sys, ntk, attention, attacks, influence, experiments.workdir as w; "
+  code = ("import sys, ntk, attention, attacks, influence, experiments.core.workdir as w; "
           "import neural_tangents; w.versions(); "
           "bad = [m for m in ('tensorflow', 'tf2jax') if m in sys.modules]; assert not bad, bad")
   subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

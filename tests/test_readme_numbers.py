@@ -1,6 +1,7 @@
-"""The README's measured figures come from the committed summaries: every number with a decimal point (or an
-exponent) inside a ``<!-- numbers from docs/X.md -->`` … ``<!-- end numbers -->`` block must appear in that
-summary, or among the papers' reported figures in docs/theory.md. A stale README sentence fails here."""
+"""The measured figures of the README and the docs pages come from the committed summaries: every number with
+a decimal point (or an exponent) inside a ``<!-- numbers from docs/X.md -->`` … ``<!-- end numbers -->`` block
+of README.md or of any docs/*.md page must appear in that summary, or among the papers' reported figures in
+docs/theory.md. A stale sentence fails here."""
 from __future__ import annotations
 
 import re
@@ -11,7 +12,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 BLOCK = re.compile(r"<!-- numbers from (docs/[\w./-]+\.md) -->(.*?)<!-- end numbers -->", re.S)
 NUMBER = re.compile(r"(?<![\w.^])-?\d+\.\d+(?:e-?\d+)?|(?<![\w.^])-?\d+e-?\d+")
-SOURCES = ("docs/quick_summary.md", "docs/claims_summary.md")
+SOURCES = ("docs/quick_summary.md", "docs/claims_summary.md", "docs/diff_attention_summary.md",
+           "docs/certify_summary.md")
+PAGES = ("README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")))
 
 
 def numbers(text: str) -> set[str]:
@@ -41,10 +44,12 @@ def test_the_checker_catches_a_stale_number():
 
 
 @pytest.mark.parametrize("source", SOURCES)
-def test_the_readme_quotes_each_summary_in_checked_blocks(source):
-  assert source in dict(BLOCK.findall((ROOT / "README.md").read_text())), (
-      f"README.md has no '<!-- numbers from {source} -->' block: its figures from that summary are unchecked")
+def test_the_pages_quote_each_summary_in_checked_blocks(source):
+  quoted = {path for page in PAGES for path, _ in BLOCK.findall((ROOT / page).read_text())}
+  assert source in quoted, (f"no page has a '<!-- numbers from {source} -->' block: its figures from that "
+                            "summary are unchecked")
 
 
-def test_every_number_in_a_checked_block_is_in_its_summary():
-  assert unsupported((ROOT / "README.md").read_text()) == {}
+@pytest.mark.parametrize("page", PAGES)
+def test_every_number_in_a_checked_block_is_in_its_summary(page):
+  assert unsupported((ROOT / page).read_text()) == {}

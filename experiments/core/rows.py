@@ -32,10 +32,10 @@ LEVEL = 0.95
 
 
 # Interval methods, stated before the numbers and validated by simulation at the n the claims job uses
-# (experiments.intervals; docs/theory.md#interval-methods-and-their-coverage): paired per-seed differences by
+# (experiments.core.intervals; docs/theory.md#interval-methods-and-their-coverage): paired per-seed differences by
 # the inverted exact sign-flip test, one model's per-seed statistic by Student's t, positive per-seed ratios by
 # Student's t on the log scale, and ratios of pooled flip counts by the seed-level delta-t interval on the log
-# ratio. Part of the rules version (experiments.rules_version).
+# ratio. Part of the rules version (experiments.core.rules_version).
 INTERVAL_METHODS = {"paired difference": "sign_flip_interval", "mean": "t_interval (identity)",
                     "ratio": "t_interval (log)", "pooled ratio": "pooled_ratio_interval (delta_t)"}
 

@@ -287,7 +287,7 @@ def claims_section(records) -> list[str]:
   from experiments.diff_attention import claims as diff_attention_claims
   from experiments.core.rows import Source
   rows = diff_attention_claims.rows(Source("diff_attention", "", {}, list(records)))
-  lines = ["## The paper's claims as rows (experiments.diff_attention_claims)", "",
+  lines = ["## The paper's claims as rows (experiments.diff_attention.claims)", "",
            "Intervals: 95 %, two-level bootstrap over training seeds and images (one seed: images); verdicts "
            "by the rules of experiments.verdicts. 'Flips if' says what would turn the verdict.", "",
            "| claim | verdict | estimate [95 % interval] | n | setting | flips if |", "|---|---|---|---|---|---|"]

@@ -1,4 +1,4 @@
-"""The claims job's stability pass (experiments.stability): reruns read against the first run, the modes'
+"""The claims job's stability pass (experiments.claims.stability): reruns read against the first run, the modes'
 environments, and a verdict that moves under any mode marked unstable with every outcome."""
 import dataclasses
 import os
@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from test_claims import _flip_records, _main, _write
+from claim_sources import flip_records, main_row, write_workdir
 
 from experiments.claims import job as claims
 from experiments.claims import stability
@@ -18,9 +18,9 @@ def _rows_with_stability(root, modes=("perturb",)):
 
 
 def test_a_rerun_that_agrees_keeps_the_verdict_and_records_it(tmp_path):
-  _write(tmp_path / "flip_rate", _flip_records([3] * 10, [21] * 10))
-  _write(tmp_path / "flip_rate_stability", _flip_records([3] * 10, [21] * 10))
-  row = _main(_rows_with_stability(tmp_path), "flip_ratio_mnist_pgd")
+  write_workdir(tmp_path / "flip_rate", flip_records([3] * 10, [21] * 10))
+  write_workdir(tmp_path / "flip_rate_stability", flip_records([3] * 10, [21] * 10))
+  row = main_row(_rows_with_stability(tmp_path), "flip_ratio_mnist_pgd")
   assert row["direction"] == "holds" and row["magnitude"] == "matches"
   assert row["stability"] == {"perturb": "holds"}
   # the reruns are never read as sources of their own
@@ -28,10 +28,10 @@ def test_a_rerun_that_agrees_keeps_the_verdict_and_records_it(tmp_path):
 
 
 def test_a_verdict_that_moves_under_one_mode_is_unstable_with_every_outcome(tmp_path):
-  _write(tmp_path / "flip_rate", _flip_records([3] * 10, [21] * 10))
-  _write(tmp_path / "flip_rate_stability", _flip_records([3] * 10, [21] * 10))  # perturb: agrees
-  _write(tmp_path / "flip_rate_stability_isa", _flip_records([3] * 10, [6] * 10))  # 2×: holds, below the band
-  row = _main(_rows_with_stability(tmp_path, modes=("perturb", "isa", "serial")), "flip_ratio_mnist_pgd")
+  write_workdir(tmp_path / "flip_rate", flip_records([3] * 10, [21] * 10))
+  write_workdir(tmp_path / "flip_rate_stability", flip_records([3] * 10, [21] * 10))  # perturb: agrees
+  write_workdir(tmp_path / "flip_rate_stability_isa", flip_records([3] * 10, [6] * 10))  # 2×: holds, below the band
+  row = main_row(_rows_with_stability(tmp_path, modes=("perturb", "isa", "serial")), "flip_ratio_mnist_pgd")
   assert row["direction"] == "unstable" and row["magnitude"] is None
   assert "holds, matches" in row["reason"] and "holds, differs" in row["reason"] and "under isa" in row["reason"]
   assert "under perturb" not in row["reason"]  # only the modes that moved it are named
@@ -44,9 +44,9 @@ def test_a_perturbed_rerun_with_its_config_is_compared_not_labelled_a_variant(tm
   row another label, so no row was ever compared (the pass could not find a change)."""
   config = stability.stability_config("flip_rate")
   assert config.train.init_perturbation == stability.PERTURBATION
-  _write(tmp_path / "flip_rate", _flip_records([3] * 10, [21] * 10), claims.quick_config("flip_rate"))
-  _write(tmp_path / "flip_rate_stability", _flip_records([3, 20] * 5, [3, 21] * 5), config)
-  row = _main(_rows_with_stability(tmp_path), "flip_ratio_mnist_pgd")
+  write_workdir(tmp_path / "flip_rate", flip_records([3] * 10, [21] * 10), claims.quick_config("flip_rate"))
+  write_workdir(tmp_path / "flip_rate_stability", flip_records([3, 20] * 5, [3, 21] * 5), config)
+  row = main_row(_rows_with_stability(tmp_path), "flip_ratio_mnist_pgd")
   assert row["direction"] == "unstable"
   assert "holds, matches" in row["reason"] and "inconclusive, differs" in row["reason"]  # 10 seeds each: the data's
 
@@ -105,9 +105,9 @@ def test_rerun_directory_names():
 
 def test_a_row_measured_here_but_not_under_a_mode_is_unstable(tmp_path):
   """As the sharpness rows on another CPU: measured on one machine, 'not measured' on the other."""
-  _write(tmp_path / "flip_rate", _flip_records([3] * 10, [21] * 10))
+  write_workdir(tmp_path / "flip_rate", flip_records([3] * 10, [21] * 10))
   converged = lambda seed, model: model == "relu"  # noqa: E731  (MLP-Attn never reaches the criterion)
-  _write(tmp_path / "flip_rate_stability_serial", _flip_records([3] * 10, [21] * 10, converged=converged))
-  row = _main(_rows_with_stability(tmp_path, modes=("serial",)), "flip_ratio_mnist_pgd")
+  write_workdir(tmp_path / "flip_rate_stability_serial", flip_records([3] * 10, [21] * 10, converged=converged))
+  row = main_row(_rows_with_stability(tmp_path, modes=("serial",)), "flip_ratio_mnist_pgd")
   assert row["status"] == "measured" and row["direction"] == "unstable"
   assert "not measured" in row["reason"] and row["stability"] == {"serial": "not measured"}

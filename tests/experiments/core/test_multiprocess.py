@@ -1,4 +1,4 @@
-"""Multi-process runs on jax.distributed (experiments.distributed): two Python processes on localhost.
+"""Multi-process runs on jax.distributed (experiments.core.distributed): two Python processes on localhost.
 
 A 2-process run gives the records of a 1-process run, split over two disjoint, non-empty results files; a
 job killed after a process's first record and restarted completes with every point exactly once; the

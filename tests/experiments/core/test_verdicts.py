@@ -1,4 +1,4 @@
-"""Intervals and verdict rules of the claims report (experiments.verdicts) on constructed records."""
+"""Intervals and verdict rules of the claims report (experiments.core.verdicts) on constructed records."""
 import numpy as np
 import pytest
 import scipy.stats

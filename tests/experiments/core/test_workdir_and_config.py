@@ -229,7 +229,7 @@ def test_a_workdir_of_the_flat_layout_is_refused_naming_overwrite_config(tmp_pat
 
 def test_the_configs_optimizer_names_are_the_trainers():
   from ntk.criterion import (
-    OPTIMIZERS,  # experiments.config keeps its own copy to stay free of JAX
+    OPTIMIZERS,  # experiments.core.config keeps its own copy to stay free of JAX
   )
   assert config_lib.OPTIMIZERS == OPTIMIZERS
 

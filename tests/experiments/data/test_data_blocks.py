@@ -1,5 +1,5 @@
 """Disjoint class-balanced blocks (experiments.data.class_balanced_block_indices, load_dataset(block=...),
-experiments.config.load_splits(block=...)): one block per experiment seed shares no example with another."""
+experiments.core.config.load_splits(block=...)): one block per experiment seed shares no example with another."""
 import numpy as np
 import pytest
 

@@ -12,7 +12,7 @@ from experiments.flip_rate import claims as flip_rate_claims
 
 def _pooled_delta_t(a, b, ta, tb, level=0.95):
   """The delta-t interval of the pooled-rate ratio, recomputed from its stated formula
-  (experiments.intervals.pooled_ratio_interval, no zero counts): θ = log(A/T_A) − log(B/T_B), seed-level
+  (experiments.core.intervals.pooled_ratio_interval, no zero counts): θ = log(A/T_A) − log(B/T_B), seed-level
   z_s = a_s/A − ta_s/T_A − b_s/B + tb_s/T_B, V = n/(n − 1)·Σ z_s², floored at the binomial
   (1 − A/T_A)/A + (1 − B/T_B)/B, ends exp(θ ∓ t_{1−α/2, n−1}·√V).
   Returns (estimate, low, high, V_seed, V_binomial)."""

@@ -325,7 +325,7 @@ def test_model_given_as_a_file_path(tmp_path):
   from experiments.report.run import load_model
   (tmp_path / "mymodel.py").write_text(
       "import sys\nsys.path.insert(0, %r)\nfrom test_report import foreign_spec\n" % str(
-          __import__("pathlib").Path(__file__).parents[2]))
+          __import__("pathlib").Path(__file__).parent))
   spec, data = load_model(f"{tmp_path / 'mymodel.py'}:foreign_spec")
   assert spec.name == "foreign" and data["x_test"].shape[0] == 12
   with pytest.raises(ValueError, match="must be importable: on PYTHONPATH"):
