@@ -28,7 +28,9 @@ def main() -> None:
   args = parser.parse_args()
 
   from experiments.report import run as report
+  from experiments.report import config as report_config
   from experiments.train_vit import run as train_vit
+  from experiments.train_vit import config as train_vit_config
   from experiments.core.config import apply_overrides
 
   tmp = tempfile.TemporaryDirectory()
@@ -36,11 +38,11 @@ def main() -> None:
   if vit_dir is None:
     vit_dir = str(Path(tmp.name) / "vit")
     start = time.perf_counter()
-    train_vit.run(apply_overrides(train_vit.get_config(), [
+    train_vit.run(apply_overrides(train_vit_config.get_config(), [
         "models=vit", "depths=1", "data.n_train=256", "data.n_test=256", f"train.epochs={args.epochs}"]), vit_dir)
     print(f"trained the ViT ({args.epochs} epoch(s), 256 images) in {time.perf_counter() - start:.1f} s")
   workdir = args.workdir or str(Path(tmp.name) / "report")
-  config = apply_overrides(report.get_config(), args.overrides)
+  config = apply_overrides(report_config.get_config(), args.overrides)
   start = time.perf_counter()
   records = report.run_report([f"experiments.report.adapters:vit(workdir={vit_dir!r})"], config, workdir)
   total = time.perf_counter() - start

@@ -9,22 +9,22 @@ from __future__ import annotations
 
 from functools import partial
 
-from experiments.certify import claims, report, run
+from experiments.certify import claims, config, report, run
 from experiments.core.spec import ExperimentSpec
 
 SPEC = ExperimentSpec(
     name="certify",
     description="Certified ℓ2 robustness of Lipschitz ViTs with local attention bounds.",
-    get_config=run.get_config,
+    get_config=config.get_config,
     run=run.run,
     write_report=report.write_report,
     report_description="Redraw the certification plots and summary.md.",
     config_signature=('attention_bounds',),
     record_signature=('attention_bound',),
     single_process=True,
-    standard=run.STANDARD,
+    standard=config.STANDARD,
     claim_rows=claims.claim_rows,
     not_run_rows=claims.not_run_rows,
     claim_prefixes=('certified',),
-    standard_runs=(("certify", partial(run.get_config, standard=True)),),
+    standard_runs=(("certify", partial(config.get_config, standard=True)),),
 )

@@ -7,13 +7,13 @@ Runner: ``run``; plots and summary: ``report``; claim rows: ``claims``.
 """
 from __future__ import annotations
 
-from experiments.cubing import claims, report, run
+from experiments.cubing import claims, config, report, run
 from experiments.core.spec import ExperimentSpec
 
 SPEC = ExperimentSpec(
     name="cubing",
     description="Condition-number cubing check κ(G̃) = κ(G)³.",
-    get_config=run.get_config,
+    get_config=config.get_config,
     run=run.run,
     write_report=report.write_report,
     report_description="Redraw the condition-number cubing plot and summary.md.",

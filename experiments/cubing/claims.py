@@ -159,7 +159,7 @@ def implied_width_rows(cubing: Source, sweep: Source, eps: float = 0.1) -> list[
 def claims_config():
   """The cubing config the claims job runs: MNIST and CIFAR-10 (the papers' data sets) at n ∈ {50, 100,
   256}, 10 subsets each (a direction is read only from at least ``verdicts.MIN_SEEDS`` = 10)."""
-  from experiments.cubing.run import get_config
+  from experiments.cubing.config import get_config
   return dataclasses.replace(get_config(), datasets=("mnist", "cifar10"), ns=(50, 100, 256), seeds=tuple(range(10)))
 
 

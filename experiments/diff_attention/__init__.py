@@ -9,24 +9,24 @@ from __future__ import annotations
 
 from functools import partial
 
-from experiments.diff_attention import claims, report, run
+from experiments.diff_attention import claims, config, report, run
 from experiments.core.spec import ExperimentSpec
 
 SPEC = ExperimentSpec(
     name="diff_attention",
     description="Differential attention under attack (DiffViT vs ViT).",
-    get_config=run.get_config,
+    get_config=config.get_config,
     run=run.run,
     write_report=report.write_report,
     report_description="Redraw the differential-attention plots and summary.md.",
     config_signature=('eps_255', 'lipschitz_samples'),
     record_signature=('kind', 'lambda_init', 'attack'),
     single_process=True,
-    standard=run.STANDARD,
+    standard=config.STANDARD,
     claim_rows=claims.claim_rows,
     not_run_rows=claims.not_run_rows,
     variant_of=claims.variant_of,
     claim_prefixes=('da_', 'lambda_peak', 'depth_crossover'),
-    standard_runs=(("diff_attention", partial(run.standard_config, "fashion_mnist")),
-                   ("diff_attention_cifar10", partial(run.standard_config, "cifar10"))),
+    standard_runs=(("diff_attention", partial(config.standard_config, "fashion_mnist")),
+                   ("diff_attention_cifar10", partial(config.standard_config, "cifar10"))),
 )

@@ -7,13 +7,13 @@ Runner: ``run``; plots and summary: ``report``; claim rows: ``claims``.
 """
 from __future__ import annotations
 
-from experiments.dual_implications import claims, report, run
+from experiments.dual_implications import claims, config, report, run
 from experiments.core.spec import ExperimentSpec
 
 SPEC = ExperimentSpec(
     name="dual_implications",
     description="Dual implications: kernel fit of top- vs bottom-mode targets.",
-    get_config=run.get_config,
+    get_config=config.get_config,
     run=run.run,
     write_report=report.write_report,
     report_description="Rebuild the dual-implications plot and summary from results.jsonl.",

@@ -110,7 +110,7 @@ def dual_implication_rows(src: Source) -> list[dict]:
 
 def claims_config():
   """The dual-implications config the claims job runs: the quick config with 10 target draws."""
-  from experiments.dual_implications.run import get_config
+  from experiments.dual_implications.config import get_config
   return dataclasses.replace(get_config(), draws=tuple(range(10)))
 
 

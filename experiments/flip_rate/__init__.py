@@ -9,19 +9,19 @@ from __future__ import annotations
 
 from functools import partial
 
-from experiments.flip_rate import claims, report, run
+from experiments.flip_rate import claims, config, report, run
 from experiments.core.spec import ExperimentSpec
 
 SPEC = ExperimentSpec(
     name="flip_rate",
     description="Flip rate of NTK influence under attacks on the training data.",
-    get_config=run.get_config,
+    get_config=config.get_config,
     run=run.run,
     write_report=report.write_report,
     report_description="Redraw the flip-rate plots and summary.md.",
     config_signature=('attacks', 'top_fraction'),
     record_signature=('flip_rate', 'attack'),
-    standard=run.STANDARD,
+    standard=config.STANDARD,
     claims_config=claims.claims_config,
     claim_rows=claims.claim_rows,
     not_run_rows=claims.not_run_rows,
@@ -44,8 +44,8 @@ SPEC = ExperimentSpec(
         ("task: CIFAR-10", ("tasks=cifar10",)),
     ),
     claim_prefixes=('flip_ratio', 'adv_training', 'flip_excess'),
-    standard_runs=(("flip_rate_standard", partial(run.standard_config, "mnist")),
-                   ("flip_rate_standard_cifar10", partial(run.standard_config, "cifar10"))),
+    standard_runs=(("flip_rate_standard", partial(config.standard_config, "mnist")),
+                   ("flip_rate_standard_cifar10", partial(config.standard_config, "cifar10"))),
     stability=True,
     main_job=True,
 )

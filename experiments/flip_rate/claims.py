@@ -541,7 +541,7 @@ def adversarial_training_rows(at: Source, std: Optional[Source], task: str = "mn
 def claims_config():
   """The flip-rate config the claims job runs: the quick config on the claims grid of ε (``CLAIMS_EPS``),
   with the seed floor and one training subset per seed."""
-  from experiments.flip_rate.run import CLAIMS_EPS, get_config
+  from experiments.flip_rate.config import CLAIMS_EPS, get_config
   return dataclasses.replace(get_config(), eps=CLAIMS_EPS, seed_floor=True, data_seed_follows_seed=True)
 
 

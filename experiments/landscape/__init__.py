@@ -7,13 +7,13 @@ Runner: ``run``; plots and summary: ``report``; claim rows: ``claims``.
 """
 from __future__ import annotations
 
-from experiments.landscape import claims, report, run
+from experiments.landscape import claims, config, report, run
 from experiments.core.spec import ExperimentSpec
 
 SPEC = ExperimentSpec(
     name="landscape",
     description="Sharpness and loss landscapes of 2L-ReLU and MLP-Attn.",
-    get_config=run.get_config,
+    get_config=config.get_config,
     run=run.run,
     write_report=report.write_report,
     report_description="Redraw the loss-landscape plots and summary.md.",

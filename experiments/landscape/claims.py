@@ -97,7 +97,7 @@ def sharpness_rows(src: Source) -> list[dict]:
 
 def claims_config():
   """The sharpness config the claims job runs: the quick config with 10 seeds."""
-  from experiments.landscape.run import get_config
+  from experiments.landscape.config import get_config
   return dataclasses.replace(get_config(), seeds=tuple(range(10)))
 
 

@@ -7,7 +7,7 @@ Runner: ``run``; plots and summary: ``report``.
 """
 from __future__ import annotations
 
-from experiments.report import report, run
+from experiments.report import config, report, run
 from experiments.core.spec import ExperimentSpec
 
 SPEC = ExperimentSpec(
@@ -16,7 +16,7 @@ SPEC = ExperimentSpec(
                  "--model pkg.module:function[(key=literal, ...)]  (required, repeatable): a callable returning an "
                  "attention.model_spec.ModelSpec,\n  e.g. --model \"experiments.report.adapters:vit(workdir='runs/vit', "
                  "depth=1)\""),
-    get_config=run.get_config,
+    get_config=config.get_config,
     run=run.run,
     write_report=report.write_report,
     report_description="Rebuild summary.md and the plots of a sensitivity report from its records.",

@@ -108,7 +108,7 @@ def certified_vit(workdir, dataset: str = "cifar10", attention_bound: Optional[f
     ValueError: no config.json, or no checkpoint of that (dataset, α).
   """
   from attention.certified_vit import CertifiedViT
-  from experiments.certify.run import IMAGE_GEOMETRY, CertifyConfig
+  from experiments.certify.config import IMAGE_GEOMETRY, CertifyConfig
   config = _read_config(workdir, CertifyConfig, "certify")
   alpha = float(config.attention_bounds[0] if attention_bound is None else attention_bound)
   model_config = config.model_config(dataset, alpha)
@@ -137,8 +137,9 @@ def _paper_model(model_name: str, task: str, width: int, seed: int, overrides: S
   from attention import linearized_attention_transductive, normalize_rows
   from experiments.core import config as config_lib
   from experiments.flip_rate import run as flip_rate
+  from experiments.flip_rate import config as flip_rate_config
   from experiments.trainers import network as network_training
-  config = config_lib.apply_overrides(flip_rate.get_config(), [
+  config = config_lib.apply_overrides(flip_rate_config.get_config(), [
       f"tasks={task}", f"models={model_name}", f"widths={int(width)}", f"seeds={int(seed)}", *overrides])
   train, test = config_lib.load_splits(config.data, task, flatten=True)
   n_classes = len(train.info.class_ids)

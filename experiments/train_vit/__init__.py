@@ -7,13 +7,13 @@ Runner: ``run``; plots and summary: ``report``.
 """
 from __future__ import annotations
 
-from experiments.train_vit import report, run
+from experiments.train_vit import config, report, run
 from experiments.core.spec import ExperimentSpec
 
 SPEC = ExperimentSpec(
     name="train_vit",
     description="Train matched ViT / DiffViT pairs.",
-    get_config=run.get_config,
+    get_config=config.get_config,
     run=run.run,
     write_report=report.write_report,
     report_description="Rewrite the ViT / DiffViT training summary.md.",

@@ -21,15 +21,10 @@ from __future__ import annotations
 
 from tqdm.auto import tqdm
 
-from experiments.trainers.vit import TrainViTConfig, full_config, load_data, points, train_point
+from experiments.trainers.vit import TrainViTConfig, load_data, points, train_point
 from experiments.core.workdir import Workdir
 
 KEY_FIELDS = ("kind", "model", "depth", "lambda_init", "seed_index")
-
-
-def get_config(full: bool = False) -> TrainViTConfig:
-  """The quick CPU config, or with ``full`` the accelerator one (``experiments.trainers.vit.full_config``)."""
-  return full_config() if full else TrainViTConfig()
 
 
 def run(config: TrainViTConfig, workdir, *, overwrite_config: bool = False) -> list[dict]:

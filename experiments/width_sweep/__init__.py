@@ -7,13 +7,13 @@ Runner: ``run``; plots and summary: ``report``; claim rows: ``claims``.
 """
 from __future__ import annotations
 
-from experiments.width_sweep import claims, report, run
+from experiments.width_sweep import claims, config, report, run
 from experiments.core.spec import ExperimentSpec
 
 SPEC = ExperimentSpec(
     name="width_sweep",
     description="NTK width sweep (finite vs infinite width).",
-    get_config=run.get_config,
+    get_config=config.get_config,
     run=run.run,
     write_report=report.write_report,
     report_description="Redraw the width-sweep plots and summary.md.",

@@ -285,7 +285,7 @@ def ntk_distance_rows(src: Source) -> list[dict]:
 def claims_config():
   """The width-sweep config the claims job runs: MNIST only, 10 seeds for the kernels, the fixed-time
   training (matched at half MLP-Attn's loss) and the converged points at a common target."""
-  from experiments.width_sweep.run import get_config
+  from experiments.width_sweep.config import get_config
   config, ten = get_config(), tuple(range(10))
   return dataclasses.replace(config, datasets=("mnist",), seeds=ten,
                              train=dataclasses.replace(config.train, seeds=ten, matched_fraction=0.5),

@@ -7,6 +7,7 @@ import pytest
 from certify_records import cert_record, selection_record
 
 from experiments import registry
+from experiments.certify import config as certify_config
 from experiments.core.cli import experiment_main
 
 
@@ -60,6 +61,7 @@ def test_certify_experiment_selects_alpha_before_reading_test_images_and_resumes
   run with the same models whose test images are NaN records the same selection, then fails on them."""
   import shutil
 
+  from experiments.certify import config as certify_config
   from experiments.certify import run as certify
   from experiments.core import config as config_lib
   from experiments.core import workdir
@@ -117,7 +119,7 @@ def test_certify_experiment_selects_alpha_before_reading_test_images_and_resumes
     test = real_load_test(config, dataset)
     return test._replace(x=np.full_like(test.x, np.nan))
   monkeypatch.setattr(certify, "load_test", nan_test)
-  config = config_lib.apply_overrides(certify.get_config(), overrides)
+  config = config_lib.apply_overrides(certify_config.get_config(), overrides)
   with pytest.raises(ValueError, match="radius"):
     certify.run(config, tmp_path / "nan")
   strip = lambda rs: [{k: v for k, v in r.items() if k != "wall_time_s"} for r in rs  # noqa: E731
@@ -127,26 +129,25 @@ def test_certify_experiment_selects_alpha_before_reading_test_images_and_resumes
     experiment_main(registry.get('certify'), ["--workdir", str(tmp_path / "run"), "attention_bounds=-1"])
 
 def test_standard_config_reads_the_data_directory_or_warns(monkeypatch):
-  from experiments.certify import run as certify
   from experiments.core.cli import cli
   monkeypatch.setenv("ATTN_DATA_DIR", "/nonexistent-data-dir")
   config, _ = cli(registry.get('certify'), ["--workdir", "w", "--standard"])
   assert config.data.source == "dir" and config.data.n_train is None and config.data.n_test == 1000
   assert config.datasets == ("cifar10",) and config.attention_bounds == (0.0625, 0.25, 1.0) and config.selects
-  assert config.validation_fraction == certify.STANDARD_VALIDATION_FULL
-  assert config.train.epochs == certify.STANDARD_EPOCHS_FULL
+  assert config.validation_fraction == certify_config.STANDARD_VALIDATION_FULL
+  assert config.train.epochs == certify_config.STANDARD_EPOCHS_FULL
   monkeypatch.delenv("ATTN_DATA_DIR")
   with pytest.warns(RuntimeWarning, match="ATTN_DATA_DIR is not set"):
-    fallback = certify.get_config(standard="cifar10")
+    fallback = certify_config.get_config(standard="cifar10")
   assert fallback.data.source == "embedded" and fallback.validation_fraction == 0.1
   fallback.validate()
   with pytest.raises(ValueError, match="one of"):
-    certify.get_config(standard="mnist")
+    certify_config.get_config(standard="mnist")
   with pytest.raises(ValueError, match="exclusive"):
-    certify.get_config(full=True, standard=True)
-  assert certify.get_config().validation_fraction == 0.1 and certify.get_config().selects
+    certify_config.get_config(full=True, standard=True)
+  assert certify_config.get_config().validation_fraction == 0.1 and certify_config.get_config().selects
   with pytest.raises(ValueError, match="validation_fraction"):
-    dataclasses_replace(certify.get_config(), validation_fraction=1.0).validate()
+    dataclasses_replace(certify_config.get_config(), validation_fraction=1.0).validate()
 
 def dataclasses_replace(config, **changes):
   import dataclasses

@@ -41,6 +41,7 @@ import pytest
 
 from attention import certification, sensitivity
 from attention.certified_vit import forward_with_intermediates, head_matrices
+from experiments.certify import config as certify_config
 from experiments.certify import run as certify
 from experiments.core import config as config_lib
 
@@ -49,7 +50,7 @@ REL = 1e-4
 U = 2.0 ** -24
 # A ratio-1.5 grid of ε over the radii of this model (rigorous and Krylov radii differ by a factor ≈ 1.5, so
 # some ε falls between them), every field explicit.
-CONFIG = certify.CertifyConfig(
+CONFIG = certify_config.CertifyConfig(
     datasets=(DATASET,), attention_bounds=(ALPHA,),
     epsilons=(0.002, 0.003, 0.0045, 0.007, 0.01, 0.015, 0.023, 0.035),
     data=config_lib.DataConfig(n_train=128, n_test=16, source="embedded", dir=None, seed=0, holdout=None,

@@ -91,9 +91,9 @@ def test_a_standard_flip_rate_grid_is_a_labelled_variant_not_a_second_quick_sour
   stand as a second set of main rows; it reads as a 'standard grid' variant, and the quick config does not."""
   import dataclasses
 
-  from experiments.flip_rate import run as flip_rate
+  from experiments.flip_rate import config as flip_rate_config
   monkeypatch.setenv("ATTN_DATA_DIR", str(tmp_path))
-  standard = flip_rate.standard_config("mnist")
+  standard = flip_rate_config.standard_config("mnist")
   for name, config in (("standard", standard), ("quick", claims.quick_config("flip_rate")),
                        ("fewer_seeds", dataclasses.replace(standard, seeds=(0, 1)))):
     (tmp_path / name).mkdir()

@@ -8,8 +8,10 @@ import pytest
 
 import ntk
 from experiments.core.config import DataConfig, apply_overrides, load_splits
+from experiments.flip_rate import config as flip_rate_config
 from experiments.flip_rate import report as flip_rate_report
 from experiments.flip_rate import run as flip_rate
+from experiments.width_sweep import config as width_sweep_config
 from experiments.width_sweep import report as width_sweep_report
 from experiments.width_sweep import run as width_sweep
 from ntk.training import train_adam
@@ -21,7 +23,7 @@ TINY_FLIP = ["models=relu", "widths=16", "seeds=0", "eps=0,0.1", "attacks=random
 @pytest.fixture(scope="module")
 def flip_records(tmp_path_factory):
   workdir = tmp_path_factory.mktemp("flip")
-  return workdir, flip_rate.run(apply_overrides(flip_rate.get_config(), TINY_FLIP), workdir)
+  return workdir, flip_rate.run(apply_overrides(flip_rate_config.get_config(), TINY_FLIP), workdir)
 
 def test_every_flip_rate_record_carries_the_criterion_and_eps_on_both_scales(flip_records):
   _, records = flip_records
@@ -77,7 +79,7 @@ def test_the_l2_penalty_leaves_the_fixed_readout_alone():
   assert not np.allclose(trained["W"], params["W"])
 
 def test_converged_distance_points(tmp_path):
-  config = apply_overrides(width_sweep.get_config(), [
+  config = apply_overrides(width_sweep_config.get_config(), [
       "datasets=mnist", "models=relu", "widths=64", "seeds=0", "data.n_train=16", "data.n_test=8",
       "train.enabled=false", "converged.widths=16,64", "converged.seeds=0", "converged.train.learning_rates=0.03",
       "converged.train.max_epochs=100", "converged.train.check_every=50", "converged.train.loss_target=0.01",

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from experiments import registry
 from experiments.core import distributed
 from experiments.core.config import apply_overrides
 from experiments.core.workdir import Workdir, read_records, results_files
@@ -94,8 +95,8 @@ def _finish(procs, timeout=TIMEOUT_S) -> None:
     assert p.returncode == 0, p.log.read().decode(errors="replace")[-3000:]
 
 
-def _config(module, overrides):
-  return apply_overrides(module.get_config(), overrides)
+def _config(name, overrides):
+  return apply_overrides(registry.get(name).get_config(), overrides)
 
 
 def _by_key(records, key_fields) -> dict:
@@ -136,7 +137,7 @@ def _assert_split(workdir: Path, key_fields) -> None:
 
 def test_two_process_flip_rate_gives_the_records_of_one(tmp_path):
   procs = _launch("flip_rate", tmp_path / "two", FLIP_RATE)
-  one = flip_rate.run(_config(flip_rate, FLIP_RATE), tmp_path / "one")  # meanwhile, the 1-process reference
+  one = flip_rate.run(_config("flip_rate", FLIP_RATE), tmp_path / "one")  # meanwhile, the 1-process reference
   _finish(procs)
   _assert_split(tmp_path / "two", flip_rate.KEY_FIELDS)
   _assert_records_equal(read_records(tmp_path / "two"), one, flip_rate.KEY_FIELDS)
@@ -157,10 +158,10 @@ def test_two_process_width_sweep_killed_restarted_gives_the_records_of_one(tmp_p
     p.send_signal(signal.SIGKILL)
     p.wait()
   before = _by_key(read_records(two), width_sweep.KEY_FIELDS)
-  total = len(list(width_sweep._points(_config(width_sweep, WIDTH_SWEEP))))
+  total = len(list(width_sweep._points(_config("width_sweep", WIDTH_SWEEP))))
   assert 1 <= len(before) < total
   procs = _launch("width_sweep", two, WIDTH_SWEEP)  # restart all processes
-  one = width_sweep.run(_config(width_sweep, WIDTH_SWEEP), tmp_path / "one")  # meanwhile, 1 process
+  one = width_sweep.run(_config("width_sweep", WIDTH_SWEEP), tmp_path / "one")  # meanwhile, 1 process
   _finish(procs)
   after = _by_key(read_records(two), width_sweep.KEY_FIELDS)  # every point exactly once
   assert len(after) == total and set(before) <= set(after)

@@ -7,17 +7,14 @@ import pytest
 
 from experiments import __main__ as main_job
 from experiments import registry
-from experiments.certify import run as certify
 from experiments.core import cli
 from experiments.core import config as config_lib
 from experiments.core import report as core_report
 from experiments.core.cli import experiment_main
 from experiments.core.config import ClassifierTrainConfig
 from experiments.core.workdir import Workdir, read_records
-from experiments.cubing import run as cubing
-from experiments.flip_rate import run as flip_rate
-from experiments.train_vit import run as train_vit
-from experiments.width_sweep import run as width_sweep
+from experiments.flip_rate import config as flip_rate_config
+from experiments.width_sweep import config as width_sweep_config
 
 
 def test_checkpoints_count_as_results_and_move_aside_with_the_config(tmp_path):
@@ -92,30 +89,30 @@ def test_a_corrupt_config_file_is_named(tmp_path):
     Workdir(tmp_path, ("k",), {"lr": 1.0})
 
 
-@pytest.mark.parametrize("module,override,match", [
-    (width_sweep, "train.lr_scale=nan", "train.lr_scale must be a finite number"),
-    (width_sweep, "train.lr_scale=inf", "train.lr_scale must be a finite number"),
-    (flip_rate, "train.learning_rates=0.01,nan", "train.learning_rates must be a finite number"),
-    (cubing, "eps=0.1,nan", "eps must be a finite number"),
-    (cubing, "seeds=0,-1", "seeds must be an integer >= 0"),
-    (width_sweep, "data.seed=-3", "data.seed must be an integer >= 0"),
-    (cubing, "datasets=mnist,mnist", "datasets holds a value twice"),
-    (cubing, "ns=50,50", "ns holds a value twice"),
-    (cubing, "data.split=bogus", "data.split must be one of"),
-    (width_sweep, "train.datasets=imagenet", "train.datasets"),
-    (width_sweep, "train.max_width=-1", "train.max_width must be >= 1"),
-    (flip_rate, "mim_steps=0", "mim_steps must be an integer >= 1"),
-    (flip_rate, "pgd_alpha=2", "pgd_alpha must be in"),
-    (train_vit, "lambda_inits=0.8,0.80", "names one λ_init twice"),
-    (train_vit, "data.source=web", "data.source must be one of"),
-    (certify, "data.n_train=0", "data.n_train must be >= 1"),
-    (width_sweep, "data.preprocessing=centered", "data.preprocessing='centered' is not supported here"),
-    (certify, "data.preprocessing=centered", "only the flip-rate and landscape experiments centre"),
-    (train_vit, "data.preprocessing=centered", "data.preprocessing='centered' is not supported here"),
+@pytest.mark.parametrize("name,override,match", [
+    ("width_sweep", "train.lr_scale=nan", "train.lr_scale must be a finite number"),
+    ("width_sweep", "train.lr_scale=inf", "train.lr_scale must be a finite number"),
+    ("flip_rate", "train.learning_rates=0.01,nan", "train.learning_rates must be a finite number"),
+    ("cubing", "eps=0.1,nan", "eps must be a finite number"),
+    ("cubing", "seeds=0,-1", "seeds must be an integer >= 0"),
+    ("width_sweep", "data.seed=-3", "data.seed must be an integer >= 0"),
+    ("cubing", "datasets=mnist,mnist", "datasets holds a value twice"),
+    ("cubing", "ns=50,50", "ns holds a value twice"),
+    ("cubing", "data.split=bogus", "data.split must be one of"),
+    ("width_sweep", "train.datasets=imagenet", "train.datasets"),
+    ("width_sweep", "train.max_width=-1", "train.max_width must be >= 1"),
+    ("flip_rate", "mim_steps=0", "mim_steps must be an integer >= 1"),
+    ("flip_rate", "pgd_alpha=2", "pgd_alpha must be in"),
+    ("train_vit", "lambda_inits=0.8,0.80", "names one λ_init twice"),
+    ("train_vit", "data.source=web", "data.source must be one of"),
+    ("certify", "data.n_train=0", "data.n_train must be >= 1"),
+    ("width_sweep", "data.preprocessing=centered", "data.preprocessing='centered' is not supported here"),
+    ("certify", "data.preprocessing=centered", "only the flip-rate and landscape experiments centre"),
+    ("train_vit", "data.preprocessing=centered", "data.preprocessing='centered' is not supported here"),
 ])
-def test_bad_values_are_rejected_by_the_parser_naming_the_field(module, override, match):
+def test_bad_values_are_rejected_by_the_parser_naming_the_field(name, override, match):
   with pytest.raises(ValueError, match=match):
-    config_lib.apply_overrides(module.get_config(), [override])
+    config_lib.apply_overrides(registry.get(name).get_config(), [override])
 
 
 @pytest.mark.parametrize("field,value,match", [
@@ -173,21 +170,21 @@ def test_a_workdir_in_use_by_another_process_is_refused(tmp_path):
 
 
 def test_dotted_overrides_reach_the_nested_groups_and_are_recorded_whole(tmp_path):
-  config = config_lib.apply_overrides(flip_rate.get_config(), ["data.n_train=512", "train.max_epochs=30",
+  config = config_lib.apply_overrides(flip_rate_config.get_config(), ["data.n_train=512", "train.max_epochs=30",
                                                                "train.l2=0.001"])
   assert (config.data.n_train, config.train.max_epochs, config.train.l2) == (512, 30, 0.001)
-  assert config.data.n_test == flip_rate.get_config().data.n_test  # the rest of the group is kept
+  assert config.data.n_test == flip_rate_config.get_config().data.n_test  # the rest of the group is kept
   Workdir(tmp_path, ("k",), config)
   recorded = json.loads((tmp_path / "config.json").read_text())
   assert recorded["data"]["n_train"] == 512 and recorded["train"]["l2"] == 0.001
   with pytest.raises(ValueError, match="data is a group of fields"):
-    config_lib.apply_overrides(flip_rate.get_config(), ["data=3"])
+    config_lib.apply_overrides(flip_rate_config.get_config(), ["data=3"])
   with pytest.raises(ValueError, match=r"unknown config field 'data.n_trian'.*'data.n_train'"):
-    config_lib.apply_overrides(flip_rate.get_config(), ["data.n_trian=3"])
+    config_lib.apply_overrides(flip_rate_config.get_config(), ["data.n_trian=3"])
   with pytest.raises(ValueError, match="unknown config field 'tasks.x'"):
-    config_lib.apply_overrides(flip_rate.get_config(), ["tasks.x=3"])
+    config_lib.apply_overrides(flip_rate_config.get_config(), ["tasks.x=3"])
   with pytest.raises(ValueError, match=r"train.optimizer must be one of \('adam', 'lbfgs', 'gauss_newton'\), got 'sgd'"):
-    config_lib.apply_overrides(flip_rate.get_config(), ["train.optimizer=sgd"]).validate()
+    config_lib.apply_overrides(flip_rate_config.get_config(), ["train.optimizer=sgd"]).validate()
 
 
 def test_help_lists_every_dotted_field(capsys):
@@ -204,8 +201,8 @@ def test_help_lists_the_allowed_values_and_validation_agrees_with_them(capsys):
   out = capsys.readouterr().out
   assert "  train.optimizer=lbfgs  (one of: adam | lbfgs | gauss_newton)\n" in out
   assert "  data.preprocessing=raw  (one of: raw | centered; centered: flip_rate and landscape only)\n" in out
-  for module in (certify, cubing, flip_rate, train_vit, width_sweep):
-    config = module.get_config()
+  for name in ("certify", "cubing", "flip_rate", "train_vit", "width_sweep"):
+    config = registry.get(name).get_config()
     for field, allowed in config_lib.field_choices(config).items():
       with pytest.raises(ValueError, match=field.replace(".", r"\.")):  # outside the listed set: refused
         config_lib.apply_overrides(config, [f"{field}=bogus"]).validate()
@@ -219,11 +216,11 @@ def test_a_workdir_of_the_flat_layout_is_refused_naming_overwrite_config(tmp_pat
   (tmp_path / "config.json").write_text(json.dumps(flat))
   (tmp_path / "results.jsonl").write_text('{"k": 1}\n')
   with pytest.raises(ValueError, match="--overwrite_config") as info:
-    Workdir(tmp_path, ("k",), flip_rate.get_config())
+    Workdir(tmp_path, ("k",), flip_rate_config.get_config())
   assert "\n" not in str(info.value) and "another layout" in str(info.value)
   assert json.loads((tmp_path / "config.json").read_text()) == flat  # untouched, not reinterpreted
-  Workdir(tmp_path, ("k",), flip_rate.get_config(), overwrite_config=True)
-  assert json.loads((tmp_path / "config.json").read_text())["data"]["n_train"] == flip_rate.get_config().data.n_train
+  Workdir(tmp_path, ("k",), flip_rate_config.get_config(), overwrite_config=True)
+  assert json.loads((tmp_path / "config.json").read_text())["data"]["n_train"] == flip_rate_config.get_config().data.n_train
   assert [json.loads((b / "config.json").read_text()) for b in tmp_path.glob("previous-*")] == [flat]
 
 
@@ -235,15 +232,14 @@ def test_the_configs_optimizer_names_are_the_trainers():
 
 
 def test_gauss_newton_is_refused_at_config_time_where_it_cannot_train():
-  from experiments.width_sweep import run as width_sweep
   with pytest.raises(ValueError, match=r"train.optimizer='gauss_newton'.*cross-entropy task"):
-    config_lib.apply_overrides(flip_rate.get_config(), ["train.optimizer=gauss_newton"]).validate()
-  binary = config_lib.apply_overrides(flip_rate.get_config(), ["train.optimizer=gauss_newton", "tasks=mnist_3v8"])
+    config_lib.apply_overrides(flip_rate_config.get_config(), ["train.optimizer=gauss_newton"]).validate()
+  binary = config_lib.apply_overrides(flip_rate_config.get_config(), ["train.optimizer=gauss_newton", "tasks=mnist_3v8"])
   binary.validate()  # binary tasks train on ½·MSE: allowed
   with pytest.raises(ValueError, match=r"converged.train.optimizer='gauss_newton'.*readout must be 'fixed'"):
-    config_lib.apply_overrides(width_sweep.get_config(), ["converged.train.optimizer=gauss_newton",
+    config_lib.apply_overrides(width_sweep_config.get_config(), ["converged.train.optimizer=gauss_newton",
                                                           "readout=trained"]).validate()
   with pytest.raises(ValueError, match=r"converged.train.l2 = 0.001 \(must be 0\)"):
-    config_lib.apply_overrides(width_sweep.get_config(), ["converged.train.optimizer=gauss_newton",
+    config_lib.apply_overrides(width_sweep_config.get_config(), ["converged.train.optimizer=gauss_newton",
                                                           "converged.train.l2=0.001"]).validate()
 

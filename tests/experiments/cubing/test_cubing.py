@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from experiments.core.config import apply_overrides
+from experiments.cubing import config as cubing_config
 from experiments.cubing import report as cubing_report
 from experiments.cubing import run as cubing
 from experiments.data import load_dataset
@@ -32,7 +33,7 @@ def test_rank_deficient_subset_gives_finite_pseudo_condition_number():
 
 
 def test_cubing_runner_and_report(tmp_path):
-  config = apply_overrides(cubing.get_config(), ["datasets=mnist,cifar10", "ns=30,80", "seeds=0"])
+  config = apply_overrides(cubing_config.get_config(), ["datasets=mnist,cifar10", "ns=30,80", "seeds=0"])
   records = cubing.run(config, tmp_path)
   assert len(records) == 4
   text = cubing_report.write_report(tmp_path)
@@ -46,7 +47,7 @@ def test_bad_input():
   with pytest.raises(ValueError, match="eps"):
     cubing_check(np.eye(3), eps=(-0.1,))
   with pytest.raises(ValueError, match="ns"):
-    apply_overrides(cubing.get_config(), ["ns=1"])
+    apply_overrides(cubing_config.get_config(), ["ns=1"])
 
 
 @pytest.mark.parametrize("eps", [(0.1, "0.01"), (0.0,), (float("nan"),)])

@@ -11,6 +11,7 @@ import pytest
 
 from attention.local_lipschitz import input_jacobian_norm, local_lipschitz
 from experiments.core.config import apply_overrides
+from experiments.diff_attention import config as diff_attention_config
 from experiments.diff_attention import report as diff_attention_report
 from experiments.diff_attention import run as diff_attention
 
@@ -22,7 +23,7 @@ TINY = ["dataset=mnist", "data.n_train=64", "data.n_test=16", "patch_size=7", "d
 
 @pytest.fixture(scope="module")
 def tiny_config():
-  return apply_overrides(diff_attention.get_config(), TINY)
+  return apply_overrides(diff_attention_config.get_config(), TINY)
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +113,7 @@ def test_bad_config_values_raise(tiny_config, override, match):
 
 
 def test_full_config_validates():
-  diff_attention.get_config(full=True).validate()
+  diff_attention_config.get_config(full=True).validate()
 
 
 def test_crossover_depth():

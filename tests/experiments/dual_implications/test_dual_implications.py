@@ -4,6 +4,7 @@ import jax
 import numpy as np
 import pytest
 
+from experiments.dual_implications import config as dual_implications_config
 from ntk import approximation
 from ntk.distance import kernel_regression
 
@@ -109,9 +110,10 @@ def test_alignment_and_relative_error_closed_forms():
 
 def test_runner_tiny_grid_resumes_and_reports(tmp_path):
   from experiments.core.config import apply_overrides
+  from experiments.dual_implications import config as dual_implications_config
   from experiments.dual_implications import report as dual_implications_report
   from experiments.dual_implications import run as dual_implications
-  config = apply_overrides(dual_implications.get_config(), [
+  config = apply_overrides(dual_implications_config.get_config(), [
       "datasets=mnist", "data.n_train=24", "data.n_test=12", "targets=top,bottom", "draws=0,1", "k=3",
       "seeds=0", "network_seeds=0", "width=16", "train.max_epochs=5"])
   records = dual_implications.run(config, tmp_path)
@@ -149,7 +151,7 @@ def test_runner_targets_lie_in_the_top_or_bottom_singular_span_of_each_draws_tra
   from experiments.core.config import apply_overrides
   from experiments.dual_implications import run as dual_implications
   k = 3
-  config = apply_overrides(dual_implications.get_config(), [
+  config = apply_overrides(dual_implications_config.get_config(), [
       "datasets=mnist", "data.n_train=40", "data.n_test=10", "targets=top,bottom", "draws=0,1", f"k={k}",
       "seeds=0", "network_seeds=", "width=8", "features=unit"])
   records = dual_implications.run(config, tmp_path)

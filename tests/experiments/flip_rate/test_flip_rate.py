@@ -7,8 +7,10 @@ import pytest
 from experiments import registry
 from experiments.core.cli import experiment_main
 from experiments.core.config import apply_overrides
+from experiments.flip_rate import config as flip_rate_config
 from experiments.flip_rate import report as flip_rate_report
 from experiments.flip_rate import run as flip_rate
+from experiments.landscape import config as landscape_config
 from experiments.landscape import report as landscape_report
 from experiments.landscape import run as landscape
 
@@ -20,13 +22,13 @@ SMALL = ["models=relu,mlp_attn", "widths=64", "seeds=0", "eps=0,0.3", "data.n_tr
 @pytest.fixture(scope="module")
 def run_records(tmp_path_factory):
   workdir = tmp_path_factory.mktemp("flip")
-  config = apply_overrides(flip_rate.get_config(), SMALL)
+  config = apply_overrides(flip_rate_config.get_config(), SMALL)
   return workdir, config, flip_rate.run(config, workdir)
 
 
 def test_controls_and_schema(run_records):
   _, config, records = run_records
-  assert len(records) == 2 * len(flip_rate.ATTACKS) * 2
+  assert len(records) == 2 * len(flip_rate_config.ATTACKS) * 2
   for r in records:
     for f in flip_rate.KEY_FIELDS + ("flip_rate", "spearman", "n_top", "mean_linf_over_eps", "versions"):
       assert f in r, f
@@ -73,7 +75,7 @@ def test_adversarial_training_makes_the_training_rows_robust_to_pgd(tmp_path):
                     "train.batch_size=10", "at_eps=0.3", "at_rounds=2", "at_epochs_per_round=10"]
   runs = {}
   for at in (False, True):
-    config = apply_overrides(flip_rate.get_config(), common + [f"adversarial_training={str(at).lower()}"])
+    config = apply_overrides(flip_rate_config.get_config(), common + [f"adversarial_training={str(at).lower()}"])
     records = flip_rate.run(config, tmp_path / str(at))
     assert len(records) == 2 and all(r["adversarial_training"] == at for r in records)
     runs[at] = {r["eps"]: r for r in records}
@@ -95,28 +97,28 @@ def test_seed_floor_is_zero_for_identical_initialisations_and_positive_for_two_s
   From the same seed (offset 0) the second network is the first, bit for bit: floor 0. From two seeds it
   flips some of the top set at one seed or the other. With the infinite-width kernel, which no
   initialisation enters, two seeds again give 0."""
-  records = flip_rate.run(apply_overrides(flip_rate.get_config(), FLOOR), tmp_path / "two")
+  records = flip_rate.run(apply_overrides(flip_rate_config.get_config(), FLOOR), tmp_path / "two")
   floors = _floors(records)
   assert set(floors) == {0, 1} and all(f["second_seed"] == f["seed"] + flip_rate.SEED_FLOOR_OFFSET
                                        for f in floors.values())
   assert max(f["flip_rate"] for f in floors.values()) > 0 and min(f["spearman"] for f in floors.values()) < 1
-  infinite = flip_rate.run(apply_overrides(flip_rate.get_config(), FLOOR + ["influence_kernel=infinite"]),
+  infinite = flip_rate.run(apply_overrides(flip_rate_config.get_config(), FLOOR + ["influence_kernel=infinite"]),
                            tmp_path / "inf")
   assert all(f["flip_rate"] == 0.0 and f["spearman"] == pytest.approx(1.0) for f in _floors(infinite).values())
   monkeypatch.setattr(flip_rate, "SEED_FLOOR_OFFSET", 0)
-  same = flip_rate.run(apply_overrides(flip_rate.get_config(), FLOOR), tmp_path / "same")
+  same = flip_rate.run(apply_overrides(flip_rate_config.get_config(), FLOOR), tmp_path / "same")
   assert all(f["flip_rate"] == 0.0 and f["spearman"] == pytest.approx(1.0) for f in _floors(same).values())
 
 
 def test_data_seed_follows_the_seed_when_asked(tmp_path):
-  records = flip_rate.run(apply_overrides(flip_rate.get_config(), FLOOR[:-2] + [
+  records = flip_rate.run(apply_overrides(flip_rate_config.get_config(), FLOOR[:-2] + [
       "seed_floor=false", "data_seed_follows_seed=true", "data.seed=7"]), tmp_path)
   assert {(r["seed"], r["data_seed"]) for r in records} == {(0, 0), (1, 1)}
   assert all(r["influence_kernel"] == "trained" and r["ridge_scale"] == 1e-3 for r in records)
 
 
 def test_landscape_runner(tmp_path):
-  config = apply_overrides(landscape.get_config(), [
+  config = apply_overrides(landscape_config.get_config(), [
       "models=relu", "widths=32", "seeds=0", "data.n_train=30", "train.learning_rates=0.001",
       "train.max_epochs=5", "readouts=fixed", "top_k=2", "lanczos_iters=6",
       "grid_1d=5", "grid_2d=3"])
@@ -133,7 +135,7 @@ def test_landscape_runner(tmp_path):
                                             ("tasks=mnist_3v9", "unknown dataset"), ("models=", "empty")])
 def test_bad_config(override, match):
   with pytest.raises(ValueError, match=match):
-    apply_overrides(flip_rate.get_config(), [override])
+    apply_overrides(flip_rate_config.get_config(), [override])
 
 
 def test_random_sign_control_is_plus_minus_eps_everywhere_with_both_signs_and_its_own_key_per_seed(tmp_path, monkeypatch):
@@ -151,7 +153,7 @@ def test_random_sign_control_is_plus_minus_eps_everywhere_with_both_signs_and_it
     return out
   monkeypatch.setattr(malleability, "perturb_rows", spy)
   eps = 0.05
-  config = apply_overrides(flip_rate.get_config(), SMALL + [
+  config = apply_overrides(flip_rate_config.get_config(), SMALL + [
       "models=relu", "attacks=random_sign", f"eps={eps}", "seeds=0,1", "data_seed_follows_seed=false",
       "train.max_epochs=5"])
   flip_rate.run(config, tmp_path)
@@ -182,21 +184,21 @@ def test_standard_config_and_cli(monkeypatch, recwarn):
   from experiments.core.cli import cli
   monkeypatch.setenv("ATTN_DATA_DIR", "/data/full")
   config, _ = cli(registry.get('flip_rate'), ["--workdir", "w", "--standard"])
-  assert config == flip_rate.standard_config("mnist")
+  assert config == flip_rate_config.standard_config("mnist")
   assert (config.tasks, config.widths, config.seeds, config.eps) == (("mnist",), (256,), tuple(range(30)),
-                                                                    flip_rate.CLAIMS_EPS)
+                                                                    flip_rate_config.CLAIMS_EPS)
   assert (config.data.n_train, config.data.source, config.data.dir) == (512, "dir", "/data/full")
   assert config.seed_floor and config.data_seed_follows_seed
   cifar, _ = cli(registry.get('flip_rate'), ["--workdir", "w", "--standard", "cifar10", "seeds=0"])
-  assert cifar.tasks == ("cifar10",) and cifar.seeds == (0,) and len(flip_rate.standard_config("cifar10").seeds) == 10
+  assert cifar.tasks == ("cifar10",) and cifar.seeds == (0,) and len(flip_rate_config.standard_config("cifar10").seeds) == 10
   runs = {name: (exp, cfg) for name, exp, cfg, _ in claims.standard_runs()}
-  assert runs["flip_rate_standard"] == ("flip_rate", flip_rate.standard_config("mnist"))
-  assert runs["flip_rate_standard_cifar10"] == ("flip_rate", flip_rate.standard_config("cifar10"))
+  assert runs["flip_rate_standard"] == ("flip_rate", flip_rate_config.standard_config("mnist"))
+  assert runs["flip_rate_standard_cifar10"] == ("flip_rate", flip_rate_config.standard_config("cifar10"))
   with pytest.raises(ValueError, match="standard config's data set"):
-    flip_rate.standard_config("svhn")
+    flip_rate_config.standard_config("svhn")
   monkeypatch.delenv("ATTN_DATA_DIR")
   with pytest.warns(RuntimeWarning, match="ATTN_DATA_DIR is not set"):
-    assert flip_rate.standard_config().data.source == "embedded"
+    assert flip_rate_config.standard_config().data.source == "embedded"
 
 
 def test_each_seed_draws_its_own_subset_disjoint_from_the_full_files(tmp_path, monkeypatch):
@@ -221,7 +223,7 @@ def test_each_seed_draws_its_own_subset_disjoint_from_the_full_files(tmp_path, m
   shared = len(set(a[0].info.indices.tolist()) & set(b[0].info.indices.tolist())) / 512
   assert 0.18 < shared < 0.33
   assert "share 25.6 %" in seed_subsets.overlap_text([a[2], b[2]])
-  records = flip_rate.run(apply_overrides(flip_rate.get_config(), FLOOR[:-2] + ["seed_floor=false"]), tmp_path)
+  records = flip_rate.run(apply_overrides(flip_rate_config.get_config(), FLOOR[:-2] + ["seed_floor=false"]), tmp_path)
   assert {(r["seed"], r["data_draw"], r["data_seed"]) for r in records} == {(0, "independent", 0), (1, "independent", 1)}
 
 

@@ -2,12 +2,13 @@
 adaptive sharpness for both readouts, and the report renders them."""
 
 from experiments.core.config import apply_overrides
+from experiments.landscape import config as landscape_config
 from experiments.landscape import report as landscape_report
 from experiments.landscape import run as landscape
 
 
 def test_landscape_records_adaptive_sharpness_for_both_readouts(tmp_path):
-  config = apply_overrides(landscape.get_config(), [
+  config = apply_overrides(landscape_config.get_config(), [
       "models=relu", "widths=8", "seeds=0", "data.n_train=20", "train.learning_rates=0.03", "train.max_epochs=20",
       "train.check_every=10", "train.loss_target=0", "top_k=1", "lanczos_iters=4", "grid_1d=3", "grid_2d=3"])
   (r,) = landscape.run(config, tmp_path)

@@ -16,7 +16,8 @@ from test_capture import init_jiggled
 from attention.model_spec import ModelSpec
 from experiments.report import report as report_report
 from experiments.report import run as report
-from experiments.report.run import NOT_CERTIFIABLE, ReportConfig, run_report
+from experiments.report.config import ReportConfig
+from experiments.report.run import NOT_CERTIFIABLE, run_report
 
 TINY = dict(eps_255=(8.0,), pgd_steps=2, apgd_steps=2, cw_samples=0, lipschitz_samples=3, lipschitz_steps=2,
             ntk_train=12, ntk_test=4, influence_eps=(0.0, 0.05), influence_attacks=("fgsm", "random_sign"),
@@ -156,12 +157,14 @@ def test_bad_input_is_one_line_or_a_skipped_section(tmp_path, capsys):
 def own_models(tmp_path_factory):
   """ViT + DiffViT (train_vit) and CertifiedViT (certify), each trained for a few steps, read back by the
   adapters from their workdirs."""
+  from experiments.certify import config as certify_config
   from experiments.certify import run as certify
   from experiments.core.config import apply_overrides
+  from experiments.train_vit import config as train_vit_config
   from experiments.train_vit import run as train_vit
   vit_dir = tmp_path_factory.mktemp("train_vit")
   data = ["dataset=cifar10", "data.n_train=32", "data.n_test=8", "train.epochs=1", "train.batch_size=16"]
-  train_vit.run(apply_overrides(train_vit.get_config(), data + ["dim=8", "num_heads=2", "patch_size=8",
+  train_vit.run(apply_overrides(train_vit_config.get_config(), data + ["dim=8", "num_heads=2", "patch_size=8",
                                                                 "depths=1", "lambda_inits=0.8"]), vit_dir)
   # CertifiedViT: trained here into the layout of a certify workdir (config.json + models/<dataset>_alpha<α>),
   # without the certify runner's own certificates and attacks.
@@ -170,7 +173,7 @@ def own_models(tmp_path_factory):
   from experiments.core.workdir import Workdir
   from experiments.trainers.classifier import train_classifier
   cert_dir = tmp_path_factory.mktemp("certify")
-  cert_config = apply_overrides(certify.get_config(), [
+  cert_config = apply_overrides(certify_config.get_config(), [
       "datasets=cifar10", "attention_bounds=1.0", "data.n_train=32", "data.n_test=4", "dim=8", "depth=1",
       "num_heads=2", "sll_hidden=8", "train.epochs=1", "train.batch_size=16"])
   Workdir(cert_dir, certify.KEY_FIELDS, cert_config)
@@ -215,6 +218,7 @@ def test_report_runs_on_our_vit_diffvit_and_certified_vit(own_models):
 def test_paper_relu_adapter_reproduces_flip_rate_records(tmp_path):
   import ntk
   from experiments.core.config import apply_overrides
+  from experiments.flip_rate import config as flip_rate_config
   from experiments.flip_rate import run as flip_rate
   from influence import malleability
   # Adam: with the default L-BFGS both paths train identical parameters and flip the same images, but the
@@ -222,7 +226,7 @@ def test_paper_relu_adapter_reproduces_flip_rate_records(tmp_path):
   # found); at the Adam point they agree to 1e-6.
   overrides = ("data.n_train=40", "data.n_test=10", "train.optimizer=adam", "train.learning_rates=0.001",
                "train.max_epochs=5", "pgd_steps=5")
-  fr_config = apply_overrides(flip_rate.get_config(), ["tasks=mnist", "models=relu", "widths=64", "seeds=0",
+  fr_config = apply_overrides(flip_rate_config.get_config(), ["tasks=mnist", "models=relu", "widths=64", "seeds=0",
                                                        "eps=0.0,0.3", "attacks=fgsm,pgd,random_sign", *overrides])
   fr_records = flip_rate.run(fr_config, tmp_path / "flip_rate")
   model = report.load_model("experiments.report.adapters:paper_relu(width=64, seed=0, overrides="

@@ -7,6 +7,7 @@ import pytest
 
 from experiments.core.config import apply_overrides
 from experiments.core.workdir import read_records
+from experiments.width_sweep import config as width_sweep_config
 from experiments.width_sweep import report as width_sweep_report
 from experiments.width_sweep import run as width_sweep
 
@@ -16,7 +17,7 @@ SMALL = ["datasets=mnist", "widths=16,256,2048", "seeds=0,1", "data.n_train=48",
 
 @pytest.fixture(scope="module")
 def small_config():
-  return apply_overrides(width_sweep.get_config(), SMALL)
+  return apply_overrides(width_sweep_config.get_config(), SMALL)
 
 
 @pytest.fixture(scope="module")
@@ -145,7 +146,7 @@ def test_report_is_drawn_from_records(finished_run):
 ])
 def test_bad_config_values(override, match):
   with pytest.raises(ValueError, match=match):
-    apply_overrides(width_sweep.get_config(), [override])
+    apply_overrides(width_sweep_config.get_config(), [override])
 
 
 def test_common_target_rule_is_fixed_before_the_common_points():
@@ -159,7 +160,7 @@ def test_common_target_rule_is_fixed_before_the_common_points():
 
 
 def test_common_points_train_both_models_to_one_target_and_record_kernel_movement(tmp_path):
-  config = apply_overrides(width_sweep.get_config(), [
+  config = apply_overrides(width_sweep_config.get_config(), [
       "datasets=mnist", "widths=64", "seeds=0", "data.n_train=32", "data.n_test=8", "train.enabled=false",
       "converged.widths=16,64", "converged.seeds=0,1", "converged.common=true", "converged.train.max_epochs=20",
       "save_arrays=false"])
@@ -182,7 +183,7 @@ def test_k_inf_distance_is_the_k0_regression_with_k_inf_in_place_of_k0():
   differs."""
   import ntk
   from ntk.sweep import InfiniteWidthKernels, infinite_width_kernels
-  config = apply_overrides(width_sweep.get_config(), [
+  config = apply_overrides(width_sweep_config.get_config(), [
       "datasets=mnist", "data.n_train=16", "data.n_test=8", "converged.widths=16", "converged.seeds=0",
       "converged.train.max_epochs=5"])
   train, test, _ = width_sweep.seed_data(config, "mnist", 0)
@@ -206,7 +207,7 @@ def test_seeds_draw_their_own_subsets_unless_the_flag_is_off():
   """data_seed_follows_seed (default): seed s draws its own subset (data.seed = s) from the embedded pool;
   false: every seed uses data.seed's subset, the behaviour before (the golden records' setting)."""
   from experiments.data import load_dataset
-  config = apply_overrides(width_sweep.get_config(), ["datasets=mnist", "data.n_train=40", "data.n_test=10"])
+  config = apply_overrides(width_sweep_config.get_config(), ["datasets=mnist", "data.n_train=40", "data.n_test=10"])
   a, b = (width_sweep.seed_data(config, "mnist", s) for s in (0, 1))
   assert set(a[0].info.indices) != set(b[0].info.indices) and set(a[1].info.indices) != set(b[1].info.indices)
   assert a[0].info.indices.tolist() == load_dataset("mnist", "train", n=40, seed=0).info.indices.tolist()
@@ -222,7 +223,7 @@ def test_seeds_draw_their_own_subsets_unless_the_flag_is_off():
 
 def test_full_files_give_each_seed_a_disjoint_block(full_data_dir):
   """With the full files each seed's training subset is its own block of one partition (no shared image)."""
-  config = apply_overrides(width_sweep.get_config(), ["datasets=mnist", "data.source=dir", f"data.dir={full_data_dir}"])
+  config = apply_overrides(width_sweep_config.get_config(), ["datasets=mnist", "data.source=dir", f"data.dir={full_data_dir}"])
   blocks = [width_sweep.seed_data(config, "mnist", s) for s in range(3)]
   sets = [set(t.info.indices) for t, _, _ in blocks]
   assert not (sets[0] & sets[1] or sets[0] & sets[2] or sets[1] & sets[2])
@@ -237,7 +238,7 @@ def test_matched_point_is_converged_when_t_star_is_within_rounding_of_a_multiple
   monkeypatch.setattr(width_sweep, "default_learning_rate", lambda *a, **k: lr)
   monkeypatch.setattr(width_sweep, "matched_time", lambda *a, **k: t_star)
   for cap, converged in ((10, True), (9, False)):
-    config = apply_overrides(width_sweep.get_config(), [
+    config = apply_overrides(width_sweep_config.get_config(), [
         "datasets=mnist", "widths=16", "seeds=0", "data.n_train=16", "data.n_test=8", "train.max_width=16",
         "train.seeds=0", "train.steps=2", "train.matched_fraction=0.5", f"train.max_steps={cap}",
         "converged.enabled=false"])
