@@ -7,7 +7,7 @@ hashed by identity.
 
 Stable jit identity, the one way the code base uses: a function that jitted code takes as a static
 argument comes from a ``functools.lru_cache``d factory keyed by the hashable architecture
-(``ntk.models.two_layer_relu``, ``ntk.empirical._nt_kernel_fn``, ``experiments.trainers.vit._apply_fns``,
+(``ntk.models.two_layer_relu``, ``ntk.empirical._nt_kernel_fn``, ``experiments.trainers.vit.apply_fns``,
 ``experiments.diff_attention.run._layer_fn``), so equal architectures give the same function object; the
 weights travel as array leaves of a ``jax.tree_util.Partial`` around it, which this module splits off as
 traced arguments. New weights of the same shapes therefore reuse the compiled program.

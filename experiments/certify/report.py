@@ -300,6 +300,31 @@ def summary_markdown(records) -> str:
   train = [r for r in records if r["kind"] == "train"]
   cert = sorted([r for r in records if r["kind"] == "certify"],
                 key=lambda r: (r["dataset"], r["attention_bound"], r["eps"]))
+  lines += _models_lines(train)
+  if cert:
+    lines += _headline_lines(records, cert)
+  lines += _selection_lines(records)
+  lines += _training_section(train)
+  if cert:
+    lines += _triple_lines(records, cert)
+    lines += _accuracy_section(cert)
+    lines += _bound_comparison_section(records, cert)
+  lines += _tightness_section(records)
+  lines += ["", "Notes: the rigorous certificate is the headline: Lanczos (like power iteration) approaches a top "
+            "singular value from below, so a certificate built on its estimate can be too optimistic; the "
+            f"{KRYLOV_LABEL} column shows by how much the estimate would move the figures. The issue's "
+            "min(naive, fine) certificate lies between the `fine` and Krylov-estimate columns (per head and "
+            "layer the minimum is taken; the naive bound alone certifies almost nothing). The tightness table "
+            "is the check that caught 50-step plain power iteration being ~0.7 % low on two MNIST layers (an "
+            "attack exceeded the joint bound); Lanczos on the same budget is now the default.",
+            "", "Plots: certified_accuracy.png (solid: rigorous; dotted: Krylov estimate), tightness.png, "
+            "learning_curves.png (when the run recorded validation accuracies)", ""]
+  return re.sub(r"\n{3,}", "\n\n", "\n".join(lines))
+
+
+def _models_lines(train) -> list[str]:
+  """What was trained and certified, and which certificate is the headline."""
+  lines = []
   if train:
     r0 = train[0]
     n_val = r0.get("n_validation", 0)
@@ -312,9 +337,12 @@ def summary_markdown(records) -> str:
               "key-side norms, layer bound Σ_h min(naive, fine)); the Krylov estimate beside it also uses the "
               "joint bound and Lanczos estimates of top singular values, which approach them from below, so it "
               "is not a proof. Source: Havens et al., ICML 2024 (docs/theory.md#lofast-figures).", ""]
-  if cert:
-    lines += _headline_lines(records, cert)
-  lines += _selection_lines(records)
+  return lines
+
+
+def _training_section(train) -> list[str]:
+  """One row per trained model: epochs, why it stopped, accuracies and time."""
+  lines = []
   if train:
     lines += ["", "## Training", "",
               "Epochs: trained / cap, and why it stopped (plateau: the validation accuracy gained less than the "
@@ -333,48 +361,62 @@ def summary_markdown(records) -> str:
                    f"{len(hist) or r['epochs']} / {r.get('epochs_cap', r['epochs'])} | {r.get('stop_reason', 'cap')} | "
                    f"{_pct(r['train_accuracy'])} | {'–' if val is None else _pct(val)} | "
                    f"{_pct(r['clean_accuracy'])} | {per_epoch} | {seconds:.0f} |")
-  if cert:
-    lines += _triple_lines(records, cert)
-    lines += ["", "## Accuracy (%) by ε", "",
-              f"certified (rigorous): closed-form key-side norm and no Krylov estimate at all (so no joint bound); "
-              f"{KRYLOV_LABEL}: the min bound min(Σ_h min(naive, fine), joint) with Lanczos norms; naive / fine / "
-              "joint: each layer bound alone and Tsuzuku: √2‖W‖₂ margin form (fine, joint and Tsuzuku also use "
-              "the Krylov estimates). PGD-L2 is an upper bound on the true robust accuracy; clean − PGD in "
-              "points, and the share of correctly classified images PGD breaks (⚠ below "
-              f"{100 * NEAR_TRIVIAL_SHARE:.0f} %: a near-trivial ε); `viol.` counts certified samples (either "
-              "certificate) PGD broke (must be 0). s/sample: bound constants + propagation, after compilation.", "",
-              "| data set | α | ε | clean | PGD-L2 | clean − PGD | PGD breaks | **certified (rigorous)** | "
-              f"{KRYLOV_LABEL} | naive | fine | joint | Tsuzuku | viol. | s/sample (cert.) | s/sample (PGD) |",
-              "|---" * 16 + "|"]
-    for r in cert:
-      gap, share = attack_gap(r)
-      share_text = "–" if not np.isfinite(share) else f"{100 * share:.1f} %{_trivial_mark(r)}"
-      lines.append(
-          f"| {r['dataset']} | {r['attention_bound']:g} | {r['eps']:g} | {_pct(r['clean_accuracy'])} | "
-          f"{_pct(r['pgd_accuracy'])} | {gap:.1f} | {share_text} | **{_pct(r['certified_rigorous'])}** | "
-          f"{_pct(r['certified_accuracy'])} | "
-          f"{_pct(r['certified_naive'])} | {_pct(r['certified_fine'])} | {_pct(r['certified_joint'])} | "
-          f"{_pct(r['certified_tsuzuku'])} | {r['pgd_violations']} | {r['seconds_per_sample']:.4f} | "
-          f"{r['pgd_seconds_per_sample']:.4f} |")
-    full = any(r.get("train_source") == "dir" for r in train)
-    lines += ["", "Paper (CIFAR-10, 3-layer ViT): LoFAST 29.1 % at ε = 0.02 and 16.0 % at ε = 0.05; "
-              "α,β-CROWN 41.2 % / 14.1 %; CROWN 14.35 % vs CROWN+LoFAST 20.03 % at ε = 0.05; LoFAST "
-              "0.055 s/sample, CROWN+LoFAST 1.71 s vs α,β-CROWN 4.33 s per sample. The paper trains on the "
-              "full CIFAR-10 training set" + ("; so do these models (for fewer epochs)." if full else
-                                               "; here the models see the embedded subset only."),
-              "", "## Fine-grained vs naive bound", "",
-              "Per head, layer and correctly classified test image, at the radius the certificate propagates "
-              "to that layer: how often B_fine < B_naive, the median B_naive/B_fine where it is, and the "
-              "median ratio overall; and how often the joint bound (exact layer Jacobian) beats the "
-              "per-head minimum, with its median gain. Krylov residuals: the largest relative residual "
-              "‖KᵀKv − σ²v‖/σ² of the top Ritz pair (Lanczos) for the key-side and layer-Jacobian norms.", "",
-              "| data set | α | ε | fine tighter | gain where tighter | median naive/fine | joint tighter | "
-              "joint gain | max key residual | max Jacobian residual |", "|---|---|---|---|---|---|---|---|---|---|"]
-    for r in cert:
-      lines.append(f"| {r['dataset']} | {r['attention_bound']:g} | {r['eps']:g} | "
-                   f"{_pct(r['fine_tighter_fraction'])} % | {finite(r['fine_gain_median']):.3g}× | "
-                   f"{finite(r['naive_over_fine_median']):.3g} | {_pct(r['joint_tighter_fraction'])} % | "
-                   f"{finite(r['joint_gain_median']):.3g}× | {r['key_gap_max']:.1e} | {r['jacobian_gap_max']:.1e} |")
+  return lines
+
+
+def _accuracy_section(cert) -> list[str]:
+  """Clean, PGD-L2 and certified accuracy (rigorous, Krylov estimate, each bound alone) by α and ε."""
+  lines = ["", "## Accuracy (%) by ε", "",
+            f"certified (rigorous): closed-form key-side norm and no Krylov estimate at all (so no joint bound); "
+            f"{KRYLOV_LABEL}: the min bound min(Σ_h min(naive, fine), joint) with Lanczos norms; naive / fine / "
+            "joint: each layer bound alone and Tsuzuku: √2‖W‖₂ margin form (fine, joint and Tsuzuku also use "
+            "the Krylov estimates). PGD-L2 is an upper bound on the true robust accuracy; clean − PGD in "
+            "points, and the share of correctly classified images PGD breaks (⚠ below "
+            f"{100 * NEAR_TRIVIAL_SHARE:.0f} %: a near-trivial ε); `viol.` counts certified samples (either "
+            "certificate) PGD broke (must be 0). s/sample: bound constants + propagation, after compilation.", "",
+            "| data set | α | ε | clean | PGD-L2 | clean − PGD | PGD breaks | **certified (rigorous)** | "
+            f"{KRYLOV_LABEL} | naive | fine | joint | Tsuzuku | viol. | s/sample (cert.) | s/sample (PGD) |",
+            "|---" * 16 + "|"]
+  for r in cert:
+    gap, share = attack_gap(r)
+    share_text = "–" if not np.isfinite(share) else f"{100 * share:.1f} %{_trivial_mark(r)}"
+    lines.append(
+        f"| {r['dataset']} | {r['attention_bound']:g} | {r['eps']:g} | {_pct(r['clean_accuracy'])} | "
+        f"{_pct(r['pgd_accuracy'])} | {gap:.1f} | {share_text} | **{_pct(r['certified_rigorous'])}** | "
+        f"{_pct(r['certified_accuracy'])} | "
+        f"{_pct(r['certified_naive'])} | {_pct(r['certified_fine'])} | {_pct(r['certified_joint'])} | "
+        f"{_pct(r['certified_tsuzuku'])} | {r['pgd_violations']} | {r['seconds_per_sample']:.4f} | "
+        f"{r['pgd_seconds_per_sample']:.4f} |")
+  return lines
+
+
+def _bound_comparison_section(records, cert) -> list[str]:
+  """The paper's figures, then how often the fine-grained and joint bounds beat the naive one."""
+  full = any(r.get("train_source") == "dir" for r in records if r["kind"] == "train")
+  lines = ["", "Paper (CIFAR-10, 3-layer ViT): LoFAST 29.1 % at ε = 0.02 and 16.0 % at ε = 0.05; "
+            "α,β-CROWN 41.2 % / 14.1 %; CROWN 14.35 % vs CROWN+LoFAST 20.03 % at ε = 0.05; LoFAST "
+            "0.055 s/sample, CROWN+LoFAST 1.71 s vs α,β-CROWN 4.33 s per sample. The paper trains on the "
+            "full CIFAR-10 training set" + ("; so do these models (for fewer epochs)." if full else
+                                             "; here the models see the embedded subset only."),
+            "", "## Fine-grained vs naive bound", "",
+            "Per head, layer and correctly classified test image, at the radius the certificate propagates "
+            "to that layer: how often B_fine < B_naive, the median B_naive/B_fine where it is, and the "
+            "median ratio overall; and how often the joint bound (exact layer Jacobian) beats the "
+            "per-head minimum, with its median gain. Krylov residuals: the largest relative residual "
+            "‖KᵀKv − σ²v‖/σ² of the top Ritz pair (Lanczos) for the key-side and layer-Jacobian norms.", "",
+            "| data set | α | ε | fine tighter | gain where tighter | median naive/fine | joint tighter | "
+            "joint gain | max key residual | max Jacobian residual |", "|---|---|---|---|---|---|---|---|---|---|"]
+  for r in cert:
+    lines.append(f"| {r['dataset']} | {r['attention_bound']:g} | {r['eps']:g} | "
+                 f"{_pct(r['fine_tighter_fraction'])} % | {finite(r['fine_gain_median']):.3g}× | "
+                 f"{finite(r['naive_over_fine_median']):.3g} | {_pct(r['joint_tighter_fraction'])} % | "
+                 f"{finite(r['joint_gain_median']):.3g}× | {r['key_gap_max']:.1e} | {r['jacobian_gap_max']:.1e} |")
+  return lines
+
+
+def _tightness_section(records) -> list[str]:
+  """The bound over the largest deviation PGD finds on each attention layer."""
+  lines = []
   tight = sorted([r for r in records if r["kind"] == "tightness"],
                  key=lambda r: (r["dataset"], r["attention_bound"], r["eps"], r["layer"]))
   if tight:
@@ -392,16 +434,7 @@ def summary_markdown(records) -> str:
           f"[{r['ratio_min_min']:.3g}, {r['ratio_min_max']:.3g}] | {r['ratio_fine_median']:.3g} | "
           f"{r['ratio_joint_median']:.3g} | {r['ratio_naive_median']:.3g} | {r['jacobian_norm_median']:.3g} | "
           f"{r['violations']} |")
-  lines += ["", "Notes: the rigorous certificate is the headline: Lanczos (like power iteration) approaches a top "
-            "singular value from below, so a certificate built on its estimate can be too optimistic; the "
-            f"{KRYLOV_LABEL} column shows by how much the estimate would move the figures. The issue's "
-            "min(naive, fine) certificate lies between the `fine` and Krylov-estimate columns (per head and "
-            "layer the minimum is taken; the naive bound alone certifies almost nothing). The tightness table "
-            "is the check that caught 50-step plain power iteration being ~0.7 % low on two MNIST layers (an "
-            "attack exceeded the joint bound); Lanczos on the same budget is now the default.",
-            "", "Plots: certified_accuracy.png (solid: rigorous; dotted: Krylov estimate), tightness.png, "
-            "learning_curves.png (when the run recorded validation accuracies)", ""]
-  return re.sub(r"\n{3,}", "\n\n", "\n".join(lines))
+  return lines
 
 
 def write_report(workdir) -> str:

@@ -309,9 +309,28 @@ def _f(v, digits=3):
 
 
 def summary_markdown(records, config: Optional[dict] = None, crossover: Optional[dict] = None) -> str:
+  """The summary of a differential-attention workdir, section by section, then its claim rows."""
   train = sorted([r for r in records if r["kind"] == "train"],
                  key=lambda r: (r["depth"], r["model"], r["lambda_init"], _seed(r)))
   lines = ["# Differential attention under attack: DiffViT vs ViT (arXiv 2510.00517)", ""]
+  lines += _data_lines(train, config)
+  lines += _model_table(train)
+  lines += _asr_section(records)
+  lines += _cw_section(records)
+  lines += _crossover_section(crossover)
+  lines += _alignment_section(records)
+  lines += _lipschitz_section(records)
+  lines += claims_section(records)
+  lines += ["", "Not reproduced here: pretrained CLIP vs DiffCLIP (the published weights cannot be fetched "
+            "offline; no loader is provided).", "",
+            "Plots: asr_vs_eps.png, asr_vs_lambda_init.png, depth_crossover.png, alignment.png, lipschitz.png"
+            + (", cw_l2.png" if any(r["kind"] == "attack" and r["attack"] == "cw_l2" for r in records) else ""), ""]
+  return "\n".join(lines)
+
+
+def _data_lines(train, config: Optional[dict]) -> list[str]:
+  """The data and model settings the run used, from its train records and config."""
+  lines = []
   if train:
     r0 = train[0]
     source = (config or {}).get("data", {}).get("source")
@@ -325,6 +344,12 @@ def summary_markdown(records, config: Optional[dict] = None, crossover: Optional
               + ". ASR counts only clean-correct images (AutoAttack convention); n = that count. Paper figures "
                 "(docs/theory.md#differential-attention-figures) beside ours (the paper's are CIFAR-10 models at "
                 "about 0.86 clean accuracy)." + _scale_note(config, train), ""]
+  return lines
+
+
+def _model_table(train) -> list[str]:
+  """One row per trained model: parameters, epochs, accuracy and whether it meets the accuracy target."""
+  lines = []
   lines += ["## Models", "", "| model | depth | λ_init | seed | parameters | epochs | clean acc. | meets target | "
             "train acc. (last epoch) | train s |", "|---|---|---|---|---|---|---|---|---|---|"]
   for r in train:
@@ -341,6 +366,12 @@ def summary_markdown(records, config: Optional[dict] = None, crossover: Optional
   if over:
     lines += ["", "**More than one seed of a configuration misses the accuracy target** ("
               + ", ".join(f"{m} d{d} λ {l}" for m, d, l in over) + "): the grid does not meet its own standard."]
+  return lines
+
+
+def _asr_section(records) -> list[str]:
+  """The PGD / APGD attack success rates against ε, with the sanity checks."""
+  lines = []
   attack_rs = [r for r in records if r["kind"] == "attack" and r["attack"] in ("pgd", "apgd")]
   eps_list = sorted({r["eps_255"] for r in attack_rs})
   if attack_rs:
@@ -367,6 +398,12 @@ def summary_markdown(records, config: Optional[dict] = None, crossover: Optional
     lines += [f"- {b}" for b in bad]
     zero = sum(int(r.get("n_zero_grad", 0)) for r in attack_rs)
     lines += ["", f"Zero input gradients at the attack start: {zero} image-attacks in total.", ""]
+  return lines
+
+
+def _cw_section(records) -> list[str]:
+  """CW-L2 attack success rates on an L2 budget grid and the median perturbation found."""
+  lines = []
   cw = [r for r in records if r["kind"] == "attack" and r["attack"] == "cw_l2"]
   if cw:
     grid = sorted({r["eps"] for r in cw})
@@ -379,6 +416,12 @@ def summary_markdown(records, config: Optional[dict] = None, crossover: Optional
       lines.append(f"| {model} | {depth} | {l} | {seed} | {any_r['n_counted']} | " + " | ".join(_f(rs[e]["asr"]) for e in grid)
                    + f" | {_f(any_r.get('median_l2_found'))} |")
     lines.append("")
+  return lines
+
+
+def _crossover_section(crossover: Optional[dict]) -> list[str]:
+  """The depth crossover at each ε of the crossover pair."""
+  lines = []
   if crossover:
     lines += ["## Depth crossover (PGD, main λ_init)", ""]
     for e, (depths, a, b, cross) in crossover.items():
@@ -386,6 +429,12 @@ def summary_markdown(records, config: Optional[dict] = None, crossover: Optional
       lines.append(f"- ε = {e:g}/255: {pairs}; crossover depth: "
                    + (f"≈ {cross:.2f}" if cross is not None else "none in the measured range"))
     lines += ["- paper: at ε = 1/255 DiffViT falls below ViT by depth 8; at 4/255 both ≈ 100 %.", ""]
+  return lines
+
+
+def _alignment_section(records) -> list[str]:
+  """Gradient alignment, Lemma 1 and Theorem 3 per DiffViT and layer."""
+  lines = []
   align = sorted([r for r in records if r["kind"] == "alignment"],
                  key=lambda r: (r["lambda_init"], r["depth"], _seed(r), r["layer"]))
   if align:
@@ -414,6 +463,12 @@ def summary_markdown(records, config: Optional[dict] = None, crossover: Optional
                    f"{r['theorem3_agreement']:.2f} | {max(p_actual, 1 - p_actual):.2f} | "
                    f"{r['theorem3_matches_map_norms']:.2f} |")
     lines.append("")
+  return lines
+
+
+def _lipschitz_section(records) -> list[str]:
+  """Local Lipschitz estimates of the logits at each ε and of every layer's tokens."""
+  lines = []
   lip = [r for r in records if r["kind"] == "lipschitz"]
   if lip:
     eps_l = sorted({r["eps_255"] for r in lip if r["layer"] == -1})
@@ -428,12 +483,7 @@ def summary_markdown(records, config: Optional[dict] = None, crossover: Optional
                                                               for e in eps_l)
                    + " | " + ", ".join(f"{r['mean']:.1f}" for r in layers) + " |")
     lines.append("")
-  lines += claims_section(records)
-  lines += ["", "Not reproduced here: pretrained CLIP vs DiffCLIP (the published weights cannot be fetched "
-            "offline; no loader is provided).", "",
-            "Plots: asr_vs_eps.png, asr_vs_lambda_init.png, depth_crossover.png, alignment.png, lipschitz.png"
-            + (", cw_l2.png" if cw else ""), ""]
-  return "\n".join(lines)
+  return lines
 
 
 def write_report(workdir) -> str:

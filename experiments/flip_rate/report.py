@@ -264,7 +264,20 @@ def summary_markdown(records, derived, eps: float | None = None) -> str:
            "use. Paper: arXiv 2603.13085, as in "
            "docs/theory.md#influence-malleability-figures (its n, widths and training differ; compare "
            "the gap between the models, not the values).", ""]
-  all_records = records
+  lines += _rate_tables(records, derived, eps)
+  lines += _left_out_lines(derived)
+  lines += _criterion_lines(records)
+  lines += _gap_section(derived)
+  lines += _ratio_section(derived)
+  lines += ["ε on the standardised scale: ε/σ_c with the training split's per-channel std (records: "
+            "eps_standardized, channel_std).", "",
+            "Intervals: derived.json. Plots: flip_rate_vs_eps.png (main figure), flip_rate_vs_width.png.", ""]
+  return "\n".join(lines)
+
+
+def _rate_tables(records, derived, eps: float) -> list[str]:
+  """The flip-rate table at ``eps`` for standard and for adversarial training (converged points)."""
+  lines = []
   at_flags = sorted({r["adversarial_training"] for r in records})
   for at in at_flags:
     every = [r for r in records if r["adversarial_training"] == at]
@@ -302,13 +315,25 @@ def summary_markdown(records, derived, eps: float | None = None) -> str:
         lines.append(f"| {task} | {MODEL_LABELS[model]} | " + " | ".join(cells) + f" | {paper_text} | "
                      f"{rho_text} | {use_text} | {zero_text} | {acc} |")
     lines.append("")
+  return lines
+
+
+def _left_out_lines(derived) -> list[str]:
+  """The trainings left out for missing the loss target."""
+  lines = []
   if derived.get("unconverged"):
     lines += [f"**Left out: {len(derived['unconverged'])} training(s) that did not reach the loss target** "
               "(their flip rates are in results.jsonl but in no interval or comparison): "
               + ", ".join(f"{u['task']}/{MODEL_LABELS[u['model']]}/m={u['width']}/seed {u['seed']}"
                           for u in derived["unconverged"][:12])
               + (" …" if len(derived["unconverged"]) > 12 else ""), ""]
-  crit = [r for r in all_records if "train_loss" in r]
+  return lines
+
+
+def _criterion_lines(records) -> list[str]:
+  """Each model's training criterion: mean final loss, how many converged, how."""
+  lines = []
+  crit = [r for r in records if "train_loss" in r]
   if crit:
     lines += ["Training criterion (per model): " + "; ".join(
         f"{MODEL_LABELS[m]}: train loss {np.mean([r['train_loss'] for r in crit if r['model'] == m]):.3g}, "
@@ -316,6 +341,12 @@ def summary_markdown(records, derived, eps: float | None = None) -> str:
         f"/{len({(q['task'], q['width'], q['seed']) for q in crit if q['model'] == m})} converged (target "
         f"{crit[0]['loss_target']:g}), {_how_trained([r for r in crit if r['model'] == m])}"
         for m in ("relu", "mlp_attn") if any(r["model"] == m for r in crit)), ""]
+  return lines
+
+
+def _gap_section(derived) -> list[str]:
+  """The attack minus the random-sign control at every ε, with sign-flip intervals."""
+  lines = []
   if derived.get("gaps"):
     lines += ["## Attack minus random-sign control (converged points), % with 95 % sign-flip interval over seeds", "",
               "| AT | task | model | m | attack | " + " | ".join(
@@ -330,6 +361,12 @@ def summary_markdown(records, derived, eps: float | None = None) -> str:
           f"{cells[e]['gap_pct']:.1f} [{cells[e]['low_pct']:.1f}, {cells[e]['high_pct']:.1f}] (n={cells[e]['n_seeds']})"
           if e in cells else "–" for e in all_eps) + " |")
     lines.append("")
+  return lines
+
+
+def _ratio_section(derived) -> list[str]:
+  """The flip-rate ratio MLP-Attn / 2L-ReLU against ε, its calibration and ceiling."""
+  lines = []
   if derived.get("ratio_curve"):
     lines += ["## Flip-rate ratio MLP-Attn / 2L-ReLU against ε (pooled counts, 95 % delta-t interval over seeds)", "",
               "The paper's ε unit is not stated. Calibration: ε* is where our 2L-ReLU's pooled PGD flip rate equals "
@@ -353,10 +390,7 @@ def summary_markdown(records, derived, eps: float | None = None) -> str:
           + (f" (≤ {row[e]['ceiling']:.2g})" if np.isfinite(row[e].get("ceiling", np.inf)) else "")
           if e in row else "–" for e in all_eps) + " |")
     lines.append("")
-  lines += ["ε on the standardised scale: ε/σ_c with the training split's per-channel std (records: "
-            "eps_standardized, channel_std).", "",
-            "Intervals: derived.json. Plots: flip_rate_vs_eps.png (main figure), flip_rate_vs_width.png.", ""]
-  return "\n".join(lines)
+  return lines
 
 
 def _calibration_sentence(c: dict) -> str:

@@ -92,7 +92,7 @@ def vit(workdir, model: str = "vit", depth: int = 1, lambda_init: str = "0.8") -
   x_example = np.zeros((1, vit_config.image_size, vit_config.image_size, channels), np.float32)
   params, init = _restore_params(VisionTransformer(vit_config), config.train, x_example,
                                  Path(workdir) / "models" / point.name)
-  return ModelSpec(point.name, vit_training._apply_fns(vit_config), params, vit_config.num_classes,
+  return ModelSpec(point.name, vit_training.apply_fns(vit_config), params, vit_config.num_classes,
                    init_params=init, module=VisionTransformer(vit_config))
 
 

@@ -182,11 +182,11 @@ class TrainedModel(NamedTuple):
 def logits_function(vit_config: ViTConfig, params):
   """``jax.tree_util.Partial`` computing logits [B, classes] from images [B, H, W, C]; the params are
   its array leaves, so compiled attacks reuse their program across weights of the same shapes."""
-  return jax.tree_util.Partial(_apply_fns(vit_config), params)
+  return jax.tree_util.Partial(apply_fns(vit_config), params)
 
 
 @functools.lru_cache(maxsize=None)
-def _apply_fns(vit_config: ViTConfig):
+def apply_fns(vit_config: ViTConfig):
   """(params, x) -> logits: one function object per architecture (the code base's one way to a stable jit
   identity, see ``attacks._driver``), so compiled code keyed on it is reused across weights."""
   module = VisionTransformer(vit_config)

@@ -129,6 +129,18 @@ def summary_markdown(records, derived) -> str:
               f"kernel path: {r0['kernel_path']}. Mean ± std over seeds. Source: arXiv 2603.13085 "
               "(docs/theory.md#kernel-distance).", "",
               f"Data: {width_sweep_claims.data_draw_text(records)}.", ""]
+  lines += _initialisation_section(init, derived)
+  lines += _trained_section(train)
+  lines += _converged_section(records)
+  lines += _distance_slope_lines(records) + _movement_lines(records)
+  lines += ["", "Fits: derived.json. Plots: kernel_distance.png, spectral_ratio.png"
+            + (", function_distance.png, kernel_movement.png" if train else ""), ""]
+  return "\n".join(lines)
+
+
+def _initialisation_section(init, derived) -> list[str]:
+  """Kernel distances at initialisation: fitted slopes, spectral ratios and the width where the ratio reaches 1."""
+  lines = []
   lines += ["## Kernel distance at initialisation", "",
             "Relative Frobenius ‖K_m − K∞‖_F/‖K∞‖_F (train block) should fall as m^(−1/2) for both models "
             "(sanity check). The discriminating figure is ‖K_m − K∞‖₂/λ_min(K∞) at the largest width, "
@@ -150,6 +162,12 @@ def summary_markdown(records, derived) -> str:
           f"{_fmt(fit['slope']) if fit else '–'} ± {_fmt(fit['slope_stderr'], 2) if fit else '–'} | "
           f"{frob[-1]:.3g} (m={int(xs[-1])}) | {ratio[-1]:.3g} | {lam[0]:.3g} | "
           f"{_fmt(sfit['slope']) if sfit else '–'} | {_fmt(sfit['width_reaching_1'] if sfit else None, 2)} |")
+  return lines
+
+
+def _trained_section(train) -> list[str]:
+  """Function distance after gradient descent and kernel movement, beside the paper's table."""
+  lines = []
   if train:
     lines += ["", "## Function distance after gradient descent and kernel movement", "",
               "‖f_m − f_NTK‖_F over the [n_test, C] test outputs at the same training time t = steps·η, the "
@@ -170,9 +188,14 @@ def summary_markdown(records, derived) -> str:
           lines.append(f"| {dataset} | {MODEL_LABELS[model]} | {int(w)} | {dist[i]:.3g} ± {dstd[i]:.2g} | "
                        f"{rel[i]:.3g} | {paper.get(int(w), '')} | {mov[i]:.3g} | {acc_n[i]:.3f} | "
                        f"{acc_k[i]:.3f} |")
+  return lines
+
+
+def _converged_section(records) -> list[str]:
+  """Function distance at convergence against the K₀ and K∞ regressions, and the points left out."""
+  lines = []
   conv_all = [r for r in records if r["kind"] == "converged"]
   if conv_all:
-    conv = [r for r in conv_all if tolerance.reached_target(r)]
     left = [r for r in conv_all if not tolerance.reached_target(r)]
     lines += ["", "## Function distance at convergence", "",
               f"The network trained by {_optimizer_name(conv_all)} to a ½·MSE train-loss target "
@@ -216,10 +239,7 @@ def summary_markdown(records, derived) -> str:
                   f"the ½·MSE at or above {lo:.3g}" + (f" – {hi:.3g}" if f"{hi:.3g}" != f"{lo:.3g}" else "")
                   + f" (width{'s' if len(widths) > 1 else ''} {', '.join(map(str, widths))}; `ntk.loss_floor`, "
                   "docs/theory.md#fixed-readout-loss-floor)."]
-  lines += _distance_slope_lines(records) + _movement_lines(records)
-  lines += ["", "Fits: derived.json. Plots: kernel_distance.png, spectral_ratio.png"
-            + (", function_distance.png, kernel_movement.png" if train else ""), ""]
-  return "\n".join(lines)
+  return lines
 
 
 KIND_LABELS = {"common": "common ½·MSE target", "converged": "trained to the criterion",
