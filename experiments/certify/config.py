@@ -156,12 +156,12 @@ def get_config(full: bool = False, standard=None) -> CertifyConfig:
   """The quick CPU config; ``standard`` (True or 'cifar10'): the standard CPU grid (``standard_config``);
   or with ``full`` the full-data one (``data.source=dir``, ``ATTN_DATA_DIR``: 10,000 train / 1,000 test
   images, 60 epochs, stronger attacks; sized for an accelerator)."""
-  if standard and full:
-    raise ValueError("--full and --standard are exclusive")
-  if standard:
-    return standard_config("cifar10" if standard is True else standard)
-  if not full:
-    return CertifyConfig()
+  return config_lib.select_config(full, standard, quick=CertifyConfig, full_config=_full_config,
+                                  standard_config=standard_config, datasets=STANDARD)
+
+
+def _full_config() -> CertifyConfig:
+  """The full-size config (``--full``)."""
   return CertifyConfig(data=config_lib.DataConfig(n_train=10000, n_test=1000, source="dir"),
                        validation_fraction=0.05,
                        train=config_lib.ClassifierTrainConfig(epochs=60, batch_size=64, learning_rate=3e-3,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import typing
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from experiments.data.loader import SOURCES
 
@@ -361,6 +361,21 @@ def field_choices(config, prefix: str = "") -> dict[str, str]:
       out[prefix + f.name] = " | ".join(f.metadata["choices"]) + (f"; {f.metadata['note']}" if f.metadata["note"]
                                                                    else "")
   return out
+
+
+def select_config(full: bool, standard, *, quick: Callable[[], Any], full_config: Callable[[], Any],
+                  standard_config: Callable[[str], Any], datasets: Sequence[str]):
+  """The ``get_config(full, standard)`` of the experiments with standard grids: the quick config, the full one
+  (``--full``), or a standard grid (``--standard [DATASET]``; True: the first of ``datasets``).
+
+  Raises:
+    ValueError: ``full`` and ``standard`` together.
+  """
+  if standard and full:
+    raise ValueError("--full and --standard are exclusive")
+  if standard:
+    return standard_config(datasets[0] if standard is True else standard)
+  return full_config() if full else quick()
 
 
 def check_gauss_newton(train: TrainConfig, group: str, *, mse: bool, fixed_readout: bool) -> None:

@@ -137,12 +137,12 @@ def standard_config(dataset: str = "fashion_mnist") -> DiffAttentionConfig:
 def get_config(full: bool = False, standard=None) -> DiffAttentionConfig:
   """The quick CPU config (a smoke run), ``standard`` (True or a data set of ``STANDARD``: the standard CPU
   grid, ``standard_config``), or with ``full`` the accelerator grid (module docstring)."""
-  if standard and full:
-    raise ValueError("--full and --standard are exclusive")
-  if standard:
-    return standard_config("fashion_mnist" if standard is True else standard)
-  if not full:
-    return DiffAttentionConfig()
+  return config_lib.select_config(full, standard, quick=DiffAttentionConfig, full_config=_full_config,
+                                  standard_config=standard_config, datasets=STANDARD)
+
+
+def _full_config() -> DiffAttentionConfig:
+  """The full-size config (``--full``)."""
   base = vit_training.full_config()
   fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(TrainViTConfig)}
   return DiffAttentionConfig(**fields, attack_samples=1000, attack_batch_size=250, apgd_steps=100,

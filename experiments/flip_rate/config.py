@@ -147,12 +147,12 @@ def standard_config(dataset: str = "mnist") -> FlipRateConfig:
 def get_config(full: bool = False, standard=None) -> FlipRateConfig:
   """The quick config, ``standard`` (True or a data set of ``STANDARD``: ``standard_config``), or with
   ``full`` the accelerator grid (module docstring)."""
-  if standard and full:
-    raise ValueError("--full and --standard are exclusive")
-  if standard:
-    return standard_config("mnist" if standard is True else standard)
-  if not full:
-    return FlipRateConfig()
+  return config_lib.select_config(full, standard, quick=FlipRateConfig, full_config=_full_config,
+                                  standard_config=standard_config, datasets=STANDARD)
+
+
+def _full_config() -> FlipRateConfig:
+  """The full-size config (``--full``)."""
   return FlipRateConfig(tasks=("mnist", "fashion_mnist", "cifar10", "mnist_3v8", "cifar_cars_planes"),
                         widths=(256, 1024, 4096), seeds=tuple(range(20)), eps=FULL_EPS,
                         train=config_lib.TrainConfig(optimizer="lbfgs"),
