@@ -10,7 +10,6 @@ tasks (arXiv 2603.13085 §5).
 """
 from __future__ import annotations
 
-from typing import Optional
 
 import jax
 import numpy as np
