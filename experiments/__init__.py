@@ -1,5 +1,12 @@
-"""Experiments: each module's ``python -m experiments.<name>`` is a CLI (``experiments.core.config``)."""
+"""Experiments: one package per experiment (``experiments.registry``), each a CLI
+``python -m experiments.<name>`` (``experiments.core.cli``) with its report ``python -m experiments.<name>.report``."""
 import sys as _sys
+import warnings as _warnings
+
+# Each package imports its report module for its SPEC, so ``python -m experiments.<name>.report`` finds the module
+# already imported; runpy then warns that it runs it a second time, as __main__. A report module keeps no state
+# at import, so running it twice is harmless and the warning says nothing to a user.
+_warnings.filterwarnings("ignore", message=r"'experiments\.\w+\.report' found in sys\.modules", category=RuntimeWarning)
 
 # ``python -m experiments.<name>`` imports this package while it locates the module (sys.argv[0] is '-m'
 # then), before anything imports JAX: the one moment XLA's CPU device flags can still be set.

@@ -3,7 +3,7 @@
   python -m experiments.certify --workdir DIR [--full] [--standard [DATASET]] [field=value ...]
   python -m experiments.certify.report --workdir DIR
 
-Runner: ``run``; plots and summary: ``report``; claim rows: ``claims``.
+Configs: ``config``; runner: ``run``; plots and summary: ``report``; claim rows: ``claims``.
 """
 from __future__ import annotations
 
@@ -19,12 +19,12 @@ SPEC = ExperimentSpec(
     run=run.run,
     write_report=report.write_report,
     report_description="Redraw the certification plots and summary.md.",
-    config_signature=('attention_bounds',),
-    record_signature=('attention_bound',),
+    config_signature=("attention_bounds",),
+    record_signature=("attention_bound",),
     single_process=True,
     standard=config.STANDARD,
     claim_rows=claims.claim_rows,
     not_run_rows=claims.not_run_rows,
-    claim_prefixes=('certified',),
+    claim_prefixes=("certified",),
     standard_runs=(("certify", partial(config.get_config, standard=True)),),
 )

@@ -334,7 +334,8 @@ def write_report(workdir) -> str:
 
 
 def main(argv=None) -> None:
-  report_cli("Redraw the claims table (summary.md) and forest plot.", write_report, argv)
+  report_cli("Redraw the claims table (summary.md) and forest plot.", write_report, argv,
+             prog="python -m experiments.claims.report")
 
 
 if __name__ == "__main__":

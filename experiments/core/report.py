@@ -51,10 +51,10 @@ def write_summary(workdir, experiment: str, required: Sequence[str],
   return text
 
 
-def report_cli(description: str, write_report: Callable, argv=None) -> None:
+def report_cli(description: str, write_report: Callable, argv=None, prog: str | None = None) -> None:
   """``python -m experiments.<name>.report --workdir DIR``: rebuilds plots, derived.json and summary.md
   from the records alone; user errors end with one line on stderr and exit status 2."""
-  parser = argparse.ArgumentParser(description=description)
+  parser = argparse.ArgumentParser(prog=prog, description=description)
   parser.add_argument("--workdir", required=True, help="a workdir holding results.jsonl")
   args = parser.parse_args(argv)
   with user_errors():
@@ -68,4 +68,4 @@ def report_cli(description: str, write_report: Callable, argv=None) -> None:
 
 def report_main(spec: ExperimentSpec, argv=None) -> None:
   """``python -m experiments.<name>.report --workdir DIR`` of the experiment ``spec``."""
-  report_cli(spec.report_description, spec.write_report, argv)
+  report_cli(spec.report_description, spec.write_report, argv, prog=f"python -m experiments.{spec.name}.report")

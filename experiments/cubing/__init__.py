@@ -3,7 +3,7 @@
   python -m experiments.cubing --workdir DIR [--full] [field=value ...]
   python -m experiments.cubing.report --workdir DIR
 
-Runner: ``run``; plots and summary: ``report``; claim rows: ``claims``.
+Configs: ``config``; runner: ``run``; plots and summary: ``report``; claim rows: ``claims``.
 """
 from __future__ import annotations
 
@@ -17,13 +17,13 @@ SPEC = ExperimentSpec(
     run=run.run,
     write_report=report.write_report,
     report_description="Redraw the condition-number cubing plot and summary.md.",
-    config_signature=('ns', 'layers'),
-    record_signature=('log10_kappa_G',),
+    config_signature=("ns", "layers"),
+    record_signature=("log10_kappa_G",),
     claims_config=claims.claims_config,
     claim_rows=claims.claim_rows,
     not_run_rows=claims.not_run_rows,
     joint_rows=claims.joint_rows,
     grid_fields=frozenset({"data.dir", "data.source", "datasets", "eps", "layers", "ns", "seeds"}),
-    claim_prefixes=('cubing', 'implied_width', 'kernel_conditioning'),
+    claim_prefixes=("cubing", "implied_width", "kernel_conditioning"),
     main_job=True,
 )

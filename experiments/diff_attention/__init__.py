@@ -3,7 +3,7 @@
   python -m experiments.diff_attention --workdir DIR [--full] [--standard [DATASET]] [field=value ...]
   python -m experiments.diff_attention.report --workdir DIR
 
-Runner: ``run``; plots and summary: ``report``; claim rows: ``claims``.
+Configs: ``config``; runner: ``run``; plots and summary: ``report``; claim rows: ``claims``.
 """
 from __future__ import annotations
 
@@ -19,14 +19,14 @@ SPEC = ExperimentSpec(
     run=run.run,
     write_report=report.write_report,
     report_description="Redraw the differential-attention plots and summary.md.",
-    config_signature=('eps_255', 'lipschitz_samples'),
-    record_signature=('kind', 'lambda_init', 'attack'),
+    config_signature=("eps_255", "lipschitz_samples"),
+    record_signature=("kind", "lambda_init", "attack"),
     single_process=True,
     standard=config.STANDARD,
     claim_rows=claims.claim_rows,
     not_run_rows=claims.not_run_rows,
     variant_of=claims.variant_of,
-    claim_prefixes=('da_', 'lambda_peak', 'depth_crossover'),
+    claim_prefixes=("da_", "lambda_peak", "depth_crossover"),
     standard_runs=(("diff_attention", partial(config.standard_config, "fashion_mnist")),
                    ("diff_attention_cifar10", partial(config.standard_config, "cifar10"))),
 )

@@ -3,7 +3,7 @@
   python -m experiments.dual_implications --workdir DIR [--full] [field=value ...]
   python -m experiments.dual_implications.report --workdir DIR
 
-Runner: ``run``; plots and summary: ``report``; claim rows: ``claims``.
+Configs: ``config``; runner: ``run``; plots and summary: ``report``; claim rows: ``claims``.
 """
 from __future__ import annotations
 
@@ -17,13 +17,13 @@ SPEC = ExperimentSpec(
     run=run.run,
     write_report=report.write_report,
     report_description="Rebuild the dual-implications plot and summary from results.jsonl.",
-    config_signature=('targets', 'network_seeds'),
-    record_signature=('kernel_error', 'alignment'),
+    config_signature=("targets", "network_seeds"),
+    record_signature=("kernel_error", "alignment"),
     claims_config=claims.claims_config,
     claim_rows=claims.claim_rows,
     not_run_rows=claims.not_run_rows,
     grid_fields=frozenset({"data.dir", "data.source", "datasets", "draws", "models", "network_seeds", "seeds",
         "targets"}),
-    claim_prefixes=('dual',),
+    claim_prefixes=("dual",),
     stability=True,
 )

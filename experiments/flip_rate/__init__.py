@@ -3,7 +3,7 @@
   python -m experiments.flip_rate --workdir DIR [--full] [--standard [DATASET]] [field=value ...]
   python -m experiments.flip_rate.report --workdir DIR
 
-Runner: ``run``; plots and summary: ``report``; claim rows: ``claims``.
+Configs: ``config``; runner: ``run``; plots and summary: ``report``; claim rows: ``claims``.
 """
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ SPEC = ExperimentSpec(
     run=run.run,
     write_report=report.write_report,
     report_description="Redraw the flip-rate plots and summary.md.",
-    config_signature=('attacks', 'top_fraction'),
-    record_signature=('flip_rate', 'attack'),
+    config_signature=("attacks", "top_fraction"),
+    record_signature=("flip_rate", "attack"),
     standard=config.STANDARD,
     claims_config=claims.claims_config,
     claim_rows=claims.claim_rows,
@@ -43,7 +43,7 @@ SPEC = ExperimentSpec(
         ("adversarial training (PGD, ε = 0.3)", ("adversarial_training=true",)),
         ("task: CIFAR-10", ("tasks=cifar10",)),
     ),
-    claim_prefixes=('flip_ratio', 'adv_training', 'flip_excess'),
+    claim_prefixes=("flip_ratio", "adv_training", "flip_excess"),
     standard_runs=(("flip_rate_standard", partial(config.standard_config, "mnist")),
                    ("flip_rate_standard_cifar10", partial(config.standard_config, "cifar10"))),
     stability=True,

@@ -3,7 +3,7 @@
   python -m experiments.landscape --workdir DIR [--full] [field=value ...]
   python -m experiments.landscape.report --workdir DIR
 
-Runner: ``run``; plots and summary: ``report``; claim rows: ``claims``.
+Configs: ``config``; runner: ``run``; plots and summary: ``report``; claim rows: ``claims``.
 """
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ SPEC = ExperimentSpec(
     run=run.run,
     write_report=report.write_report,
     report_description="Redraw the loss-landscape plots and summary.md.",
-    config_signature=('lanczos_iters',),
-    record_signature=('top_eigenvalues',),
+    config_signature=("lanczos_iters",),
+    record_signature=("top_eigenvalues",),
     claims_config=claims.claims_config,
     claim_rows=claims.claim_rows,
     not_run_rows=claims.not_run_rows,
@@ -30,6 +30,6 @@ SPEC = ExperimentSpec(
          ("train.optimizer=adam", "train.learning_rates=0.001", "train.max_epochs=500")),
         ("training: L-BFGS with L2 1e-3 (the paper's penalty)", ("train.l2=0.001",)),
     ),
-    claim_prefixes=('sharpness',),
+    claim_prefixes=("sharpness",),
     stability=True,
 )

@@ -3,7 +3,7 @@
   python -m experiments.report --workdir DIR [--full] [field=value ...]
   python -m experiments.report.report --workdir DIR
 
-Runner: ``run``; plots and summary: ``report``.
+Configs: ``config``; runner: ``run``; plots and summary: ``report``.
 """
 from __future__ import annotations
 

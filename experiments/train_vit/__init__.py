@@ -3,7 +3,7 @@
   python -m experiments.train_vit --workdir DIR [--full] [field=value ...]
   python -m experiments.train_vit.report --workdir DIR
 
-Runner: ``run``; plots and summary: ``report``.
+Configs: ``config``; runner: ``run``; plots and summary: ``report``.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ SPEC = ExperimentSpec(
     run=run.run,
     write_report=report.write_report,
     report_description="Rewrite the ViT / DiffViT training summary.md.",
-    config_signature=('depths',),
-    record_signature=('kind', 'lambda_init'),
+    config_signature=("depths",),
+    record_signature=("kind", "lambda_init"),
     single_process=True,
 )

@@ -3,7 +3,7 @@
   python -m experiments.width_sweep --workdir DIR [--full] [field=value ...]
   python -m experiments.width_sweep.report --workdir DIR
 
-Runner: ``run``; plots and summary: ``report``; claim rows: ``claims``.
+Configs: ``config``; runner: ``run``; plots and summary: ``report``; claim rows: ``claims``.
 """
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ SPEC = ExperimentSpec(
     run=run.run,
     write_report=report.write_report,
     report_description="Redraw the width-sweep plots and summary.md.",
-    config_signature=('kernel_path',),
-    record_signature=('kernel_path',),
+    config_signature=("kernel_path",),
+    record_signature=("kernel_path",),
     claims_config=claims.claims_config,
     claim_rows=claims.claim_rows,
     not_run_rows=claims.not_run_rows,
@@ -29,7 +29,7 @@ SPEC = ExperimentSpec(
         ("n: 1,000 training images", ("data.n_train=1000",)),
         ("ridge: λ = 1e-4·tr(K₀)/n", ("ridge_scale=0.0001",)),
     ),
-    claim_prefixes=('ntk_distance', 'feature_learning', 'implied_vs_measured'),
+    claim_prefixes=("ntk_distance", "feature_learning", "implied_vs_measured"),
     stability=True,
     main_job=True,
 )
