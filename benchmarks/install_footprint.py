@@ -1,4 +1,4 @@
-"""Size of the installed environment and the cost of ``import neural_tangents`` (README, "Supported versions").
+"""Size of the installed environment and the cost of ``import neural_tangents`` (docs/versions.md).
 
   python benchmarks/install_footprint.py            # this interpreter's environment, 5 cold imports
 

@@ -34,6 +34,8 @@ def main(argv=None) -> None:
                            "into its previous-<time>/ and start afresh")
   distributed.add_arguments(parser)
   args = parser.parse_args(argv)
+  if not args.workdir:
+    parser.error("--workdir must name a directory (got an empty string)")
   root = Path(args.workdir)
   start = time.perf_counter()
   with cli.user_errors():

@@ -8,7 +8,7 @@ subprocesses, benchmarks) does. A bare ``import neural_tangents`` runs it throug
 (``site_hook/attention_fragility_nt_hook.py``, in site-packages); where that is absent (``python -S``, a
 venv installed before the hook), ``import ntk._nt_compat`` first.
 
-What it touches (README, "Supported versions, and why"; docs/theory.md#neural-tangents-on-current-jax):
+What it touches (docs/versions.md; docs/theory.md#neural-tangents-on-current-jax):
 
 | gap in neural-tangents 0.6.5 | filled with |
 |---|---|

@@ -97,7 +97,7 @@ def _model(seed=0, config=SMALL):
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_spectral_dense_gradient_at_init_does_not_depend_on_rounding(seed):
-  """The machine-dependent golden record (README, "Supported versions, and why"): at an orthogonal init every
+  """The machine-dependent golden record (docs/versions.md): at an orthogonal init every
   singular value is 1, where W/max(1, σ_max) is not differentiable, so a relative 1e-7 change of W (what
   another CPU's LAPACK or thread count gives) moved the gradient by ~10 %. At the Gaussian init the gradient
   is continuous there: it moves by O(1e-7)·κ. The orthogonal case is kept to show the test can fail."""

@@ -1,7 +1,7 @@
 """ntk/_nt_compat.py: neural-tangents 0.6.5 on the supported JAX range, checked against closed forms.
 
 Runs on every supported version (both CI legs). When a new JAX release breaks neural-tangents, this file
-fails first: README, "Supported versions, and why", says how to check a new release.
+fails first: docs/versions.md says how to check a new release.
 """
 import importlib
 import importlib.util

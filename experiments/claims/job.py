@@ -7,7 +7,7 @@ Usage:
 
 Reads the workdirs of the other experiments — every subdirectory of DIR and every ``--from`` directory,
 each identified by its config.json (or, lacking one, its records) — and runs only the quick CPU experiments
-that are missing into DIR/<experiment>: the condition-number cubing check (MNIST and CIFAR-10, n ≤ 256, 5
+that are missing into DIR/<experiment>: the condition-number cubing check (MNIST and CIFAR-10, n ≤ 256, 10
 subsets per n), the width sweep on MNIST, the flip-rate study, the sharpness study and the dual-implications
 study (MNIST and CIFAR-10, n = 256; each experiment
 resumes itself; Ctrl-C keeps the finished points and rerunning the command resumes). It never runs the
@@ -362,10 +362,13 @@ def main(argv=None) -> None:
                       help="the stability pass's modes: " + "; ".join(f"{m.name}: {m.description}"
                                                                       for m in stability.MODES) + " (default all)")
   parser.add_argument("--standard", action="store_true",
-                      help="also run the missing standard differential-attention (Fashion-MNIST grid and the "
-                           "CIFAR-10 depth-1 pair) and certification grids (measured about 65 + 39 + 20 minutes "
-                           "on 2 shared CPU cores; set ATTN_DATA_DIR to the full data files)")
+                      help="also run the missing standard grids: differential attention (the Fashion-MNIST grid "
+                           "and the CIFAR-10 depth-1 pair), certification, and the flip-rate grids (MNIST, 30 "
+                           "seeds; CIFAR-10, 10 seeds); hours on 2 CPU cores (docs/claims.md); set ATTN_DATA_DIR "
+                           "to the full data files")
   args = parser.parse_args(argv)
+  if not args.workdir:
+    parser.error("--workdir must name a directory (got an empty string)")
   start = time.perf_counter()
   with cli.user_errors():
     run_claims(args.workdir, args.from_dirs, run=not args.no_run, overwrite_config=args.overwrite_config,

@@ -335,7 +335,7 @@ def write_report(workdir) -> str:
 
 def main(argv=None) -> None:
   report_cli("Redraw the claims table (summary.md) and forest plot.", write_report, argv,
-             prog="python -m experiments.claims.report")
+             prog="python -m experiments.claims.report", records="claims.jsonl")
 
 
 if __name__ == "__main__":

@@ -51,6 +51,8 @@ def cli(spec: ExperimentSpec, argv=None):
   from experiments.core import distributed
   distributed.add_arguments(parser)
   args = parser.parse_args(argv)
+  if not args.workdir:
+    parser.error("--workdir must name a directory (got an empty string)")
   if has_standard and isinstance(args.standard, str) and "=" in args.standard:
     args.overrides.insert(0, args.standard)  # "--standard field=value": the flag without a data set
     args.standard = True
@@ -96,7 +98,8 @@ def experiment_main(spec: ExperimentSpec, argv=None) -> None:
 
 @contextlib.contextmanager
 def user_errors():
-  """Turns the errors a user can cause (bad values, missing or corrupt data files) into one line on
+  """Turns the errors a user can cause (bad values, missing or corrupt data files, a directory where a file
+  belongs or the reverse) into one line on
   stderr and exit status 2, and Ctrl-C into a note that the finished points are kept (status 130),
   instead of a traceback. A Ctrl-C that a gc callback or finalizer swallowed is raised again
   (``experiments.core.interrupts.ctrl_c_stops``), so the first one stops the run."""
@@ -104,7 +107,7 @@ def user_errors():
   try:
     with ctrl_c_stops():
       yield
-  except (ValueError, FileNotFoundError) as e:
+  except (ValueError, FileNotFoundError, IsADirectoryError, NotADirectoryError) as e:
     print(f"error: {e}", file=sys.stderr)
     raise SystemExit(2) from None
   except KeyboardInterrupt:

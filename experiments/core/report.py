@@ -51,12 +51,15 @@ def write_summary(workdir, experiment: str, required: Sequence[str],
   return text
 
 
-def report_cli(description: str, write_report: Callable, argv=None, prog: str | None = None) -> None:
+def report_cli(description: str, write_report: Callable, argv=None, prog: str | None = None,
+               records: str = "results.jsonl") -> None:
   """``python -m experiments.<name>.report --workdir DIR``: rebuilds plots, derived.json and summary.md
   from the records alone; user errors end with one line on stderr and exit status 2."""
   parser = argparse.ArgumentParser(prog=prog, description=description)
-  parser.add_argument("--workdir", required=True, help="a workdir holding results.jsonl")
+  parser.add_argument("--workdir", required=True, help=f"a workdir holding {records}")
   args = parser.parse_args(argv)
+  if not args.workdir:
+    parser.error("--workdir must name a directory (got an empty string)")
   with user_errors():
     try:
       write_report(args.workdir)

@@ -117,6 +117,9 @@ def load_model(ref: str):
       neither a ModelSpec nor (ModelSpec, data).
   """
   module_name, function, kwargs = parse_model_ref(ref)
+  if module_name == "experiments.model_adapters":
+    raise ValueError(f"--model {ref}: experiments.model_adapters is now experiments.report.adapters "
+                     f"(--model 'experiments.report.adapters:{function}(...)')")
   try:
     module = _import(module_name)
   except (Exception, SystemExit) as e:  # noqa: BLE001 (any import failure, sys.exit too, is the user's, in one line)

@@ -243,3 +243,17 @@ def test_gauss_newton_is_refused_at_config_time_where_it_cannot_train():
     config_lib.apply_overrides(width_sweep_config.get_config(), ["converged.train.optimizer=gauss_newton",
                                                           "converged.train.l2=0.001"]).validate()
 
+
+
+def test_an_empty_workdir_is_refused_and_a_directory_error_is_one_line(tmp_path, capsys, monkeypatch):
+  """``--workdir ""`` would write into the current directory: refused with exit status 2. A directory where
+  a file belongs (or the reverse) ends in one line too."""
+  monkeypatch.chdir(tmp_path)
+  with pytest.raises(SystemExit) as e:
+    experiment_main(registry.get("cubing"), ["--workdir", ""])
+  assert e.value.code == 2 and "--workdir must name a directory" in capsys.readouterr().err
+  assert list(tmp_path.iterdir()) == []
+  with pytest.raises(SystemExit) as e:
+    with cli.user_errors():
+      open(tmp_path)  # noqa: SIM115 (raises IsADirectoryError)
+  assert e.value.code == 2 and capsys.readouterr().err.startswith("error: ")

@@ -381,3 +381,9 @@ def test_standardised_input_model_summary_names_its_eps_units(tmp_path):
   text = report_report.write_report(tmp_path)
   assert "standardised: input_range [-2, 2] units (k/255 of one unit of that range, not of a pixel)" in text
   assert "foreign: [0, 1] pixel scale" in text and (tmp_path / "robustness.png").exists()
+
+
+def test_the_renamed_adapters_module_is_named_in_the_error():
+  from experiments.report.run import load_model
+  with pytest.raises(ValueError, match=r"experiments\.model_adapters is now experiments\.report\.adapters"):
+    load_model("experiments.model_adapters:vit(workdir='runs/vit')")
