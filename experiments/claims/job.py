@@ -329,10 +329,17 @@ def run_claims(workdir, from_dirs: Sequence = (), *, run: bool = True, overwrite
   modes = stability_modes or stability.MODE_NAMES
   if stability_modes or any((root / stability.workdir_name(e, m)).is_dir()
                             for e in stability.stability_experiments() for m in modes):
-    rows = stability.apply_stability(rows, root, sources, run=run and bool(stability_modes), modes=modes,
-                                     overwrite_config=overwrite_config)
+    rows = stability.apply_stability(rows, root, sources, rerun_rows=rerun_rows, run=run and bool(stability_modes),
+                                     modes=modes, overwrite_config=overwrite_config)
   write_rows(root, rows, protocol.protocol_choices(sources, str(root)), compute_times(sources))
   return claims_report.write_report(root)
+
+
+def rerun_rows(path, experiment: str) -> list[dict]:
+  """The rows of a stability rerun. The rerun is the quick setting by construction: its perturbation is no
+  protocol variant (reading it as one labelled every rerun row apart, so no row could ever be compared)."""
+  source = load_source(path, experiment)._replace(variant=())
+  return build_rows([source], str(Path(path).parent), include_not_run=False)
 
 
 def supported_rows_markdown(workdirs: Sequence) -> str:

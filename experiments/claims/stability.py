@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Mapping, NamedTuple, Optional, Sequence
+from typing import Callable, Mapping, NamedTuple, Optional, Sequence
 
 SUFFIX = "_stability"
 PERTURBATION = 1e-7  # relative, float32 rounding level
@@ -118,11 +118,12 @@ def stability_experiments() -> tuple[str, ...]:
 
 
 def stability_config(experiment: str, perturbation: float = PERTURBATION):
-  """``claims.job.quick_config(experiment)`` with its L-BFGS networks' initial parameters perturbed by a
+  """The config the claims job runs for ``experiment`` (its spec's ``claims_config``) with its L-BFGS networks'
+  initial parameters perturbed by a
   relative ``perturbation`` (every config field named ``init_perturbation``; 0 leaves the config unchanged)."""
-  from experiments.claims.job import quick_config
+  from experiments import registry
   from experiments.core import config as config_lib
-  config = quick_config(experiment)
+  config = registry.get(experiment).claims_config()
   if not perturbation:
     return config
   fields = [f for f in config_lib.fields_of(config) if f.split(".")[-1] == "init_perturbation"]
@@ -165,9 +166,10 @@ def _key(row: Mapping) -> tuple:
   return row["claim_id"], row["variant"], row.get("measurement", "")
 
 
-def apply_stability(rows: list[dict], root, sources: Sequence, *, run: bool, modes: Sequence[str] = MODE_NAMES,
-                    overwrite_config: bool = False) -> list[dict]:
-  """The stability pass over the claim ``rows`` built from ``sources``.
+def apply_stability(rows: list[dict], root, sources: Sequence, *, rerun_rows: Callable[[Path, str], list[dict]],
+                    run: bool, modes: Sequence[str] = MODE_NAMES, overwrite_config: bool = False) -> list[dict]:
+  """The stability pass over the claim ``rows`` built from ``sources``; ``rerun_rows(path, experiment)``
+  builds the rows of one rerun workdir, read as the quick setting (the claims job's ``build_rows``).
 
   For each mode in ``modes`` (names from ``MODE_NAMES``) and each experiment of ``stability_experiments()`` that has a
   quick-setting source: reruns it into ``root/workdir_name(experiment, mode)`` when ``run`` (resuming), and
@@ -182,14 +184,13 @@ def apply_stability(rows: list[dict], root, sources: Sequence, *, run: bool, mod
     RuntimeError: a rerun failed (``run_mode``).
   """
   from experiments.core import verdicts
-  from experiments.claims.job import build_rows, is_quick, load_source
   root = Path(root)
   for name in modes:
     mode(name)
   by_mode: dict[str, dict] = {}
   for name in modes:
     for experiment in stability_experiments():
-      if not any(s.experiment == experiment and is_quick(s) for s in sources):
+      if not any(s.experiment == experiment and not s.variant for s in sources):
         continue
       path = root / workdir_name(experiment, name)
       if run:
@@ -198,10 +199,7 @@ def apply_stability(rows: list[dict], root, sources: Sequence, *, run: bool, mod
         run_mode(experiment, name, path, overwrite_config=overwrite_config)
         print(f"  {experiment} under {name} done in {time.perf_counter() - start:.0f} s", flush=True)
       if path.is_dir():
-        # The rerun is the quick setting by construction: its perturbation is no protocol variant (reading it
-        # as one labelled every rerun row apart, so no row could ever be compared).
-        source = load_source(path, experiment)._replace(variant=())
-        rerun = build_rows([source], str(root), include_not_run=False)
+        rerun = rerun_rows(path, experiment)
         by_mode.setdefault(name, {}).update({_key(r): r for r in rerun})
   def as_verdict(row: Mapping):
     return verdicts.Verdict(row["direction"], row.get("magnitude"), row["reason"])

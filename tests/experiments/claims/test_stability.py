@@ -14,7 +14,8 @@ from experiments.claims import stability
 
 def _rows_with_stability(root, modes=("perturb",)):
   sources = claims.discover(root)
-  return stability.apply_stability(claims.build_rows(sources, str(root)), root, sources, run=False, modes=modes)
+  return stability.apply_stability(claims.build_rows(sources, str(root)), root, sources,
+                                   rerun_rows=claims.rerun_rows, run=False, modes=modes)
 
 
 def test_a_rerun_that_agrees_keeps_the_verdict_and_records_it(tmp_path):
