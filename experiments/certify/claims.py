@@ -149,8 +149,8 @@ def alpha_tradeoff_rows(src: Source, eps_values=(0.02, 0.05)) -> list[dict]:
         interval = paired_binary_difference(a, b)
         main = (not rows and not src.variant)
         row = make_row("certified_alpha_tradeoff", claim, LOFAST, paper, interval=interval, paper_sign=-1, null=0.0,
-                   scale="difference", produced_by=src.command,
-                   variant="" if main else "; ".join([f"dataset={dataset}, ε={eps:g}, α={strict:g} vs {loose:g}",
+                       scale="difference", produced_by=src.command,
+                       variant="" if main else "; ".join([f"dataset={dataset}, ε={eps:g}, α={strict:g} vs {loose:g}",
                                                       *src.variant]))
         clean_text = ""
         ca = certified_flags(src.records, dataset, strict, eps, "correct_images")
@@ -249,10 +249,10 @@ def certify_rows(src: Source, eps_values=(0.02, 0.05)) -> list[dict]:
         note = ("Not a proof: the Krylov (Lanczos) estimates approach the top singular values from below, so "
                 "this can exceed the rigorous figure." if tag == "krylov" else "")
         rows.append(make_row(claim_id, claim, LOFAST, paper_text if has_paper else "– (CIFAR-10 only)",
-                         interval=interval, paper_sign=+1, null=0.0,
-                         paper_range=(paper, paper) if has_paper else None, scale="proportion", variant=variant,
-                         produced_by=src.command, note=note,
-                         setting=f"{r['dataset']}, CertifiedViT α = {r['attention_bound']:g} "
+                             interval=interval, paper_sign=+1, null=0.0,
+                             paper_range=(paper, paper) if has_paper else None, scale="proportion", variant=variant,
+                             produced_by=src.command, note=note,
+                             setting=f"{r['dataset']}, CertifiedViT α = {r['attention_bound']:g} "
                                  f"({how_text if chosen else 'not the selected α'}), n_train = "
                                  f"{r.get('n_train', '?')}, {n} test images, {cert_name} certificate"))
   return rows + alpha_tradeoff_rows(src, eps_values)

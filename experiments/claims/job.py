@@ -69,7 +69,7 @@ def experiment_of(claim_id: str) -> str:
     ValueError: no registered experiment claims that prefix.
   """
   for spec in registry.experiments():
-    if claim_id.startswith(spec.claim_prefixes or ("\0",)):
+    if claim_id.startswith(spec.claim_prefixes):  # () matches nothing
       return spec.name
   raise ValueError(f"claim_id {claim_id!r}: no registered experiment has its prefix")
 

@@ -94,10 +94,10 @@ class Source(NamedTuple):
 
 
 def make_row(claim_id: str, claim: str, source: str, paper_value: str, *, setting: str = "", interval=None,
-         paper_sign: Optional[int] = None, null: float = 0.0, paper_range=None, scale: str = "difference",
-         variant: str = "", status: str = "measured", command: str = "", produced_by: str = "",
-         note: str = "", direction: Optional[str] = None, reason: str = "", measurement: str = "",
-         primary: bool = True) -> dict:
+             paper_sign: Optional[int] = None, null: float = 0.0, paper_range=None, scale: str = "difference",
+             variant: str = "", status: str = "measured", command: str = "", produced_by: str = "",
+             note: str = "", direction: Optional[str] = None, reason: str = "", measurement: str = "",
+             primary: bool = True) -> dict:
   """A claims row. With an ``interval`` and a ``paper_sign`` the verdict comes from
   ``experiments.core.verdicts.verdict``; ``direction``/``reason`` override the direction (e.g. a grid that cannot
   reach the paper's setting).
@@ -133,15 +133,13 @@ def not_measured(claim_id: str, claim: str, source: str, paper_value: str, why: 
                  command: str = "", produced_by: str = "") -> dict:
   """The row of a claim whose workdir exists but lacks the points it needs (says which)."""
   return make_row(claim_id, claim, source, paper_value, status="not measured", reason=why, variant=variant,
-              command=command, produced_by=produced_by)
+                  command=command, produced_by=produced_by)
 
 
 def reached_criterion(r: dict) -> bool:
-  return tolerance.reached_target(r)  # the flag, or the final loss on the target within float32 rounding
-
-
-def _fmt(v) -> str:
-  return "–" if v is None else f"{v:.3g}"
+  """Whether a record's training reached its loss criterion: the flag, or the final loss on the target within
+  float32 rounding (``experiments.core.tolerance.reached_target``)."""
+  return tolerance.reached_target(r)
 
 
 # Differential-attention rows: a two-level bootstrap over training seeds and images.

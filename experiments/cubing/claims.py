@@ -55,10 +55,10 @@ def cubing_rows(src: Source) -> list[dict]:
       exponents = [float(r["log10_kappa_Gtilde_direct"]) / float(r["log10_kappa_G"]) for r in ok]
       ns = sorted({r["n"] for r in ok})
       rows.append(make_row("cubing", claim, ARXIV_NTK, "exponent 3 (an identity)", scale="exponent",
-                       interval=mean_interval(exponents), paper_sign=+1, null=1.0,
-                       paper_range=(3 - CUBING_TOLERANCE, 3 + CUBING_TOLERANCE), variant="" if main else variant,
-                       produced_by=src.command,
-                       setting=f"{dataset}, G = X Xᵀ on [0, 1] pixels, float64, direct decomposition of "
+                           interval=mean_interval(exponents), paper_sign=+1, null=1.0,
+                           paper_range=(3 - CUBING_TOLERANCE, 3 + CUBING_TOLERANCE), variant="" if main else variant,
+                           produced_by=src.command,
+                           setting=f"{dataset}, G = X Xᵀ on [0, 1] pixels, float64, direct decomposition of "
                                f"F Fᵀ; {len(ok)} subsets at n ∈ {{{', '.join(map(str, ns))}}} (where "
                                "float64 resolves κ³)"))
     rows += _kernel_conditioning_rows(src, dataset, rs, main)
@@ -70,16 +70,16 @@ def cubing_rows(src: Source) -> list[dict]:
                     + list(src.variant))
       if paper_exp is None:
         rows.append(make_row("implied_width", "κ(G)³ implies an attention width m ≈ κ(G)⁶ (log10)", ARXIV_NTK,
-                         "–", interval=mean_interval(values), scale="log10 width",
-                         variant=v, produced_by=src.command, setting=f"{dataset}, n = {n}, 6·log10 κ(G)",
-                         direction="no paper value", reason="the paper states no width for this data set"))
+                             "–", interval=mean_interval(values), scale="log10 width",
+                             variant=v, produced_by=src.command, setting=f"{dataset}, n = {n}, 6·log10 κ(G)",
+                             direction="no paper value", reason="the paper states no width for this data set"))
         continue
       rows.append(make_row("implied_width", "κ(G)³ implies an attention width m ≈ κ(G)⁶ (log10)", ARXIV_NTK,
-                       f"m ≫ 1e{paper_exp:.0f} (κ(G) ≈ {10 ** paper_log:.2g}: 6·log10 κ = {6 * paper_log:.1f}; "
-                       "n not stated)", interval=mean_interval(values), paper_sign=+1,
-                       null=paper_exp, paper_range=(6 * paper_log, 6 * paper_log), scale="log10 width",
-                       variant=v, produced_by=src.command,
-                       setting=f"{dataset}, n = {n} images, 6·log10 κ(G) over {len(values)} subsets"))
+                           f"m ≫ 1e{paper_exp:.0f} (κ(G) ≈ {10 ** paper_log:.2g}: 6·log10 κ = {6 * paper_log:.1f}; "
+                           "n not stated)", interval=mean_interval(values), paper_sign=+1,
+                           null=paper_exp, paper_range=(6 * paper_log, 6 * paper_log), scale="log10 width",
+                           variant=v, produced_by=src.command,
+                           setting=f"{dataset}, n = {n} images, 6·log10 κ(G) over {len(values)} subsets"))
   return rows
 
 

@@ -267,8 +267,8 @@ def asr_rows(src: Source) -> list[dict]:
       asr = "; ".join(f"seed {s}: {weighted_asr(d, point):.3f} vs {weighted_asr(v, point):.3f} "
                       f"({d[0]['n_counted']}/{v[0]['n_counted']} clean-correct)" for s, (d, v) in pairs.items())
       rows.append(make_row(f"da_asr_{attack}", claim, ARXIV_DA, paper, interval=interval, paper_sign=+1, null=0.0,
-                       scale="difference", produced_by=src.command, measurement=point.how, primary=primary,
-                       setting=idx.setting(f"depth 1, λ_init {lam}, {name} at {point.how}, {len(pairs)} seed(s); "
+                           scale="difference", produced_by=src.command, measurement=point.how, primary=primary,
+                           setting=idx.setting(f"depth 1, λ_init {lam}, {name} at {point.how}, {len(pairs)} seed(s); "
                                            f"ASR DiffViT vs ViT {asr}"),
                        note="flips if the interval moves below 0 (ViT the easier to attack)"))
   return rows
@@ -305,10 +305,10 @@ def lambda_peak_rows(src: Source) -> list[dict]:
     interval = _interval(seed_image_bootstrap(groups, stat), len(seeds))
     asr = ", ".join(f"{lam}: {np.mean([weighted_asr(by_lam[lam][s], point) for s in seeds]):.3f}" for lam in lams)
     rows.append(make_row("lambda_peak", claim, ARXIV_DA, paper, interval=interval, paper_sign=+1, null=0.0,
-                     paper_range=(paper_value, paper_value) if point.eps_255 == SECONDARY_EPS_255 else None,
-                     scale="difference", produced_by=src.command, measurement=point.how, primary=primary,
-                     setting=idx.setting(f"depth 1, PGD at {point.how}, {len(seeds)} seed(s); mean ASR {asr}"),
-                     note="flips if another λ_init's ASR is higher beyond the interval"))
+                         paper_range=(paper_value, paper_value) if point.eps_255 == SECONDARY_EPS_255 else None,
+                         scale="difference", produced_by=src.command, measurement=point.how, primary=primary,
+                         setting=idx.setting(f"depth 1, PGD at {point.how}, {len(seeds)} seed(s); mean ASR {asr}"),
+                         note="flips if another λ_init's ASR is higher beyond the interval"))
   return rows
 
 
@@ -368,8 +368,8 @@ def depth_crossover_rows(src: Source, paper_depth: int = 8) -> list[dict]:
         + ", ".join(f"{d}: {v:+.3f}" for d, v in sorted(diffs4.items())) + f" ({describe(change4, diffs4)}); "
         f"interval at depth {depth} over {len(pairs)} seed(s)")
     row = make_row("depth_crossover", claim, ARXIV_DA, paper, interval=interval, paper_sign=-1, null=0.0,
-               scale="difference", setting=setting, produced_by=src.command, measurement=point.how,
-               primary=primary, note="flips if DiffViT's ASR at the deepest depth moves above ViT's beyond the interval")
+                   scale="difference", setting=setting, produced_by=src.command, measurement=point.how,
+                   primary=primary, note="flips if DiffViT's ASR at the deepest depth moves above ViT's beyond the interval")
     if depth < paper_depth:
       row.update(direction="inconclusive", magnitude=None,
                  reason=f"the grid stops at depth {depth} < {paper_depth}: it says whether the difference changes "
@@ -400,9 +400,9 @@ def lipschitz_rows(src: Source) -> list[dict]:
     interval = _interval(seed_image_bootstrap(groups, lambda m: float(m[:, 0].mean())), len(seeds))
     main = (depth, eps) == keys[0] and not src.variant
     rows.append(make_row("da_lipschitz", claim, ARXIV_DA, paper, interval=interval, paper_sign=+1, null=0.0,
-                     scale="difference", produced_by=src.command,
-                     variant="" if main else "; ".join([f"depth={depth}, ε={eps * 255:g}/255", *src.variant]),
-                     setting=idx.setting(f"depth {depth}, λ_init {lam}, ε = {eps * 255:g}/255, {len(seeds)} seed(s) × "
+                         scale="difference", produced_by=src.command,
+                         variant="" if main else "; ".join([f"depth={depth}, ε={eps * 255:g}/255", *src.variant]),
+                         setting=idx.setting(f"depth {depth}, λ_init {lam}, ε = {eps * 255:g}/255, {len(seeds)} seed(s) × "
                                          f"{len(d[seeds[0]]['values'])} images; mean L̂(DiffViT) − L̂(ViT) of the logits"),
                      note="flips if the paired difference moves below 0"))
   return rows or [not_measured("da_lipschitz", claim, ARXIV_DA, paper, idx.why("no paired logits-level Lipschitz "
@@ -437,8 +437,8 @@ def alignment_rows(src: Source) -> list[dict]:
     interval = _interval(seed_image_bootstrap(groups, lambda m: float(m[:, 0].mean())), len(groups))
     pairs = sum(np.size(layers[1]["cos_theta"]) for layers in one.values() if 1 in layers)
     row = make_row("da_negative_alignment_d1", claim1, ARXIV_DA, paper, interval=interval, paper_sign=+1, null=0.0,
-               scale="proportion", produced_by=src.command,
-               setting=idx.setting(f"depth 1, λ_init {lam}, {len(groups)} seed(s), {pairs} (image, head) pairs; "
+                   scale="proportion", produced_by=src.command,
+                   setting=idx.setting(f"depth 1, λ_init {lam}, {len(groups)} seed(s), {pairs} (image, head) pairs; "
                                    "share with cos θ < 0"),
                note="flips (to holds) as soon as negative alignment is observed on enough pairs")
     if interval.estimate == 0.0:
@@ -469,17 +469,17 @@ def alignment_rows(src: Source) -> list[dict]:
     main = depth == max(deep_depths) and not src.variant
     variant = "" if main else f"depth={depth}"
     every_row = make_row("da_negative_alignment_every_layer", "negative gradient alignment occurs in every DA layer",
-                     ARXIV_DA, paper, interval=every, paper_sign=+1, null=0.0, scale="proportion", variant=variant,
-                     produced_by=src.command, setting=idx.setting(common + "; statistic: the smallest layer share"),
-                     note="flips if some layer shows no negative alignment")
+                         ARXIV_DA, paper, interval=every, paper_sign=+1, null=0.0, scale="proportion", variant=variant,
+                         produced_by=src.command, setting=idx.setting(common + "; statistic: the smallest layer share"),
+                         note="flips if some layer shows no negative alignment")
     if every.estimate == 0.0:
       every_row.update(direction="fails", reason="some layer has no (image, head) pair with cos θ < 0")
     rows.append(every_row)
     rows.append(make_row("da_negative_alignment_first_layer", "negative gradient alignment is most frequent in the "
-                     "first layer", ARXIV_DA, paper, interval=first, paper_sign=+1, null=0.0, scale="difference",
-                     variant=variant, produced_by=src.command,
-                     setting=idx.setting(common + "; statistic: first layer's share − the largest other layer's"),
-                     note="flips if another layer's share exceeds the first's beyond the interval"))
+                         "first layer", ARXIV_DA, paper, interval=first, paper_sign=+1, null=0.0, scale="difference",
+                         variant=variant, produced_by=src.command,
+                         setting=idx.setting(common + "; statistic: first layer's share − the largest other layer's"),
+                         note="flips if another layer's share exceeds the first's beyond the interval"))
   return rows
 
 
@@ -519,8 +519,8 @@ def cw_rows(src: Source) -> list[dict]:
                       "images", "bootstrap_median_difference")
   med = lambda ds: ", ".join(f"{d}: {np.median(ds[d]):.3g}" for d in sorted(ds))  # noqa: E731
   return [make_row("da_cw_depth", claim, ARXIV_DA, paper, interval=interval, paper_sign=+1, null=0.0,
-               scale="difference", produced_by=src.command,
-               setting=idx.setting(f"λ_init {lam}, CW-L2 on the first clean-correct images, seed 0; median ‖δ‖₂ by "
+                   scale="difference", produced_by=src.command,
+                   setting=idx.setting(f"λ_init {lam}, CW-L2 on the first clean-correct images, seed 0; median ‖δ‖₂ by "
                                    f"depth DiffViT {med(dist)}; ViT {med(vit)}; statistic: depth {deepest} − depth 1"),
                note="flips if the deepest DiffViT's median falls below depth 1's beyond the interval")]
 
@@ -579,8 +579,8 @@ def theory_rows(src: Source) -> list[dict]:
   if t2_groups:
     interval = _paired_stat_interval(t2_groups, _spearman)
     rows.append(make_row("da_theorem2", claim2, ARXIV_DA, "ratio = γ√(1 + λ²ρ² − 2λρ cos θ) (Theorem 2)",
-                     interval=interval, paper_sign=+1, null=0.0, scale="correlation", produced_by=src.command,
-                     setting=idx.setting(f"depth 1, λ_init {lam}, {len(t2_groups)} seed(s) × {len(t2_groups[0][0])} "
+                         interval=interval, paper_sign=+1, null=0.0, scale="correlation", produced_by=src.command,
+                         setting=idx.setting(f"depth 1, λ_init {lam}, {len(t2_groups)} seed(s) × {len(t2_groups[0][0])} "
                                          "images; Spearman correlation of the first layer's Theorem 2 ratio with "
                                          "L̂_DiffViT,1/L̂_ViT,1 (tokens, ε = 1/255); geometric-mean ratio predicted/"
                                          "measured " + ", ".join(f"{g:.3g}" for g in geo)),
@@ -594,8 +594,8 @@ def theory_rows(src: Source) -> list[dict]:
     interval = _paired_stat_interval(usable, lambda m, y: da_theory.roc_auc(m, y > 0.5) if 0 < (y > 0.5).sum()
                                      < y.size else math.nan)
     rows.append(make_row("da_theorem3_auc", claim3, ARXIV_DA, "Theorem 3 (an equivalence for one head)",
-                     interval=interval, paper_sign=+1, null=0.5, scale="auc", produced_by=src.command,
-                     setting=idx.setting(f"depth 1, λ_init {lam}, {len(usable)} seed(s) × {len(usable[0][0])} images; "
+                         interval=interval, paper_sign=+1, null=0.5, scale="auc", produced_by=src.command,
+                         setting=idx.setting(f"depth 1, λ_init {lam}, {len(usable)} seed(s) × {len(usable[0][0])} images; "
                                          "score: head-mean Theorem 3 margin of layer 1; outcome: L̂_DiffViT > L̂_ViT "
                                          "(logits, ε = 1/255); constant guess 0.5"),
                      note="flips if the AUC's interval lies at or below 0.5"))
@@ -720,9 +720,9 @@ def _corollary1_rows(idx: _Records, lam: str, src: Source) -> list[dict]:
   for point, primary in asr_points(idx):
     window, measured = _crossover_window(idx, lam, point)
     row = make_row("da_corollary1", claim, ARXIV_DA, paper, interval=interval, scale="depth", produced_by=src.command,
-               setting=idx.setting(f"{fitted}; crossover measured at {point.how}: {measured}"),
-               measurement=f"crossover at {point.how}", primary=primary,
-               note="flips if D*'s interval leaves the measured crossover window")
+                   setting=idx.setting(f"{fitted}; crossover measured at {point.how}: {measured}"),
+                   measurement=f"crossover at {point.how}", primary=primary,
+                   note="flips if D*'s interval leaves the measured crossover window")
     rows.append(_judge_d_star(row, window, low, high, tol_low, tol_high, premise))
   return rows
 

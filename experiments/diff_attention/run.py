@@ -86,12 +86,12 @@ def _attack_records(config, tm, x, y, clean_pred, keys, is_done):
       start = time.perf_counter()
       if attack_name == "pgd":
         success, zero, _ = batched_attack(attacks.pgd_linf, tm.logits_fn, xc, yc, config.attack_batch_size,
-                                           eps=eps, key=key, alpha=config.pgd_step_ratio * eps,
-                                           steps=config.pgd_steps)
+                                          eps=eps, key=key, alpha=config.pgd_step_ratio * eps,
+                                          steps=config.pgd_steps)
       else:
         success, zero, _ = batched_attack(attacks.apgd, tm.logits_fn, xc, yc, config.attack_batch_size,
-                                           eps=eps, key=key, steps=config.apgd_steps,
-                                           restarts=config.apgd_restarts)
+                                          eps=eps, key=key, steps=config.apgd_steps,
+                                          restarts=config.apgd_restarts)
       rate = attacks.attack_success_rate(success, yc, yc)  # all counted images are clean-correct
       yield _record("attack", tm.point, attack=attack_name, eps=eps, eps_255=e255, asr=float(rate.rate),
                     n_success=int(rate.n_success), n_counted=int(rate.n_counted), n_zero_grad=int(zero.sum()),
@@ -107,7 +107,7 @@ def _cw_records(config, tm, x, y, clean_pred) -> list[dict]:
     return []
   start = time.perf_counter()
   success, zero, x_adv = batched_attack(attacks.cw_l2, tm.logits_fn, xc, yc, config.attack_batch_size,
-                                         steps=config.cw_steps, search_steps=config.cw_search_steps)
+                                        steps=config.cw_steps, search_steps=config.cw_search_steps)
   grid = attacks.success_within_l2(xc, x_adv, success, np.asarray(config.cw_l2_grid, np.float32))
   rate = attacks.attack_success_rate(grid, yc, yc)
   dist = np.sqrt(np.sum(np.square((x_adv - xc).reshape(len(xc), -1)), axis=1))

@@ -94,14 +94,14 @@ def dual_implication_rows(src: Source) -> list[dict]:
           interval = paired_interval(relu, attn)
           if sign is None:
             rows.append(make_row(f"dual_{target}", claim[target], ARXIV_NTK, "– (no claim)", interval=interval,
-                             variant=variant, produced_by=src.command, setting=setting, direction="context",
-                             reason="no paper claim: where natural data sits between the two cases",
-                             measurement=measurement, primary=primary))
+                                 variant=variant, produced_by=src.command, setting=setting, direction="context",
+                                 reason="no paper claim: where natural data sits between the two cases",
+                                 measurement=measurement, primary=primary))
           else:
             rows.append(make_row(f"dual_{target}", claim[target], ARXIV_NTK,
-                             "lower error on top-mode, higher on bottom-mode targets (no number)",
-                             interval=interval, paper_sign=sign, null=0.0, variant=variant,
-                             produced_by=src.command, setting=setting, measurement=measurement, primary=primary))
+                                 "lower error on top-mode, higher on bottom-mode targets (no number)",
+                                 interval=interval, paper_sign=sign, null=0.0, variant=variant,
+                                 produced_by=src.command, setting=setting, measurement=measurement, primary=primary))
   return rows
 
 

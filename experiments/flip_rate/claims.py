@@ -345,23 +345,23 @@ def flip_ratio_rows(src: Source, tasks=("mnist", "cifar10")) -> list[dict]:
         setting = (f"{task}, n_train = {n_tr}, width {width}, {label}, {sum(ta)} / {sum(tb)} top-10 % images "
                    f"pooled, {data}; {ceiling}")
         rows.append(make_row(cid, claim, ARXIV_NTK, paper_text, interval=pooled_interval(ca, cb, ta, tb), paper_sign=+1, null=1.0,
-                         paper_range=RATIO_RANGE, scale="ratio", variant=full_variant, produced_by=src.command,
-                         note=note, setting=setting, measurement=measurement, primary=primary))
+                             paper_range=RATIO_RANGE, scale="ratio", variant=full_variant, produced_by=src.command,
+                             note=note, setting=setting, measurement=measurement, primary=primary))
         if left and primary:  # the training criterion as a protocol choice: unconverged seeds kept
           ca, ta, cb, tb, _ = paired_counts(arecs, dict(model="mlp_attn", eps=eps), dict(model="relu", eps=eps),
                                             require_converged=False)
           crit_variant = "; ".join(v for v in (f"training criterion not required ({left} unconverged seeds "
                                                "kept)", full_variant) if v)
           rows.append(make_row(cid, claim, ARXIV_NTK, paper_text, interval=pooled_interval(ca, cb, ta, tb), paper_sign=+1, null=1.0,
-                           paper_range=RATIO_RANGE, scale="ratio", variant=crit_variant, produced_by=src.command,
-                           setting=f"{task}, n_train = {n_tr}, width {width}, {label}, "
+                               paper_range=RATIO_RANGE, scale="ratio", variant=crit_variant, produced_by=src.command,
+                               setting=f"{task}, n_train = {n_tr}, width {width}, {label}, "
                                    f"{sum(ta)} / {sum(tb)} top-10 % images pooled", measurement=measurement))
       if cal is not None and math.isfinite(cal.eps):
         iv = cal.ratios[attack]
         rows.append(make_row(cid, claim, ARXIV_NTK, paper_text, interval=iv, paper_sign=+1, null=1.0,
-                         paper_range=RATIO_RANGE, scale="ratio", variant=variant0, produced_by=src.command,
-                         measurement=f"ε calibrated by interpolation (ε* = {cal.eps:.3g})", primary=False,
-                         note=(f"{cal.unreached} of the bootstrap resamples never reach "
+                             paper_range=RATIO_RANGE, scale="ratio", variant=variant0, produced_by=src.command,
+                             measurement=f"ε calibrated by interpolation (ε* = {cal.eps:.3g})", primary=False,
+                             note=(f"{cal.unreached} of the bootstrap resamples never reach "
                                f"{100 * cal.target:.1f} % on the grid (left out of the ratio interval)"
                                if cal.unreached else ""),
                          setting=f"{task}, n_train = {n_tr}, width {width}, {calibration_text(cal)}; pooled rates "
@@ -377,11 +377,11 @@ def _calibration_row(src: Source, task: str, width, n_tr, cal: Calibration, data
   """The calibrated ε* itself, a context row (no paper claim: the paper's ε unit is not stated)."""
   iv = cal.eps_interval
   return make_row(f"flip_calibrated_eps_{task}", f"the ε at which our 2L-ReLU's pooled PGD flip rate equals the "
-              f"paper's {100 * cal.target:.1f} % ({task})", ARXIV_NTK,
-              f"ε = {PAPER_EPS:g}, unit not stated", interval=iv if math.isfinite(iv.estimate) else None,
-              scale="ε", variant="; ".join(src.variant), produced_by=src.command, direction="context",
-              reason="calibration, no claim: puts our 2L-ReLU where the paper's is (the flip-ratio rows use it)",
-              note=(f"{cal.unreached} of the resamples never reach it on the grid (ε* = inf there)"
+                  f"paper's {100 * cal.target:.1f} % ({task})", ARXIV_NTK,
+                  f"ε = {PAPER_EPS:g}, unit not stated", interval=iv if math.isfinite(iv.estimate) else None,
+                  scale="ε", variant="; ".join(src.variant), produced_by=src.command, direction="context",
+                  reason="calibration, no claim: puts our 2L-ReLU where the paper's is (the flip-ratio rows use it)",
+                  note=(f"{cal.unreached} of the resamples never reach it on the grid (ε* = inf there)"
                     if cal.unreached else ""),
               setting=f"{task}, n_train = {n_tr}, width {width}, {calibration_text(cal)}; {len(cal.seeds)} seeds; "
                       f"{data}")
@@ -482,9 +482,9 @@ def _excess_row(src: Source, cid: str, claim: str, excess: dict, measurement: st
                 setting: str) -> dict:
   interval = paired_interval(excess["mlp_attn"], excess["relu"])
   return make_row(cid, claim, ARXIV_NTK, "6–9× flip-rate ratio (no floor given)", interval=interval,
-              paper_sign=+1, null=0.0, variant="; ".join(src.variant), produced_by=src.command, note=note,
-              measurement=measurement, primary=primary,
-              setting=f"{setting}; excess over random sign, MLP-Attn {100 * np.mean(excess['mlp_attn']):.1f} %, "
+                  paper_sign=+1, null=0.0, variant="; ".join(src.variant), produced_by=src.command, note=note,
+                  measurement=measurement, primary=primary,
+                  setting=f"{setting}; excess over random sign, MLP-Attn {100 * np.mean(excess['mlp_attn']):.1f} %, "
                       f"2L-ReLU {100 * np.mean(excess['relu']):.1f} %, {len(excess['relu'])} seeds")
 
 
@@ -527,10 +527,10 @@ def adversarial_training_rows(at: Source, std: Optional[Source], task: str = "mn
                                produced_by=at.command))
       continue
     rows.append(make_row(cid, claim, ARXIV_NTK, text, interval=pooled_interval(ca, cb, ta, tb),
-                     paper_sign=+1, null=1.0, paper_range=(paper, paper), scale="ratio", variant=variant,
-                     produced_by=f"{at.command} and {std.command}",
-                     note=f"{left} seeds left out (unconverged)" if left else "",
-                     setting=f"{task}, width {width}, PGD ε = {eps:g} on [0, 1]; ratio: 2L-ReLU after "
+                         paper_sign=+1, null=1.0, paper_range=(paper, paper), scale="ratio", variant=variant,
+                         produced_by=f"{at.command} and {std.command}",
+                         note=f"{left} seeds left out (unconverged)" if left else "",
+                         setting=f"{task}, width {width}, PGD ε = {eps:g} on [0, 1]; ratio: 2L-ReLU after "
                              f"adversarial training / {what}"))
   return rows
 

@@ -82,10 +82,10 @@ def sharpness_rows(src: Source) -> list[dict]:
         interval = ratio_interval(np.exp(np.subtract(logs_r, logs_m)))
         loss = {m: np.mean([float(by[m, s][prefix + "train_loss"]) for s in kept]) for m in ("relu", "mlp_attn")}
         rows.append(make_row("sharpness", claim, ARXIV_NTK, "2L-ReLU sharper (no number)", interval=interval,
-                         paper_sign=+1, null=1.0, scale="ratio", variant="" if main else variant,
-                         produced_by=src.command,
-                         note=f"{left} seeds left out (not at a common train loss)" if left else "",
-                         setting=f"{task}, width {width}, {readout} readout, {label}; ratio 2L-ReLU / MLP-Attn "
+                             paper_sign=+1, null=1.0, scale="ratio", variant="" if main else variant,
+                             produced_by=src.command,
+                             note=f"{left} seeds left out (not at a common train loss)" if left else "",
+                             setting=f"{task}, width {width}, {readout} readout, {label}; ratio 2L-ReLU / MLP-Attn "
                                  f"(geometric mean over seeds); train loss {loss['relu']:.3g} / "
                                  f"{loss['mlp_attn']:.3g}; "
                                  f"{_sharpness_data([by[m, s] for m in ('relu', 'mlp_attn') for s in kept])}"))

@@ -130,8 +130,8 @@ def feature_learning_rows(src: Source) -> list[dict]:
         measurement = measurement.format(k="/".join(map(str, ks)) or "k")
         attn, relu = [v["mlp_attn"] for v in pairs], [v["relu"] for v in pairs]
         rows.append(make_row("feature_learning", "MLP-Attn is in the feature-learning regime: its kernel moves more "
-                         "than 2L-ReLU's during training", ARXIV_NTK, "MLP-Attn moves more (no number)",
-                         interval=paired_interval([np.mean(d) for d in per_seed.values()],
+                             "than 2L-ReLU's during training", ARXIV_NTK, "MLP-Attn moves more (no number)",
+                             interval=paired_interval([np.mean(d) for d in per_seed.values()],
                                                   np.zeros(len(per_seed))), paper_sign=+1, null=0.0,
                          variant=variant, produced_by=src.command, measurement=measurement, primary=primary,
                          note=note, setting=f"{dataset}, {label}; {measurement}: MLP-Attn {np.mean(attn):.3g}, 2L-ReLU "
@@ -247,10 +247,10 @@ def ntk_distance_rows(src: Source) -> list[dict]:
             diffs = [fits["mlp_attn"][0][s] - fits["relu"][0][s] for s in seeds]
             widths = sorted({r["width"] for m in fits for r in fits[m][1]})
             rows.append(make_row("ntk_distance_difference", claim, ARXIV_NTK, paper_text,
-                             interval=paired_interval(diffs, np.zeros(len(diffs))), paper_sign=+1, null=0.0,
-                             paper_range=None if paper is None else (paper, paper), scale="slope", variant=variant,
-                             produced_by=src.command, note=notes, measurement=measurement, primary=primary,
-                             setting=f"{dataset}, {labels[kind]}{how}; per seed MLP-Attn's minus 2L-ReLU's "
+                                 interval=paired_interval(diffs, np.zeros(len(diffs))), paper_sign=+1, null=0.0,
+                                 paper_range=None if paper is None else (paper, paper), scale="slope", variant=variant,
+                                 produced_by=src.command, note=notes, measurement=measurement, primary=primary,
+                                 setting=f"{dataset}, {labels[kind]}{how}; per seed MLP-Attn's minus 2L-ReLU's "
                                      f"log-log slope over widths {widths[0]}–{widths[-1]} (MLP-Attn "
                                      f"{np.mean([fits['mlp_attn'][0][s] for s in seeds]):+.3g}, 2L-ReLU "
                                      f"{np.mean([fits['relu'][0][s] for s in seeds]):+.3g}); {data}"))
@@ -271,10 +271,10 @@ def ntk_distance_rows(src: Source) -> list[dict]:
             continue
           widths = sorted({r["width"] for r in kept})
           rows.append(make_row(cid, claim, ARXIV_NTK, paper_text, interval=mean_interval(list(slopes.values())),
-                           paper_sign=sign, null=0.0, paper_range=None if paper is None else (paper, paper),
-                           scale="slope", variant=variant, produced_by=src.command, note=left_out,
-                           measurement=measurement, primary=primary,
-                           setting=f"{dataset}, {labels[kind]}{how}; log-log slope per seed over widths "
+                               paper_sign=sign, null=0.0, paper_range=None if paper is None else (paper, paper),
+                               scale="slope", variant=variant, produced_by=src.command, note=left_out,
+                               measurement=measurement, primary=primary,
+                               setting=f"{dataset}, {labels[kind]}{how}; log-log slope per seed over widths "
                                    f"{widths[0]}–{widths[-1]}; {data}"))
   return rows
 

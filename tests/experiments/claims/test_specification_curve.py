@@ -11,7 +11,7 @@ from experiments.core.verdicts import Interval
 def _measured(measurement, low, high, *, primary=False, claim_id="feature_learning", variant=""):
   ci = Interval((low + high) / 2, low, high, 0.95, 10, "seeds", "test")
   return make_row(claim_id, "MLP-Attn's kernel moves more", "arXiv 2603.13085", "(reading)", interval=ci,
-              paper_sign=+1, measurement=measurement, primary=primary, variant=variant)
+                  paper_sign=+1, measurement=measurement, primary=primary, variant=variant)
 
 
 def test_one_direction_under_every_choice_says_so():
