@@ -21,8 +21,7 @@ import contextlib, gc, signal, sys, time
 # Python installs its KeyboardInterrupt handler only when SIGINT is not ignored at startup, and a shell starts
 # background jobs with SIGINT ignored (pytest run with `&` or under nohup): install it here, as a terminal has.
 signal.signal(signal.SIGINT, signal.default_int_handler)
-from experiments.core import config
-from experiments.core import interrupts
+from experiments.core import cli, interrupts
 
 first = []
 def callback(phase, info):
@@ -34,7 +33,7 @@ def callback(phase, info):
       pass
 
 guard = {"none": contextlib.nullcontext, "ctrl_c_stops": interrupts.ctrl_c_stops,
-         "user_errors": config.user_errors}[sys.argv[1]]
+         "user_errors": cli.user_errors}[sys.argv[1]]
 gc.callbacks.append(callback)
 with guard():
   try:
