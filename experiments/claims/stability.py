@@ -227,8 +227,8 @@ def main(argv=None) -> None:
   parser.add_argument("--mode", required=True, choices=MODE_NAMES)
   parser.add_argument("--overwrite_config", action="store_true")
   args = parser.parse_args(argv)
-  from experiments.core import config as config_lib
-  with config_lib.user_errors():
+  from experiments.core import cli
+  with cli.user_errors():
     _child(args.experiment, args.workdir, args.mode, args.overwrite_config)
 
 

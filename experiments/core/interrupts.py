@@ -7,10 +7,10 @@ a ``__del__`` method or a weakref finalizer, the interpreter cannot propagate th
 "Exception ignored in ..." through ``sys.unraisablehook`` and the run goes on. ``ctrl_c_stops`` installs an
 unraisable hook that recognises such a swallowed ``KeyboardInterrupt`` and sends SIGINT to the main thread
 again, from a helper thread after ``REDELIVER_DELAY_S``, so that it is raised where the run can see it (and
-``experiments.core.config.user_errors`` turns it into the resume note). Every other unraisable exception goes to
+``experiments.core.cli.user_errors`` turns it into the resume note). Every other unraisable exception goes to
 the previous hook unchanged.
 
-``experiments.core.config.user_errors`` enters it, so every experiment CLI, report CLI and the main job have it.
+``experiments.core.cli.user_errors`` enters it, so every experiment CLI, report CLI and the main job have it.
 """
 from __future__ import annotations
 
