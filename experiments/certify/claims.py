@@ -1,5 +1,6 @@
-"""Claim rows of certified accuracy and the attention-norm trade-off (Havens et al., ICML 2024), from the records of an ``experiments.certify`` workdir
-(``experiments.core.rows.Source``); the row primitives and intervals are ``experiments.core.rows``."""
+"""Claim rows of certified accuracy and the attention-norm trade-off (Havens et al., ICML 2024), from the records of
+an ``experiments.certify`` workdir (``experiments.core.rows.Source``); the row primitives and intervals are
+``experiments.core.rows``."""
 from __future__ import annotations
 
 import math

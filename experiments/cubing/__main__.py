@@ -1,4 +1,4 @@
-"""``python -m experiments.cubing``: the experiment's command line (``experiments.core.cli.experiment_main``)."""
+"""``python -m experiments.cubing``: the command line of ``experiments.core.cli.experiment_main``."""
 from experiments.core.cli import experiment_main
 from experiments.cubing import SPEC
 

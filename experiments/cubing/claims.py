@@ -1,5 +1,6 @@
-"""Claim rows of condition-number cubing and the width it implies (arXiv 2603.13085), from the records of an ``experiments.cubing`` workdir
-(``experiments.core.rows.Source``); the row primitives and intervals are ``experiments.core.rows``."""
+"""Claim rows of condition-number cubing and the width it implies (arXiv 2603.13085), from the records of an
+``experiments.cubing`` workdir (``experiments.core.rows.Source``); the row primitives and intervals are
+``experiments.core.rows``."""
 from __future__ import annotations
 
 import dataclasses

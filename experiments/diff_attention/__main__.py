@@ -1,4 +1,4 @@
-"""``python -m experiments.diff_attention``: the experiment's command line (``experiments.core.cli.experiment_main``)."""
+"""``python -m experiments.diff_attention``: the command line of ``experiments.core.cli.experiment_main``."""
 from experiments.core.cli import experiment_main
 from experiments.diff_attention import SPEC
 

@@ -1,4 +1,5 @@
-"""The configs of ``experiments.diff_attention``: ``get_config(full=False)`` and the standard grids (``standard_config``).
+"""The configs of ``experiments.diff_attention``: ``get_config(full=False)`` and the standard grids
+(``standard_config``).
 
 Override any field on the command line as ``field=value`` (``experiments.core.config.apply_overrides``).
 """

@@ -1,4 +1,4 @@
-"""``python -m experiments.dual_implications``: the experiment's command line (``experiments.core.cli.experiment_main``)."""
+"""``python -m experiments.dual_implications``: the command line of ``experiments.core.cli.experiment_main``."""
 from experiments.core.cli import experiment_main
 from experiments.dual_implications import SPEC
 

@@ -1,5 +1,6 @@
-"""Claim rows of the dual implications: kernel fits of top- and bottom-mode targets (arXiv 2603.13085), from the records of an ``experiments.dual_implications`` workdir
-(``experiments.core.rows.Source``); the row primitives and intervals are ``experiments.core.rows``."""
+"""Claim rows of the dual implications: kernel fits of top- and bottom-mode targets (arXiv 2603.13085), from the
+records of an ``experiments.dual_implications`` workdir (``experiments.core.rows.Source``); the row primitives and
+intervals are ``experiments.core.rows``."""
 from __future__ import annotations
 
 import dataclasses

@@ -61,9 +61,9 @@ def summary_markdown(records) -> str:
 
 
 def measurement_choice_lines(records) -> list[str]:
-  """The K∞ rows under each measurement choice (``experiments.dual_implications.claims.DUAL_MEASUREMENTS``: unit-norm or raw
-  feature rows; the fixed ridge or one chosen on a validation split of the training rows): per data set and
-  target kind (top, bottom) the mean errors, err(2L-ReLU) − err(MLP-Attn) with its interval over draws and
+  """The K∞ rows under each measurement choice (``experiments.dual_implications.claims.DUAL_MEASUREMENTS``:
+  unit-norm or raw feature rows; the fixed ridge or one chosen on a validation split of the training rows): per
+  data set and target kind (top, bottom) the mean errors, err(2L-ReLU) − err(MLP-Attn) with its interval over draws and
   the direction verdict; then, per row, the choices whose verdict differs from the primary one."""
   from experiments.core import rows as core_rows
   from experiments.dual_implications import claims as dual_implications_claims

@@ -1,4 +1,5 @@
-"""Influence flip rates: how often NTK leave-one-out influence flips sign under attacks on the training data (arXiv 2603.13085).
+"""Influence flip rates: how often NTK leave-one-out influence flips sign under attacks on the training data
+(arXiv 2603.13085).
 
   python -m experiments.flip_rate --workdir DIR [--full] [--standard [DATASET]] [field=value ...]
   python -m experiments.flip_rate.report --workdir DIR

@@ -1,5 +1,6 @@
-"""Claim rows of influence flip rates, their calibration and adversarial training (arXiv 2603.13085), from the records of an ``experiments.flip_rate`` workdir
-(``experiments.core.rows.Source``); the row primitives and intervals are ``experiments.core.rows``."""
+"""Claim rows of influence flip rates, their calibration and adversarial training (arXiv 2603.13085), from the
+records of an ``experiments.flip_rate`` workdir (``experiments.core.rows.Source``); the row primitives and
+intervals are ``experiments.core.rows``."""
 from __future__ import annotations
 
 import dataclasses

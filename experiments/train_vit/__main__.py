@@ -1,4 +1,4 @@
-"""``python -m experiments.train_vit``: the experiment's command line (``experiments.core.cli.experiment_main``)."""
+"""``python -m experiments.train_vit``: the command line of ``experiments.core.cli.experiment_main``."""
 from experiments.core.cli import experiment_main
 from experiments.train_vit import SPEC
 

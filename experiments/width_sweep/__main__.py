@@ -1,4 +1,4 @@
-"""``python -m experiments.width_sweep``: the experiment's command line (``experiments.core.cli.experiment_main``)."""
+"""``python -m experiments.width_sweep``: the command line of ``experiments.core.cli.experiment_main``."""
 from experiments.core.cli import experiment_main
 from experiments.width_sweep import SPEC
 

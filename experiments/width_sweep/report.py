@@ -257,7 +257,7 @@ def _distance_slope_lines(records) -> list[str]:
       cells = {}
       for name, field in (("K∞", kinf), ("K₀", k0)):
         slopes = {m: width_sweep_claims.per_seed_slopes([r for r in recs if (r["dataset"], r["model"]) == (dataset, m)
-                                                 and field in r], field) for m in ("relu", "mlp_attn")}
+                                                         and field in r], field) for m in ("relu", "mlp_attn")}
         seeds = sorted(set(slopes["relu"]) & set(slopes["mlp_attn"]))
         mean = lambda v: f"{np.mean(v):+.3g}" if len(v) else "–"  # noqa: E731
         cells[name] = (mean(list(slopes["relu"].values())), mean(list(slopes["mlp_attn"].values())),

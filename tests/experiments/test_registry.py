@@ -45,8 +45,9 @@ def toy_run(config: ToyConfig, workdir, *, overwrite_config: bool = False) -> li
 
 
 def toy_report(workdir) -> str:
-  return write_summary(workdir, "toy", ("toy_mean",),
-                       lambda records, _: f"# Toy\n\n{len(records)} seeds, mean {np.mean([r['toy_mean'] for r in records]):.3f}\n")
+  def render(records, _):
+    return f"# Toy\n\n{len(records)} seeds, mean {np.mean([r['toy_mean'] for r in records]):.3f}\n"
+  return write_summary(workdir, "toy", ("toy_mean",), render)
 
 
 def toy_claim_rows(sources, root, include_not_run) -> list[dict]:

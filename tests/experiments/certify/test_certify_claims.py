@@ -41,7 +41,8 @@ def test_certify_claim_rows_main_is_the_validation_selected_rigorous_row():
   # Without a selection no α is the headline: the main rows say so, every α is a variant.
   assert mains["certified_0.02_rigorous"]["status"] == "not measured"
   assert "selection on the test set" in mains["certified_0.02_rigorous"]["reason"]
-  rows = certify_rows(Source("certify", "p", {}, records + [selection_record(1.0, 0.02), selection_record(0.0625, 0.05)]))
+  selections = [selection_record(1.0, 0.02), selection_record(0.0625, 0.05)]
+  rows = certify_rows(Source("certify", "p", {}, records + selections))
   ids = [r["claim_id"] for r in rows if not r["variant"]]
   assert ids[:4] == ["certified_0.02_rigorous", "certified_0.02_krylov", "certified_0.05_rigorous",
                      "certified_0.05_krylov"]

@@ -171,7 +171,7 @@ def test_a_workdir_in_use_by_another_process_is_refused(tmp_path):
 
 def test_dotted_overrides_reach_the_nested_groups_and_are_recorded_whole(tmp_path):
   config = config_lib.apply_overrides(flip_rate_config.get_config(), ["data.n_train=512", "train.max_epochs=30",
-                                                               "train.l2=0.001"])
+                                                                      "train.l2=0.001"])
   assert (config.data.n_train, config.train.max_epochs, config.train.l2) == (512, 30, 0.001)
   assert config.data.n_test == flip_rate_config.get_config().data.n_test  # the rest of the group is kept
   Workdir(tmp_path, ("k",), config)
@@ -220,7 +220,8 @@ def test_a_workdir_of_the_flat_layout_is_refused_naming_overwrite_config(tmp_pat
   assert "\n" not in str(info.value) and "another layout" in str(info.value)
   assert json.loads((tmp_path / "config.json").read_text()) == flat  # untouched, not reinterpreted
   Workdir(tmp_path, ("k",), flip_rate_config.get_config(), overwrite_config=True)
-  assert json.loads((tmp_path / "config.json").read_text())["data"]["n_train"] == flip_rate_config.get_config().data.n_train
+  recorded = json.loads((tmp_path / "config.json").read_text())
+  assert recorded["data"]["n_train"] == flip_rate_config.get_config().data.n_train
   assert [json.loads((b / "config.json").read_text()) for b in tmp_path.glob("previous-*")] == [flat]
 
 
@@ -234,14 +235,15 @@ def test_the_configs_optimizer_names_are_the_trainers():
 def test_gauss_newton_is_refused_at_config_time_where_it_cannot_train():
   with pytest.raises(ValueError, match=r"train.optimizer='gauss_newton'.*cross-entropy task"):
     config_lib.apply_overrides(flip_rate_config.get_config(), ["train.optimizer=gauss_newton"]).validate()
-  binary = config_lib.apply_overrides(flip_rate_config.get_config(), ["train.optimizer=gauss_newton", "tasks=mnist_3v8"])
+  binary = config_lib.apply_overrides(flip_rate_config.get_config(),
+                                      ["train.optimizer=gauss_newton", "tasks=mnist_3v8"])
   binary.validate()  # binary tasks train on ½·MSE: allowed
   with pytest.raises(ValueError, match=r"converged.train.optimizer='gauss_newton'.*readout must be 'fixed'"):
     config_lib.apply_overrides(width_sweep_config.get_config(), ["converged.train.optimizer=gauss_newton",
-                                                          "readout=trained"]).validate()
+                                                                 "readout=trained"]).validate()
   with pytest.raises(ValueError, match=r"converged.train.l2 = 0.001 \(must be 0\)"):
     config_lib.apply_overrides(width_sweep_config.get_config(), ["converged.train.optimizer=gauss_newton",
-                                                          "converged.train.l2=0.001"]).validate()
+                                                                 "converged.train.l2=0.001"]).validate()
 
 
 

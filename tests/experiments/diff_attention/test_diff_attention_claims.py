@@ -327,7 +327,8 @@ def test_depth_crossover_fails_at_depth_8_when_diffvit_stays_above(tmp_path):
 def test_rows_of_a_differential_attention_variant_carry_its_label():
   """A CIFAR-10 workdir is a variant of the standard Fashion-MNIST grid: every row it measures carries
   'dataset=cifar10' (beside a row's own variant), and with no standard grid the 'not run' rows remain."""
-  src = core_rows.Source("diff_attention", "c10", {"dataset": "cifar10"}, _da_records(depths=(1, 2)), ("dataset=cifar10",))
+  src = core_rows.Source("diff_attention", "c10", {"dataset": "cifar10"}, _da_records(depths=(1, 2)),
+                         ("dataset=cifar10",))
   rows = claims.build_rows([src], "DIR")
   measured = [r for r in rows if r["status"] == "measured"]
   assert measured and all("dataset=cifar10" in r["variant"] for r in measured)

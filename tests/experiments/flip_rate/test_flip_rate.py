@@ -190,7 +190,8 @@ def test_standard_config_and_cli(monkeypatch, recwarn):
   assert (config.data.n_train, config.data.source, config.data.dir) == (512, "dir", "/data/full")
   assert config.seed_floor and config.data_seed_follows_seed
   cifar, _ = cli(registry.get('flip_rate'), ["--workdir", "w", "--standard", "cifar10", "seeds=0"])
-  assert cifar.tasks == ("cifar10",) and cifar.seeds == (0,) and len(flip_rate_config.standard_config("cifar10").seeds) == 10
+  assert cifar.tasks == ("cifar10",) and cifar.seeds == (0,)
+  assert len(flip_rate_config.standard_config("cifar10").seeds) == 10
   runs = {name: (exp, cfg) for name, exp, cfg, _ in claims.standard_runs()}
   assert runs["flip_rate_standard"] == ("flip_rate", flip_rate_config.standard_config("mnist"))
   assert runs["flip_rate_standard_cifar10"] == ("flip_rate", flip_rate_config.standard_config("cifar10"))

@@ -219,8 +219,9 @@ def test_grid_eps_choices_are_not_decided_by_rounding():
   grid = lambda *eps: [dict(eps=e) for e in eps]  # noqa: E731
   assert flip_rate_claims._nearest_eps(grid(0.5, 0.6), 0.55) == 0.5
   assert flip_rate_claims._nearest_eps(grid(0.6, 0.5), 0.55) == 0.5
-  assert flip_rate_claims._nearest_eps(grid(0.375), 0.3) == 0.375 and flip_rate_claims._nearest_eps(grid(0.225), 0.3) == 0.225
-  assert flip_rate_claims._nearest_eps(grid(0.38), 0.3) is None and flip_rate_claims._nearest_eps(grid(0.22), 0.3) is None
+  nearest = flip_rate_claims._nearest_eps
+  assert nearest(grid(0.375), 0.3) == 0.375 and nearest(grid(0.225), 0.3) == 0.225
+  assert nearest(grid(0.38), 0.3) is None and nearest(grid(0.22), 0.3) is None
   assert flip_rate_claims._nearest_eps(grid(0.0, 0.3), 0.3) == 0.3 and flip_rate_claims._nearest_eps([], 0.3) is None
 
 @pytest.mark.parametrize("flipped, top, reaches", [(33, 1000, True), (66, 2000, True), (3300, 100_000, True),

@@ -165,7 +165,7 @@ def own_models(tmp_path_factory):
   vit_dir = tmp_path_factory.mktemp("train_vit")
   data = ["dataset=cifar10", "data.n_train=32", "data.n_test=8", "train.epochs=1", "train.batch_size=16"]
   train_vit.run(apply_overrides(train_vit_config.get_config(), data + ["dim=8", "num_heads=2", "patch_size=8",
-                                                                "depths=1", "lambda_inits=0.8"]), vit_dir)
+                                                                       "depths=1", "lambda_inits=0.8"]), vit_dir)
   # CertifiedViT: trained here into the layout of a certify workdir (config.json + models/<dataset>_alpha<α>),
   # without the certify runner's own certificates and attacks.
   from attention.certified_vit import CertifiedViT
@@ -227,7 +227,8 @@ def test_paper_relu_adapter_reproduces_flip_rate_records(tmp_path):
   overrides = ("data.n_train=40", "data.n_test=10", "train.optimizer=adam", "train.learning_rates=0.001",
                "train.max_epochs=5", "pgd_steps=5")
   fr_config = apply_overrides(flip_rate_config.get_config(), ["tasks=mnist", "models=relu", "widths=64", "seeds=0",
-                                                       "eps=0.0,0.3", "attacks=fgsm,pgd,random_sign", *overrides])
+                                                              "eps=0.0,0.3", "attacks=fgsm,pgd,random_sign",
+                                                              *overrides])
   fr_records = flip_rate.run(fr_config, tmp_path / "flip_rate")
   model = report.load_model("experiments.report.adapters:paper_relu(width=64, seed=0, overrides="
                             f"{overrides!r})")

@@ -223,7 +223,8 @@ def test_seeds_draw_their_own_subsets_unless_the_flag_is_off():
 
 def test_full_files_give_each_seed_a_disjoint_block(full_data_dir):
   """With the full files each seed's training subset is its own block of one partition (no shared image)."""
-  config = apply_overrides(width_sweep_config.get_config(), ["datasets=mnist", "data.source=dir", f"data.dir={full_data_dir}"])
+  config = apply_overrides(width_sweep_config.get_config(),
+                           ["datasets=mnist", "data.source=dir", f"data.dir={full_data_dir}"])
   blocks = [width_sweep.seed_data(config, "mnist", s) for s in range(3)]
   sets = [set(t.info.indices) for t, _, _ in blocks]
   assert not (sets[0] & sets[1] or sets[0] & sets[2] or sets[1] & sets[2])

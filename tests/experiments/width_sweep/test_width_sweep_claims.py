@@ -166,7 +166,8 @@ def test_ntk_distance_difference_is_the_paired_per_seed_slope_difference_against
   kinf, k0 = diff
   assert kinf["n"] == 10 and kinf["unit"] == "seeds" and kinf["direction"] == "holds"
   assert kinf["estimate"] == pytest.approx(0.5, abs=0.05) and kinf["scale"] == "slope"
-  slopes = {m: width_sweep_claims.per_seed_slopes([r for r in recs if r["model"] == m], width_sweep_claims.DISTANCE_FIELDS[kind][0])
+  field = width_sweep_claims.DISTANCE_FIELDS[kind][0]
+  slopes = {m: width_sweep_claims.per_seed_slopes([r for r in recs if r["model"] == m], field)
             for m in ("relu", "mlp_attn")}
   d = [slopes["mlp_attn"][s] - slopes["relu"][s] for s in range(10)]
   assert kinf["estimate"] == pytest.approx(np.mean(d), rel=1e-12)
