@@ -1,13 +1,17 @@
 """The main job: a quick reproduction of the NTK non-convergence results on the embedded real subsets.
 
-  python -m experiments [--workdir runs/quick] [--full] [--overwrite_config]
+  python -m experiments [--workdir runs/quick] [--full] [--overwrite_config] [<experiment>.<field>=value ...]
 
 Runs the experiments the registry marks ``main_job`` (``experiments.registry``), in registry order: the width
 sweep (``experiments.width_sweep``), the condition-number cubing check (``experiments.cubing``) and the
-influence flip-rate study (``experiments.flip_rate``), with their quick
-configs — about 5–8 minutes on 2 CPU cores — into ``<workdir>/<name>``, then writes
-``<workdir>/summary.md`` joining their summaries. ``--full`` uses the full-size configs (full data files via ATTN_DATA_DIR; hours on a CPU).
-Restarting with the same workdir resumes.
+influence flip-rate study (``experiments.flip_rate``), with their quick configs, into ``<workdir>/<name>``;
+then reruns those whose networks full-batch L-BFGS trains (width sweep, flip rate) from initial parameters
+perturbed at float32 rounding level into ``<workdir>/<name>_stability`` (the rounding band that decides
+which verdicts another machine could change: ``experiments.claims.stability``, docs/stability.md), and
+writes ``<workdir>/summary.md`` joining their summaries, with every verdict that moves marked *unstable*. ``--full`` uses the full-size configs (full data files via ATTN_DATA_DIR; hours on a CPU).
+Restarting with the same workdir resumes. Overrides name their experiment: ``width_sweep.widths=16,64``
+sets the width sweep's ``widths``, ``flip_rate.data.n_train=256`` the flip-rate study's ``data.n_train``
+(``python -m experiments.<experiment> --help`` lists each one's fields).
 """
 from __future__ import annotations
 
@@ -16,8 +20,10 @@ import time
 from pathlib import Path
 
 from experiments import registry
+from experiments.claims import stability
 from experiments.core import cli, distributed
-from experiments.core.workdir import read_records
+from experiments.core import config as config_lib
+from experiments.core.workdir import read_records, removed_if_unused
 
 
 def main_job_experiments() -> list:
@@ -32,21 +38,23 @@ def main(argv=None) -> None:
   parser.add_argument("--overwrite_config", action="store_true",
                       help="a sub-workdir holds results of another config (e.g. quick vs --full): move them "
                            "into its previous-<time>/ and start afresh")
+  names = [s.name for s in main_job_experiments()]
+  parser.add_argument("overrides", nargs="*", metavar="<experiment>.<field>=value",
+                      help=f"a field of one experiment's config, <experiment> one of {', '.join(names)} (e.g. "
+                           "width_sweep.widths=16,64; python -m experiments.<experiment> --help lists the fields)")
   distributed.add_arguments(parser)
   args = parser.parse_args(argv)
-  if not args.workdir:
-    parser.error("--workdir must name a directory (got an empty string)")
-  root = Path(args.workdir)
   start = time.perf_counter()
   with cli.user_errors():
+    root = cli.check_workdir(args.workdir)
+    configs = main_job_configs(args.full, args.overrides)
     distributed.initialize(args.coordinator_address, args.num_processes, args.process_id,
                            global_mesh=args.global_mesh)
-    with distributed.point_context():
-      texts = _run_all(root, args.full, args.overwrite_config)
+    with distributed.point_context(), removed_if_unused(root):
+      texts = _run_all(root, configs, args.overwrite_config)
   if texts is None:
     return
   elapsed = time.perf_counter() - start
-  names = [s.name for s in main_job_experiments()]
   computed = sum(float(r.get("wall_time_s", 0.0)) for sub in names for r in read_records(root / sub))
   summary = (f"# Quick reproduction: linearized attention vs the NTK regime\n\n"
              f"Compute time recorded in the results: {computed:.0f} s (sum of per-point wall times; this "
@@ -58,19 +66,55 @@ def main(argv=None) -> None:
   with cli.user_errors():
     summary += ("\n## Claims these runs support\n\nVerdict rules and the other claims: `python -m experiments.claims "
                 f"--workdir {root / 'claims'} --from {' '.join(map(str, subs))}`\n\n"
-                + claims.supported_rows_markdown(subs))
+                + claims.supported_rows_markdown(subs, root=root))
   from experiments.core.rules_version import stamp
   (root / "summary.md").write_text(stamp(summary))
   print(f"done in {elapsed:.0f} s: {root / 'summary.md'}")
 
 
-def _run_all(root: Path, full: bool, overwrite_config: bool) -> list[str] | None:
-  """Runs the main job's experiments (this process's share of each) and, on process 0 once every process has
-  finished, their reports; returns their summaries (None on the other processes)."""
+def main_job_configs(full: bool, overrides=()) -> dict:
+  """{experiment: config} of the main job: each experiment's quick (or ``full``) config with the
+  ``<experiment>.<field>=value`` overrides that name it, checked (values and data files) before any work.
+
+  Raises:
+    ValueError: an override that names no main-job experiment, a bad field or value (named with its
+      experiment), or full data files that are not there.
+  """
+  specs = main_job_experiments()
+  names = [s.name for s in specs]
+  mine: dict = {n: [] for n in names}
+  for item in overrides:
+    head = item.split("=", 1)[0]
+    experiment, _, field = head.partition(".")
+    if "=" not in item or experiment not in mine or not field:
+      raise ValueError(f"python -m experiments: override {item!r} must name its experiment, as "
+                       f"<experiment>.<field>=value with <experiment> one of {', '.join(names)} (e.g. "
+                       "width_sweep.widths=16,64)")
+    mine[experiment].append(item[len(experiment) + 1:])
+  configs = {}
+  for spec in specs:
+    try:
+      configs[spec.name] = config_lib.apply_overrides(spec.get_config(full=full), mine[spec.name])
+      config_lib.check_data_available(configs[spec.name])
+    except ValueError as e:
+      raise ValueError(f"{spec.name}: {e}") from None
+  return configs
+
+
+def _run_all(root: Path, configs: dict, overwrite_config: bool) -> list[str] | None:
+  """Runs the main job's experiments (this process's share of each) with ``configs`` ({name: config}) and,
+  on process 0 once every process has finished, their reports; returns their summaries (None on the other
+  processes)."""
   specs = main_job_experiments()
   for i, spec in enumerate(specs):
     print(f"[{i + 1}/{len(specs)}] {spec.description} -> {root / spec.name}")
-    spec.run(spec.get_config(full=full), root / spec.name, overwrite_config=overwrite_config)
+    spec.run(configs[spec.name], root / spec.name, overwrite_config=overwrite_config)
+  for spec in specs:  # the rounding band of the verdicts built on L-BFGS networks (docs/stability.md)
+    if spec.stability:
+      for name in stability.ALWAYS_MODES:
+        path = root / stability.workdir_name(spec.name, name)
+        print(f"[rounding band] {spec.name} rerun under {name} ({stability.mode(name).description}) -> {path}")
+        stability.run_mode(spec.name, name, path, overwrite_config=overwrite_config, config=configs[spec.name])
   distributed.barrier("experiments: all points done")
   if distributed.process_index() > 0:
     return None

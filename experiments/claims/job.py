@@ -45,9 +45,10 @@ from typing import Optional, Sequence
 from experiments import registry
 from experiments.claims import protocol, stability
 from experiments.core import cli
+from experiments.core import config as config_lib
 from experiments.core.rows import Source, not_run_reason
 from experiments.core.spec import ExperimentSpec
-from experiments.core.workdir import jsonable, read_records
+from experiments.core.workdir import jsonable, read_records, removed_if_unused
 
 ROWS_NAME = "claims.jsonl"
 
@@ -189,6 +190,8 @@ def _run_into(root: Path, todo: Sequence[tuple[str, str, object]], what: str, *,
               overwrite_config: bool) -> list[Source]:
   """Runs (or resumes) each (sub-workdir, experiment, config) of ``todo`` into ``root/<sub-workdir>`` with
   its report; returns their sources."""
+  for _, _, config in todo:
+    config_lib.check_data_available(config)
   for i, (name, experiment, config) in enumerate(todo):
     spec = registry.get(experiment)
     print(f"[{i + 1}/{len(todo)}] {name} ({what}) -> {root / name}", flush=True)
@@ -316,9 +319,7 @@ def run_claims(workdir, from_dirs: Sequence = (), *, run: bool = True, overwrite
       workdir (e.g. another config's results: rerun with ``overwrite_config``).
   """
   from experiments.claims import report as claims_report
-  root = Path(workdir)
-  if root.exists() and not root.is_dir():
-    raise ValueError(f"--workdir {root} exists and is not a directory")
+  root = cli.check_workdir(workdir)
   root.mkdir(parents=True, exist_ok=True)
   sources = discover(root, from_dirs)
   if run:
@@ -326,28 +327,36 @@ def run_claims(workdir, from_dirs: Sequence = (), *, run: bool = True, overwrite
   if run and standard:
     sources = run_standard(root, sources, overwrite_config=overwrite_config)
   rows = build_rows(sources, str(root))
-  modes = stability_modes or stability.MODE_NAMES
-  if stability_modes or any((root / stability.workdir_name(e, m)).is_dir()
-                            for e in stability.stability_experiments() for m in modes):
-    rows = stability.apply_stability(rows, root, sources, rerun_rows=rerun_rows, run=run and bool(stability_modes),
-                                     modes=modes, overwrite_config=overwrite_config)
+  # Every run reruns its L-BFGS experiments once under the perturb mode (ALWAYS_MODES); --stability adds the
+  # modes that change the numerics' environment. Reruns found on disk from an earlier --stability are read too.
+  to_run = tuple(dict.fromkeys(stability.ALWAYS_MODES + tuple(stability_modes)))
+  on_disk = tuple(m for m in stability.MODE_NAMES if any((root / stability.workdir_name(e, m)).is_dir()
+                                                        for e in stability.stability_experiments()))
+  modes = tuple(m for m in stability.MODE_NAMES if m in to_run or m in on_disk)
+  if run:
+    stability.run_reruns(root, sources, to_run, overwrite_config=overwrite_config)
+  rows = stability.apply_stability(rows, root, sources, rerun_rows=rerun_rows, run=False, modes=modes)
   write_rows(root, rows, protocol.protocol_choices(sources, str(root)), compute_times(sources))
   return claims_report.write_report(root)
 
 
-def rerun_rows(path, experiment: str) -> list[dict]:
-  """The rows of a stability rerun. The rerun is the quick setting by construction: its perturbation is no
-  protocol variant (reading it as one labelled every rerun row apart, so no row could ever be compared)."""
-  source = load_source(path, experiment)._replace(variant=())
+def rerun_rows(path, experiment: str, variant: tuple = ()) -> list[dict]:
+  """The rows of a stability rerun, read as the source it reruns (protocol ``variant``): its perturbation is
+  no protocol variant (reading it as one labelled every rerun row apart, so no row could ever be compared)."""
+  source = load_source(path, experiment)._replace(variant=tuple(variant))
   return build_rows([source], str(Path(path).parent), include_not_run=False)
 
 
-def supported_rows_markdown(workdirs: Sequence) -> str:
+def supported_rows_markdown(workdirs: Sequence, root=None) -> str:
   """The claims table of the rows that the given workdirs support (measured rows only; workdirs that do
-  not exist or hold no records are skipped), for the main job's summary."""
-  sources = [load_source(p) for p in workdirs if Path(p).is_dir() and identify(p) is not None]
+  not exist or hold no records are skipped), for the main job's summary; with ``root``, the stability
+  reruns under it (``root/<experiment>_stability[_<mode>]``) mark the rows that move *unstable*."""
+  sources = [s for s in (load_source(p) for p in workdirs if Path(p).is_dir() and identify(p) is not None)
+             if s.records]
   from experiments.claims import report as claims_report
-  rows = build_rows([s for s in sources if s.records], include_not_run=False)
+  rows = build_rows(sources, include_not_run=False)
+  if root is not None:
+    rows = stability.apply_stability(rows, root, sources, rerun_rows=rerun_rows, run=False)
   return claims_report.rows_markdown(rows, only_measured=True)
 
 
@@ -374,10 +383,8 @@ def main(argv=None) -> None:
                            "seeds; CIFAR-10, 10 seeds); hours on 2 CPU cores (docs/claims.md); set ATTN_DATA_DIR "
                            "to the full data files")
   args = parser.parse_args(argv)
-  if not args.workdir:
-    parser.error("--workdir must name a directory (got an empty string)")
   start = time.perf_counter()
-  with cli.user_errors():
+  with cli.user_errors(), removed_if_unused(cli.check_workdir(args.workdir)):
     run_claims(args.workdir, args.from_dirs, run=not args.no_run, overwrite_config=args.overwrite_config,
                stability_modes=stability.parse_modes(args.stability_modes) if args.stability else (),
                standard=args.standard)

@@ -175,9 +175,13 @@ def rows_markdown(rows: Sequence[dict], *, only_measured: bool = False) -> str:
 
 
 def _direction_text(row: dict) -> str:
-  """The direction cell: the verdict, and where a stability pass read the row, the modes it survived."""
+  """The direction cell: the verdict, and where a stability pass read the row, the modes it survived; an
+  unstable row gives every outcome (here, under each mode, and inside the rounding band where that decided)."""
   modes = row.get("stability") or {}
-  if row["direction"] == "unstable" or not modes:
+  if row["direction"] == "unstable":
+    outcomes = row.get("stability_outcomes") or {}
+    return "unstable" + (f" ({'; '.join(f'{k}: {v}' for k, v in outcomes.items())})" if outcomes else "")
+  if not modes:
     return row["direction"]
   stable = [m for m, d in modes.items() if d is not None]
   return f"{row['direction']} (stable: {', '.join(stable)})" if stable else row["direction"]

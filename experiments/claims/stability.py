@@ -52,6 +52,9 @@ MODES = (
          "split too", ("--xla_force_host_platform_device_count=2",)),
 )
 MODE_NAMES = tuple(m.name for m in MODES)
+# Run on every main job and claims job, not only with --stability: one rerun from perturbed initial parameters
+# is the rounding band every verdict built on L-BFGS networks needs (docs/stability.md).
+ALWAYS_MODES = ("perturb",)
 
 
 def mode(name: str) -> Mode:
@@ -117,27 +120,47 @@ def stability_experiments() -> tuple[str, ...]:
   return tuple(s.name for s in registry.experiments() if s.stability)
 
 
-def stability_config(experiment: str, perturbation: float = PERTURBATION):
-  """The config the claims job runs for ``experiment`` (its spec's ``claims_config``) with its L-BFGS networks'
-  initial parameters perturbed by a
-  relative ``perturbation`` (every config field named ``init_perturbation``; 0 leaves the config unchanged)."""
-  from experiments import registry
+def perturbed(config, perturbation: float):
+  """``config`` with its L-BFGS networks' initial parameters perturbed by a relative ``perturbation``
+  (every config field named ``init_perturbation``; 0 leaves the config unchanged)."""
   from experiments.core import config as config_lib
-  config = registry.get(experiment).claims_config()
   if not perturbation:
     return config
   fields = [f for f in config_lib.fields_of(config) if f.split(".")[-1] == "init_perturbation"]
   return config_lib.apply_overrides(config, [f"{f}={perturbation!r}" for f in fields])
 
 
-def run_mode(experiment: str, mode_name: str, workdir, *, overwrite_config: bool = False) -> None:
-  """Runs (or resumes) the rerun of ``experiment`` under ``mode_name`` into ``workdir``, in a child Python
-  process with the mode's environment; its output goes to this process's.
+def stability_config(experiment: str, perturbation: float = PERTURBATION):
+  """The config the claims job runs for ``experiment`` (its spec's ``claims_config``), ``perturbed``."""
+  from experiments import registry
+  return perturbed(registry.get(experiment).claims_config(), perturbation)
+
+
+def in_process(m: Mode) -> bool:
+  """Whether mode ``m`` can run in this process: it changes no environment (XLA and OpenBLAS read theirs at
+  start-up), only the initial parameters (``perturb``)."""
+  return not m.xla_flags and not m.env
+
+
+def run_mode(experiment: str, mode_name: str, workdir, *, overwrite_config: bool = False, config=None) -> None:
+  """Runs (or resumes) the rerun of ``experiment`` under ``mode_name`` into ``workdir``: in this process for a
+  mode that changes no environment (``in_process``), else in a child Python process with the mode's
+  environment, its output going to this process's.
+
+  Args:
+    config: the config to rerun (default: the claims job's, ``claims_config``); only for in-process modes.
 
   Raises:
+    ValueError: a ``config`` with a mode that needs a child process.
     RuntimeError: the child failed (its exit status is given); KeyboardInterrupt stops the child too.
   """
   m = mode(mode_name)
+  if in_process(m):
+    _rerun(experiment, workdir, m, overwrite_config, config)
+    return
+  if config is not None:
+    raise ValueError(f"stability mode {mode_name} runs in a child process, which reruns the claims job's config; "
+                     "pass no config")
   cmd = [sys.executable, "-m", "experiments.claims.stability", "--experiment", experiment, "--workdir", str(workdir),
          "--mode", mode_name] + (["--overwrite_config"] if overwrite_config else [])
   status = subprocess.run(cmd, env=mode_environment(m), check=False).returncode
@@ -146,38 +169,99 @@ def run_mode(experiment: str, mode_name: str, workdir, *, overwrite_config: bool
                        f"rerun the same command to resume ({' '.join(cmd)})")
 
 
-def _child(experiment: str, workdir, mode_name: str, overwrite_config: bool) -> None:
-  """The child process: records its numerics, then runs the experiment's stability config."""
+def _rerun(experiment: str, workdir, m: Mode, overwrite_config: bool, config=None) -> None:
+  """One rerun: records its numerics (``numerics.json``), then runs ``config`` (default: the claims job's)
+  with the mode's perturbation into ``workdir``."""
   from experiments import registry
   from experiments.core.workdir import versions
-  m = mode(mode_name)
   path = Path(workdir)
   path.mkdir(parents=True, exist_ok=True)
   keys = ("XLA_FLAGS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_CORETYPE", "NPY_DISABLE_CPU_FEATURES")
   (path / "numerics.json").write_text(json.dumps(dict(
       mode=m.name, description=m.description, perturbation=m.perturbation,
       environment={k: os.environ.get(k) for k in keys}, versions=versions()), indent=1, sort_keys=True) + "\n")
-  registry.get(experiment).run(stability_config(experiment, m.perturbation), path,
-                               overwrite_config=overwrite_config)
+  spec = registry.get(experiment)
+  spec.run(perturbed(config if config is not None else spec.claims_config(), m.perturbation), path,
+           overwrite_config=overwrite_config)
 
 
-def _key(row: Mapping) -> tuple:
-  """What identifies a claim row across runs: its claim, protocol variant and measurement choice."""
-  return row["claim_id"], row["variant"], row.get("measurement", "")
+def row_key(row: Mapping) -> tuple:
+  """What identifies a claim row across runs: its claim, protocol variant and measurement choice, by the
+  choice's ``measurement_id`` (stable where the measurement text embeds a measured value, e.g. the calibrated
+  ε*, which moves with the numerics; rows of older claims.jsonl files without it fall back to the text)."""
+  return row["claim_id"], row["variant"], row.get("measurement_id") or row.get("measurement", "")
 
 
-def apply_stability(rows: list[dict], root, sources: Sequence, *, rerun_rows: Callable[[Path, str], list[dict]],
-                    run: bool, modes: Sequence[str] = MODE_NAMES, overwrite_config: bool = False) -> list[dict]:
-  """The stability pass over the claim ``rows`` built from ``sources``; ``rerun_rows(path, experiment)``
-  builds the rows of one rerun workdir, read as the quick setting (the claims job's ``build_rows``).
+def _interval(row: Mapping):
+  from experiments.core import verdicts
+  return verdicts.Interval(row["estimate"], row["low"], row["high"], row["level"], row["n"], row["unit"],
+                           row["method"])
+
+
+def band_verdict(row: Mapping, reruns: Mapping[str, Mapping]):
+  """The verdict of ``row`` (a measured row whose verdict came from its interval) once its interval is
+  widened by the rounding band of its ``reruns`` ({mode: the same row rerun}; ``verdicts.stability_band``),
+  or None where no band applies (no interval, a direction set by a rule, no measured rerun)."""
+  from experiments.core import verdicts
+  measured = [r for r in reruns.values() if r["status"] == "measured" and r.get("low") is not None]
+  if row["status"] != "measured" or row.get("paper_sign") is None or row.get("low") is None or not measured:
+    return None
+  widened, _, _ = verdicts.stability_band(_interval(row), [_interval(r) for r in measured], row.get("scale") or "")
+  v = verdicts.verdict(widened, row["paper_sign"], paper_range=row.get("paper_range"), null=row["null"],
+                       scale=row.get("scale") or "ratio")
+  return v, widened
+
+
+def rerun_source(sources: Sequence, experiment: str):
+  """The source of ``experiment`` that the stability pass reruns: its quick-setting one, else its only one
+  (the main job's, whose width sweep differs from the claims job's config); None when there is neither."""
+  mine = [s for s in sources if s.experiment == experiment]
+  quick = [s for s in mine if not s.variant]
+  return quick[0] if quick else (mine[0] if len(mine) == 1 else None)
+
+
+def run_reruns(root, sources: Sequence, modes: Sequence[str], *, overwrite_config: bool = False,
+               configs: Optional[Mapping[str, object]] = None) -> None:
+  """Runs (or resumes) every rerun of the stability pass: each mode of ``modes``, each experiment of
+  ``stability_experiments()`` with a source to rerun (``rerun_source``), into ``root/workdir_name(experiment,
+  mode)``; ``configs`` ({experiment: config}) reruns those configs instead of the claims job's (in-process
+  modes only: the main job's perturb rerun).
+
+  Raises:
+    ValueError: an unknown mode name, or a config with a child-process mode.
+    RuntimeError: a rerun failed (``run_mode``).
+  """
+  root = Path(root)
+  for name in modes:
+    mode(name)
+  for name in modes:
+    for experiment in stability_experiments():
+      if rerun_source(sources, experiment) is None:
+        continue
+      path = root / workdir_name(experiment, name)
+      print(f"stability pass [{name}: {mode(name).description}]: {experiment} -> {path}", flush=True)
+      start = time.perf_counter()
+      run_mode(experiment, name, path, overwrite_config=overwrite_config, config=(configs or {}).get(experiment))
+      print(f"  {experiment} under {name} done in {time.perf_counter() - start:.0f} s", flush=True)
+
+
+def apply_stability(rows: list[dict], root, sources: Sequence, *,
+                    rerun_rows: Callable[[Path, str, tuple], list[dict]], run: bool,
+                    modes: Sequence[str] = MODE_NAMES, overwrite_config: bool = False) -> list[dict]:
+  """The stability pass over the claim ``rows`` built from ``sources``; ``rerun_rows(path, experiment,
+  variant)`` builds the rows of one rerun workdir, read as the source it reruns (the claims job's
+  ``rerun_rows``).
 
   For each mode in ``modes`` (names from ``MODE_NAMES``) and each experiment of ``stability_experiments()`` that has a
-  quick-setting source: reruns it into ``root/workdir_name(experiment, mode)`` when ``run`` (resuming), and
-  reads whatever rerun exists there. Every measured or not-measured row gets ``stability``: {mode: its
-  direction there ('not measured' included), or None where the rerun has no such row}. A row whose direction
-  or magnitude differs under any mode, or that is measured in one run and not in another, becomes direction
-  "unstable" (magnitude None), its reason giving the original outcome and each differing one; its estimate
-  and interval stay those of the first run.
+  source to rerun (``rerun_source``): reruns it into ``root/workdir_name(experiment, mode)`` when ``run``
+  (resuming), and reads whatever rerun exists there. Every measured or not-measured row gets ``stability``:
+  {mode: its direction there ('not measured' included), or None where the rerun has no such row}. A row
+  becomes direction "unstable" (magnitude None), its reason giving every outcome, when
+  - its direction or magnitude differs under any mode, or it is measured in one run and not in another; or
+  - its interval, widened by ``verdicts.BAND_FACTOR`` times the largest move of its ends under the reruns
+    (``verdicts.stability_band``), would read another verdict (``band_verdict``; the widened ends are kept
+    as ``stability_band``).
+  Its estimate and interval stay those of the first run. Rows are matched by ``row_key``.
 
   Raises:
     ValueError: an unknown mode name.
@@ -185,36 +269,52 @@ def apply_stability(rows: list[dict], root, sources: Sequence, *, rerun_rows: Ca
   """
   from experiments.core import verdicts
   root = Path(root)
+  if run:
+    run_reruns(root, sources, modes, overwrite_config=overwrite_config)
   for name in modes:
     mode(name)
   by_mode: dict[str, dict] = {}
   for name in modes:
     for experiment in stability_experiments():
-      if not any(s.experiment == experiment and not s.variant for s in sources):
+      source = rerun_source(sources, experiment)
+      if source is None:
         continue
       path = root / workdir_name(experiment, name)
-      if run:
-        print(f"stability pass [{name}: {mode(name).description}]: {experiment} -> {path}", flush=True)
-        start = time.perf_counter()
-        run_mode(experiment, name, path, overwrite_config=overwrite_config)
-        print(f"  {experiment} under {name} done in {time.perf_counter() - start:.0f} s", flush=True)
       if path.is_dir():
-        rerun = rerun_rows(path, experiment)
-        by_mode.setdefault(name, {}).update({_key(r): r for r in rerun})
+        rerun = rerun_rows(path, experiment, source.variant)
+        by_mode.setdefault(name, {}).update({row_key(r): r for r in rerun})
   def as_verdict(row: Mapping):
     return verdicts.Verdict(row["direction"], row.get("magnitude"), row["reason"])
   compared = ("measured", "not measured")  # a row measured here and not under a mode (or back) has moved too
   for row in rows:
     if row["status"] not in compared:
       continue
-    seen = {name: by_mode.get(name, {}).get(_key(row)) for name in modes}
-    seen = {name: as_verdict(o) for name, o in seen.items() if o is not None and o["status"] in compared}
-    if not seen:
+    found = {name: by_mode.get(name, {}).get(row_key(row)) for name in modes}
+    found = {name: o for name, o in found.items() if o is not None and o["status"] in compared}
+    if not found:
       continue
+    seen = {name: as_verdict(o) for name, o in found.items()}
     row["stability"] = {name: (seen[name].direction if name in seen else None) for name in modes}
-    v = verdicts.stability_verdict(as_verdict(row), {f"{n} ({mode(n).description})": o for n, o in seen.items()})
+    first = as_verdict(row)
+    row["stability_outcomes"] = {"here": outcome(first), **{n: outcome(o) for n, o in seen.items()}}
+    v = verdicts.stability_verdict(first, {f"{n} ({mode(n).description})": o for n, o in seen.items()})
+    banded = band_verdict(row, found) if v.direction != "unstable" else None
+    if banded is not None and (banded[0].direction, banded[0].magnitude) != (v.direction, v.magnitude):
+      w, iv = banded
+      row["stability_band"] = [iv.low, iv.high]
+      row["stability_outcomes"]["rounding band"] = outcome(w)
+      v = verdicts.Verdict("unstable", None, (
+          f"the verdict sits inside the rounding band: {outcome(v)} ({v.reason}) here and under "
+          f"{', '.join(seen)}, but the reruns move the interval's ends, and widened {verdicts.BAND_FACTOR:g}× "
+          f"that move, [{iv.low:.4g}, {iv.high:.4g}], it reads {outcome(w)}; another machine's rounding can "
+          "move it that far"))
     row.update(direction=v.direction, magnitude=v.magnitude, reason=v.reason)
   return rows
+
+
+def outcome(v) -> str:
+  """'direction' or 'direction, magnitude' of a ``verdicts.Verdict``."""
+  return v.direction if v.magnitude is None else f"{v.direction}, {v.magnitude}"
 
 
 def main(argv=None) -> None:
@@ -229,7 +329,7 @@ def main(argv=None) -> None:
   args = parser.parse_args(argv)
   from experiments.core import cli
   with cli.user_errors():
-    _child(args.experiment, args.workdir, args.mode, args.overwrite_config)
+    _rerun(args.experiment, args.workdir, mode(args.mode), args.overwrite_config)
 
 
 if __name__ == "__main__":

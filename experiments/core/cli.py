@@ -8,9 +8,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+from pathlib import Path
 
-from experiments.core.config import apply_overrides, field_choices, fields_of
+from experiments.core.config import apply_overrides, check_data_available, field_choices, fields_of
 from experiments.core.spec import ExperimentSpec
+from experiments.core.workdir import removed_if_unused
 
 
 def _fields_help(config) -> str:
@@ -51,17 +53,35 @@ def cli(spec: ExperimentSpec, argv=None):
   from experiments.core import distributed
   distributed.add_arguments(parser)
   args = parser.parse_args(argv)
-  if not args.workdir:
-    parser.error("--workdir must name a directory (got an empty string)")
   if has_standard and isinstance(args.standard, str) and "=" in args.standard:
     args.overrides.insert(0, args.standard)  # "--standard field=value": the flag without a data set
     args.standard = True
   if has_standard and args.standard == "":
     parser.error("--standard= needs a data set name, or no '=' at all")
   with user_errors():
+    check_workdir(args.workdir)
     kwargs = dict(standard=args.standard) if has_standard else {}
     config = apply_overrides(get_config(full=args.full, **kwargs), args.overrides)
+    check_data_available(config)
   return config, args
+
+
+def check_workdir(path, flag: str = "--workdir") -> Path:
+  """``path`` as a Path, checked before any work: it names a directory, or a place where one can be made.
+
+  Raises:
+    ValueError: ``path`` is empty, or it (or a parent of it) exists and is not a directory.
+  """
+  if not str(path):
+    raise ValueError(f"{flag} must name a directory (got an empty string)")
+  p = Path(path)
+  for q in (p, *p.parents):
+    if q.exists():
+      if not q.is_dir():
+        raise ValueError(f"{flag} {p}: {q} exists and is not a directory" if q != p
+                         else f"{flag} {p} exists and is not a directory")
+      break
+  return p
 
 
 def experiment_main(spec: ExperimentSpec, argv=None) -> None:
@@ -86,7 +106,7 @@ def experiment_main(spec: ExperimentSpec, argv=None) -> None:
     if count > 1 and spec.single_process:
       raise ValueError(f"experiments.{spec.name} runs as one process only (its orbax model checkpoints are "
                        f"collective across processes); got {count} processes")
-    with distributed.point_context():
+    with distributed.point_context(), removed_if_unused(args.workdir):
       spec.run(config, args.workdir, overwrite_config=args.overwrite_config)
     distributed.barrier("experiment_main: all points done")
     if distributed.process_index() > 0:

@@ -300,6 +300,32 @@ def fields_of(config, prefix: str = "") -> dict[str, Any]:
   return out
 
 
+def check_data_available(config, prefix: str = "") -> None:
+  """Checks, before any work, that every ``DataConfig`` group of ``config`` (nested groups included) that reads
+  the full data files (``source = 'dir'``) names an existing directory, by its ``dir`` or ATTN_DATA_DIR.
+
+  Raises:
+    ValueError: naming the group's dotted ``dir`` field, the variable, and what the directory must hold.
+  """
+  import os
+  from experiments.data.loader import DATA_DIR_ENV
+  for f in dataclasses.fields(config):
+    value = getattr(config, f.name)
+    if isinstance(value, DataConfig) and value.source == "dir":
+      where = value.dir or os.environ.get(DATA_DIR_ENV)
+      field = f"{prefix}{f.name}"
+      if not where:
+        raise ValueError(f"{field}.source='dir' reads the full data files, but neither {field}.dir nor "
+                         f"{DATA_DIR_ENV} names their directory: set {DATA_DIR_ENV}=DIR, DIR holding mnist/, "
+                         "fashion_mnist/ and cifar10/ (docs/data.md#full-data-files)")
+      if not os.path.isdir(where):
+        named = f"{field}.dir" if value.dir else DATA_DIR_ENV
+        raise ValueError(f"{named}={where!r} is not a directory (the full data files' directory, holding mnist/, "
+                         "fashion_mnist/ and cifar10/: docs/data.md#full-data-files)")
+    elif dataclasses.is_dataclass(value):
+      check_data_available(value, f"{prefix}{f.name}.")
+
+
 def _replace(config, changes: dict[tuple[str, ...], Any]):
   """dataclasses.replace through nested groups; ``changes`` maps field paths to new values."""
   direct = {path[0]: value for path, value in changes.items() if len(path) == 1}
@@ -318,15 +344,19 @@ def apply_overrides(config, overrides: Sequence[str]):
   A field of a nested group is named by its dotted path (``data.n_train=512``, ``train.max_epochs=30``).
 
   Raises:
-    ValueError: unknown field (the message lists the valid ones), a group named without a field, a value
+    ValueError: unknown field (the message lists the valid ones), a field given twice, a group named without
+      a field, a value
       of the wrong type, a non-finite float, a negative seed, a repeated value in a tuple, or whatever the
       config's ``validate()`` rejects.
   """
-  changes = {}
+  changes, given = {}, {}
   for item in overrides:
     if "=" not in item:
       raise ValueError(f"override {item!r} must look like field=value")
     field, text = item.split("=", 1)
+    if field in given:
+      raise ValueError(f"{field} is given twice ({given[field]}, {item}): give each field once")
+    given[field] = item
     path = tuple(field.split("."))
     owner = type(config)
     for depth, part in enumerate(path):

@@ -8,22 +8,25 @@ import argparse
 from pathlib import Path
 from typing import Callable, Sequence
 
-from experiments.core.cli import user_errors
+from experiments.core.cli import check_workdir, user_errors
 from experiments.core.spec import ExperimentSpec
-from experiments.core.workdir import read_records
+from experiments.core.workdir import read_config, read_records
 
 
 def experiment_records(workdir, experiment: str, required: Sequence[str]) -> list[dict]:
   """The records of ``workdir`` for the report of ``experiments.<experiment>``.
 
   Raises:
-    ValueError: the workdir does not exist, holds no records, or holds records without one of the
+    ValueError: the workdir does not exist, its config.json is corrupt, it holds no records, or holds records
+      without one of the
       ``required`` fields (another experiment's workdir); the message is one line naming the workdir.
   """
   path = Path(workdir)
   if not path.is_dir():
     raise ValueError(f"workdir {path} does not exist; run python -m experiments.{experiment} "
                      f"--workdir {path} first")
+  if (path / "config.json").exists():
+    read_config(path / "config.json")  # a corrupt config.json is named, not ignored
   records = read_records(path)
   if not records:
     raise ValueError(f"{path} holds no records; run python -m experiments.{experiment} --workdir {path} "
@@ -58,9 +61,8 @@ def report_cli(description: str, write_report: Callable, argv=None, prog: str | 
   parser = argparse.ArgumentParser(prog=prog, description=description)
   parser.add_argument("--workdir", required=True, help=f"a workdir holding {records}")
   args = parser.parse_args(argv)
-  if not args.workdir:
-    parser.error("--workdir must name a directory (got an empty string)")
   with user_errors():
+    check_workdir(args.workdir)
     try:
       write_report(args.workdir)
     except KeyError as e:

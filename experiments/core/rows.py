@@ -97,7 +97,7 @@ def make_row(claim_id: str, claim: str, source: str, paper_value: str, *, settin
              paper_sign: Optional[int] = None, null: float = 0.0, paper_range=None, scale: str = "difference",
              variant: str = "", status: str = "measured", command: str = "", produced_by: str = "",
              note: str = "", direction: Optional[str] = None, reason: str = "", measurement: str = "",
-             primary: bool = True) -> dict:
+             primary: bool = True, measurement_id: str = "") -> dict:
   """A claims row. With an ``interval`` and a ``paper_sign`` the verdict comes from
   ``experiments.core.verdicts.verdict``; ``direction``/``reason`` override the direction (e.g. a grid that cannot
   reach the paper's setting).
@@ -107,10 +107,17 @@ def make_row(claim_id: str, claim: str, source: str, paper_value: str, *, settin
   and the claims report summarises them ("holds under every choice", "depends on: …"). ``primary`` marks the
   one read first: the paper's own quantity, or where a rule stated before the numbers puts another first
   (the differential-attention rows' ε*, with the paper's 1/255 beside it); "" and True for a claim with a
-  single measurement."""
+  single measurement. ``measurement_id`` names the choice where ``measurement`` embeds a measured value
+  (e.g. "ε calibrated by interpolation" for "… (ε* = 0.0573)"): the stability pass matches rows across reruns
+  by it, so a row whose ε* moves under other numerics is still compared (default: ``measurement``).
+
+  ``paper_sign`` is kept in the row when the verdict came from it (``direction`` not overridden), so that
+  the stability pass can read the verdict of a widened interval (``verdicts.band_verdict``)."""
   row = dict(claim_id=claim_id, claim=claim, source=source, paper_value=paper_value, setting=setting,
-             variant=variant, measurement=measurement, primary=primary, status=status, command=command, produced_by=produced_by, note=note, scale=scale,
+             variant=variant, measurement=measurement, measurement_id=measurement_id or measurement,
+             primary=primary, status=status, command=command, produced_by=produced_by, note=note, scale=scale,
              null=null, paper_range=None if paper_range is None else [float(v) for v in paper_range],
+             paper_sign=paper_sign if direction is None else None,
              estimate=None, low=None, high=None, level=LEVEL, n=0, unit=None, method=None, direction=status,
              magnitude=None, reason=reason or status)
   if interval is not None:

@@ -467,6 +467,53 @@ def stability_verdict(first: Verdict, reruns) -> Verdict:
                  + "; ".join(f"{outcome(v)} ({v.reason}) under {what}" for what, v in moved.items()))
 
 
+BAND_FACTOR = 2.0  # how far past the reruns' largest move an interval end must stay (stability_band)
+
+
+def stability_band(interval: Interval, reruns, scale: str = "difference",
+                   factor: float = BAND_FACTOR) -> tuple[Interval, float, float]:
+  """``interval`` widened by the rounding band its reruns show: each end moved outward by ``factor`` times
+  the largest distance between it and the same end of any rerun's interval (on the log scale for a
+  ``'ratio'`` whose ends are all positive, else as they are).
+
+  Why: a verdict read from networks that full-batch L-BFGS trains moves with the machine's rounding (the
+  trained MLP-Attn network is a chaotic function of it, docs/stability.md). Two runs that agree can still
+  sit on either side of a null value that a third machine's run crosses; an end that stays on its side
+  when moved ``factor`` = 2 times the reruns' spread outward is one that another machine's rounding, which
+  moves it by about as much as a rerun does, leaves on that side. Measured on one machine, this rule
+  (with one perturbed rerun per run) left no row differing between default and AVX-only numerics where
+  the rule without the band left 2 (docs/stability.md).
+
+  Args:
+    interval: the run's own interval.
+    reruns: the same row's intervals under other numerics (``Interval``s; ends may be None or non-finite,
+      and are then skipped).
+    scale: the row's scale ('ratio' is widened on the log scale).
+    factor: the band's multiple of the largest move (≥ 0).
+
+  Returns:
+    (widened interval, move of the low end, move of the high end), the moves on the widening's scale.
+
+  Raises:
+    ValueError: a negative or non-finite factor.
+  """
+  if not (math.isfinite(factor) and factor >= 0):
+    raise ValueError(f"factor must be finite and >= 0, got {factor!r}")
+  ends = [(interval.low, interval.high)] + [(r.low, r.high) for r in reruns]
+  finite = [(lo, hi) for lo, hi in ends if lo is not None and hi is not None and math.isfinite(lo)
+            and math.isfinite(hi)]
+  log = scale == "ratio" and all(lo > 0 for lo, _ in finite)
+  fwd = math.log if log else (lambda v: v)
+  back = math.exp if log else (lambda v: v)
+  if not (finite and finite[0] == (interval.low, interval.high)):
+    return interval, 0.0, 0.0  # the run's own interval is unbounded or undefined: nothing to widen
+  lo0, hi0 = fwd(interval.low), fwd(interval.high)
+  move_lo = max((abs(fwd(lo) - lo0) for lo, _ in finite[1:]), default=0.0)
+  move_hi = max((abs(fwd(hi) - hi0) for _, hi in finite[1:]), default=0.0)
+  return (interval._replace(low=back(lo0 - factor * move_lo), high=back(hi0 + factor * move_hi)),
+          move_lo, move_hi)
+
+
 def verdict(interval: Interval, paper_sign: int, *, paper_range=None, null: float = 0.0,
             min_seeds: int = MIN_SEEDS, scale: str = "ratio") -> Verdict:
   """Direction and magnitude verdicts of one claim (see ``direction_verdict``, ``magnitude_verdict``).

@@ -13,6 +13,7 @@ every record carries ``process_index`` and ``process_count``.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -176,7 +177,7 @@ class Workdir:
     elif config is not None:
       cfg = jsonable(config)
       cfg_path = self.path / "config.json"
-      old = _read_config(cfg_path) if cfg_path.exists() else cfg
+      old = read_config(cfg_path) if cfg_path.exists() else cfg
       if old != cfg and self._results():
         if not overwrite_config:
           old_leaves, new_leaves = leaves(old), leaves(cfg)
@@ -196,6 +197,7 @@ class Workdir:
       tmp.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
       tmp.replace(cfg_path)  # atomic: the other processes never read half a config
     repair_torn_tail(self.results_path)
+    quarantine_unreadable(self.results_path)
 
   def _wait_for_config(self, cfg: dict, timeout_s: float) -> None:
     """Waits for process 0 to write a config.json equal to ``cfg`` (polling every 0.2 s).
@@ -335,8 +337,9 @@ def repair_torn_tail(path) -> Path | None:
     torn, i = path.with_name(f"{path.name}.torn-{stamp}-{i}"), i + 1
   torn.write_bytes(tail)
   os.truncate(path, cut)
-  warnings.warn(f"{path} ended in a line cut off by a killed run ({len(tail)} bytes); moved it to {torn} and "
-                "resumed from the last complete record", RuntimeWarning, stacklevel=2)
+  kept = len(_parse_lines(data[:cut])[0])
+  warnings.warn(f"{path} ended in an incomplete line ({len(tail)} bytes, as a run killed while writing leaves); "
+                f"moved it to {torn}; {kept} records kept", RuntimeWarning, stacklevel=2)
   return torn
 
 
@@ -351,7 +354,13 @@ def leaves(config: dict, prefix: str = "") -> dict[str, Any]:
   return out
 
 
-def _read_config(path: Path) -> dict:
+def read_config(path) -> dict:
+  """The config.json at ``path`` as a dict.
+
+  Raises:
+    ValueError: it is not valid UTF-8 JSON, or holds no JSON object (the message names the file).
+  """
+  path = Path(path)
   try:
     config = json.loads(path.read_text())
   except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -366,28 +375,104 @@ def read_records(workdir) -> list[dict]:
   """Records of a finished or partial run, for plotting without recomputing.
 
   Reads every process's results file (``results.jsonl``, then ``results-<i>-of-<P>.jsonl`` in name order).
-  A truncated line (from a killed run) is skipped. Non-finite numbers (stored as the strings 'nan',
-  'inf', '-inf') come back as floats; so would a string field whose value is literally one of those.
+  A line that is not a JSON record (a line torn by a kill, or garbage) is skipped with a ``RuntimeWarning``
+  that says how many records were kept; the next run on the workdir moves such lines aside
+  (``quarantine_unreadable``). Non-finite numbers (stored as the strings 'nan', 'inf', '-inf') come back
+  as floats; so would a string field whose value is literally one of those.
 
   Raises:
-    ValueError: a results file that is not UTF-8, or a line that is valid JSON but not an object.
+    ValueError: a line that is valid JSON but not an object.
   """
   out = []
   for path in results_files(workdir):
-    try:
-      text = path.read_text()
-    except UnicodeDecodeError as e:
-      raise ValueError(f"{path} is not a UTF-8 results file ({e}); move it aside or use a new workdir") from None
-    for line in text.splitlines():
-      try:
-        record = decode(json.loads(line))
-      except json.JSONDecodeError:
-        continue
+    records, bad = _parse_lines(path.read_bytes())
+    for record in records:
       if not isinstance(record, dict):
         raise ValueError(f"{path}: a line holds a JSON {type(record).__name__}, not a record object; move the "
                          "file aside or use a new workdir")
-      out.append(record)
+    if bad:
+      warnings.warn(f"{path}: {len(bad)} unreadable line(s) skipped, {len(records)} records kept; the next run "
+                    "of the experiment on this workdir moves them aside", RuntimeWarning, stacklevel=2)
+    out += [decode(r) for r in records]
   return out
+
+
+def _parse_lines(data: bytes) -> tuple[list, list[bytes]]:
+  """(parsed JSON values, unreadable lines) of the lines of a results file's bytes (empty lines ignored)."""
+  values, bad = [], []
+  for line in data.split(b"\n"):
+    if not line.strip():
+      continue
+    try:
+      values.append(json.loads(line.decode("utf-8")))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+      bad.append(line)
+  return values, bad
+
+
+def quarantine_unreadable(path) -> Path | None:
+  """Moves every line of the results file ``path`` that is not a JSON record (garbage, binary bytes, a
+  line cut off in the middle of the file) to ``<name>.corrupt-<time>`` beside it, keeping the readable
+  records in their order, and says so in a ``RuntimeWarning``: how many records were kept, how many lines
+  moved, and where. Called when a Workdir is opened (under its lock), after ``repair_torn_tail``.
+
+  Returns:
+    The path of the moved-aside lines, or None when every line was readable.
+  """
+  path = Path(path)
+  if not path.is_file():
+    return None
+  data = path.read_bytes()
+  values, bad = _parse_lines(data)
+  if not bad:
+    return None
+  stamp = time.strftime("%Y%m%d-%H%M%S")
+  aside, i = path.with_name(f"{path.name}.corrupt-{stamp}"), 1
+  while aside.exists():
+    aside, i = path.with_name(f"{path.name}.corrupt-{stamp}-{i}"), i + 1
+  aside.write_bytes(b"\n".join(bad) + b"\n")
+  kept = [line for line in data.split(b"\n") if line.strip() and line not in set(bad)]
+  tmp = path.with_name(f".{path.name}.{os.getpid()}")
+  tmp.write_bytes(b"".join(line + b"\n" for line in kept))
+  tmp.replace(path)
+  warnings.warn(f"{path}: {len(bad)} unreadable line(s) ({sum(map(len, bad))} bytes) moved to {aside}; "
+                f"{len(values)} records kept", RuntimeWarning, stacklevel=2)
+  return aside
+
+
+def _new_dirs(root: Path) -> set:
+  """``root`` and its directories up to two levels down (the main and claims jobs' sub-workdirs)."""
+  if not root.is_dir():
+    return set()
+  out = {root}
+  for child in root.iterdir():
+    if child.is_dir():
+      out.add(child)
+      out.update(g for g in child.iterdir() if g.is_dir())
+  return out
+
+
+_BOOKKEEPING = ("config.json", LOCK_NAME, ".config.json.")
+
+
+@contextlib.contextmanager
+def removed_if_unused(root):
+  """On an exception (a user error, Ctrl-C), removes the directories under ``root`` (``root`` included, two
+  levels down) that this block created and that hold nothing but bookkeeping (config.json, the lock):
+  a run that fails before its first record leaves no workdir behind. Records, plots and anything else
+  are never removed."""
+  root = Path(root)
+  before = _new_dirs(root)
+  try:
+    yield
+  except BaseException:
+    for d in sorted(_new_dirs(root) - before, key=lambda p: -len(p.parts)):
+      entries = list(d.iterdir())
+      if all(e.is_file() and e.name.startswith(_BOOKKEEPING) for e in entries):
+        for e in entries:
+          e.unlink()
+        d.rmdir()
+    raise
 
 
 def results_files(workdir) -> list[Path]:

@@ -133,17 +133,21 @@ class _Records:
 class EpsPoint(NamedTuple):
   """The ε (in units of 1/255 on the [0, 1] pixel scale) at which the ASR rows are read: a grid value
   (``weights`` = ((ε, 1.0),)) or a log-linear interpolation between two grid values ((ε_lo, 1 − w), (ε_hi, w)),
-  at which a model's ASR is Σ weight · ASR(grid ε). ``how`` says which, for the rows' measurement field."""
+  at which a model's ASR is Σ weight · ASR(grid ε). ``how`` says which, for the rows' measurement field;
+  ``id`` names it without the measured value (the rows' measurement_id, stable when ε* moves)."""
   eps_255: float
   weights: tuple
   how: str
+  id: str = ""
 
 
-def grid_point(eps_255: float, how: str = "") -> EpsPoint:
-  return EpsPoint(float(eps_255), ((float(eps_255), 1.0),), how or f"ε = {eps_255:g}/255")
+def grid_point(eps_255: float, how: str = "", id: str = "") -> EpsPoint:
+  text = how or f"ε = {eps_255:g}/255"
+  return EpsPoint(float(eps_255), ((float(eps_255), 1.0),), text, id or text)
 
 
 SECONDARY_EPS_255 = 1.0  # the paper's ε, kept as the secondary measurement
+PRIMARY_ID = "ε* (the depth-1 ViT's mean ASR reaches 0.5)"  # the measurement_id of the ε* rows
 
 
 def _vit_curve(idx: _Records, attack: str = "pgd") -> dict:
@@ -171,7 +175,7 @@ def primary_eps(idx: _Records, attack: str = "pgd") -> Optional[EpsPoint]:
     a_hi = curve[hi]
     side = tolerance.compare(a_hi, PRIMARY_ASR, tolerance.tolerance(a_hi, PRIMARY_ASR, ops=ASR_DIFFERENCE_OPS))
     if side == 0:
-      return grid_point(hi, f"ε* = {hi:g}/255, where the depth-1 ViT's mean ASR is 0.5 (a grid value)")
+      return grid_point(hi, f"ε* = {hi:g}/255, where the depth-1 ViT's mean ASR is 0.5 (a grid value)", PRIMARY_ID)
     if side < 0:
       continue
     if lo is None:
@@ -181,7 +185,7 @@ def primary_eps(idx: _Records, attack: str = "pgd") -> Optional[EpsPoint]:
     e_star = math.exp(math.log(lo) + w * (math.log(hi) - math.log(lo)))
     return EpsPoint(e_star, ((lo, 1.0 - w), (hi, w)),
                     f"ε* = {e_star:.3g}/255, where the depth-1 ViT's mean ASR reaches 0.5 (interpolated in log ε "
-                    f"between {lo:g}/255 and {hi:g}/255)")
+                    f"between {lo:g}/255 and {hi:g}/255)", PRIMARY_ID)
   return None
 
 
@@ -262,12 +266,12 @@ def asr_rows(src: Source) -> list[dict]:
       if interval is None:
         rows.append(not_measured(f"da_asr_{attack}", claim, ARXIV_DA, paper,
                                  idx.why(f"no depth-1 pair attacked at {point.how}"), produced_by=src.command)
-                    | dict(measurement=point.how, primary=primary))
+                    | dict(measurement=point.how, measurement_id=point.id, primary=primary))
         continue
       asr = "; ".join(f"seed {s}: {weighted_asr(d, point):.3f} vs {weighted_asr(v, point):.3f} "
                       f"({d[0]['n_counted']}/{v[0]['n_counted']} clean-correct)" for s, (d, v) in pairs.items())
       rows.append(make_row(f"da_asr_{attack}", claim, ARXIV_DA, paper, interval=interval, paper_sign=+1, null=0.0,
-                           scale="difference", produced_by=src.command, measurement=point.how, primary=primary,
+                           scale="difference", produced_by=src.command, measurement=point.how, measurement_id=point.id, primary=primary,
                            setting=idx.setting(f"depth 1, λ_init {lam}, {name} at {point.how}, {len(pairs)} seed(s); "
                                            f"ASR DiffViT vs ViT {asr}"),
                        note="flips if the interval moves below 0 (ViT the easier to attack)"))
@@ -292,7 +296,7 @@ def lambda_peak_rows(src: Source) -> list[dict]:
     if "0.8" not in by_lam or len(by_lam) < 2 or not seeds:
       rows.append(not_measured("lambda_peak", claim, ARXIV_DA, paper, idx.why(
           f"needs single-layer DiffViTs at λ_init 0.8 and another value on a common seed at {point.how} (have "
-          f"{sorted(by_lam)})"), produced_by=src.command) | dict(measurement=point.how, primary=primary))
+          f"{sorted(by_lam)})"), produced_by=src.command) | dict(measurement=point.how, measurement_id=point.id, primary=primary))
       continue
     lams = sorted(by_lam, key=float)
     peak = lams.index("0.8")
@@ -306,7 +310,7 @@ def lambda_peak_rows(src: Source) -> list[dict]:
     asr = ", ".join(f"{lam}: {np.mean([weighted_asr(by_lam[lam][s], point) for s in seeds]):.3f}" for lam in lams)
     rows.append(make_row("lambda_peak", claim, ARXIV_DA, paper, interval=interval, paper_sign=+1, null=0.0,
                          paper_range=(paper_value, paper_value) if point.eps_255 == SECONDARY_EPS_255 else None,
-                         scale="difference", produced_by=src.command, measurement=point.how, primary=primary,
+                         scale="difference", produced_by=src.command, measurement=point.how, measurement_id=point.id, primary=primary,
                          setting=idx.setting(f"depth 1, PGD at {point.how}, {len(seeds)} seed(s); mean ASR {asr}"),
                          note="flips if another λ_init's ASR is higher beyond the interval"))
   return rows
@@ -358,7 +362,7 @@ def depth_crossover_rows(src: Source, paper_depth: int = 8) -> list[dict]:
     if not diffs:
       rows.append(not_measured("depth_crossover", claim, ARXIV_DA, paper, idx.why(
           f"no depth with both models attacked at {point.how}"), produced_by=src.command)
-          | dict(measurement=point.how, primary=primary))
+          | dict(measurement=point.how, measurement_id=point.id, primary=primary))
       continue
     depth = max(d for d in diffs if d <= paper_depth) if any(d <= paper_depth for d in diffs) else min(diffs)
     interval, pairs = asr_difference(idx, depth, "pgd", point, lam)
@@ -368,7 +372,7 @@ def depth_crossover_rows(src: Source, paper_depth: int = 8) -> list[dict]:
         + ", ".join(f"{d}: {v:+.3f}" for d, v in sorted(diffs4.items())) + f" ({describe(change4, diffs4)}); "
         f"interval at depth {depth} over {len(pairs)} seed(s)")
     row = make_row("depth_crossover", claim, ARXIV_DA, paper, interval=interval, paper_sign=-1, null=0.0,
-                   scale="difference", setting=setting, produced_by=src.command, measurement=point.how,
+                   scale="difference", setting=setting, produced_by=src.command, measurement=point.how, measurement_id=point.id,
                    primary=primary, note="flips if DiffViT's ASR at the deepest depth moves above ViT's beyond the interval")
     if depth < paper_depth:
       row.update(direction="inconclusive", magnitude=None,
@@ -721,7 +725,7 @@ def _corollary1_rows(idx: _Records, lam: str, src: Source) -> list[dict]:
     window, measured = _crossover_window(idx, lam, point)
     row = make_row("da_corollary1", claim, ARXIV_DA, paper, interval=interval, scale="depth", produced_by=src.command,
                    setting=idx.setting(f"{fitted}; crossover measured at {point.how}: {measured}"),
-                   measurement=f"crossover at {point.how}", primary=primary,
+                   measurement=f"crossover at {point.how}", measurement_id=f"crossover at {point.id}", primary=primary,
                    note="flips if D*'s interval leaves the measured crossover window")
     rows.append(_judge_d_star(row, window, low, high, tol_low, tol_high, premise))
   return rows

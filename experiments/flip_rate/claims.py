@@ -362,6 +362,7 @@ def flip_ratio_rows(src: Source, tasks=("mnist", "cifar10")) -> list[dict]:
         rows.append(make_row(cid, claim, ARXIV_NTK, paper_text, interval=iv, paper_sign=+1, null=1.0,
                              paper_range=RATIO_RANGE, scale="ratio", variant=variant0, produced_by=src.command,
                              measurement=f"ε calibrated by interpolation (ε* = {cal.eps:.3g})", primary=False,
+                             measurement_id="ε calibrated by interpolation",
                              note=(f"{cal.unreached} of the bootstrap resamples never reach "
                                f"{100 * cal.target:.1f} % on the grid (left out of the ratio interval)"
                                if cal.unreached else ""),

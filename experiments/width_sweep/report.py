@@ -278,9 +278,12 @@ def _distance_slope_lines(records) -> list[str]:
 
 
 def _finite_mean(values) -> str:
-  """The mean of the finite values ('–' if none), with '(of k)' when some were undefined (NaN)."""
+  """The mean of the finite values, with '(of k)' when some were undefined (NaN); 'undefined (all k)' when
+  every one was."""
   v = [float(x) for x in values if np.isfinite(float(x))]
-  return ("–" if not v else f"{np.mean(v):.3g}") + (f" (of {len(v)})" if len(v) < len(values) else "")
+  if not v:
+    return f"undefined (all {len(values)})"
+  return f"{np.mean(v):.3g}" + (f" (of {len(v)})" if len(v) < len(values) else "")
 
 
 def _movement_lines(records) -> list[str]:
@@ -304,7 +307,9 @@ def _movement_lines(records) -> list[str]:
           "converged seeds: raw ‖K_T − K₀‖_F/‖K₀‖_F; centred ‖H(K_T − K₀)H‖_F/‖HK₀H‖_F, H = I − 11ᵀ/n; "
           "1 − CKA(K_T, K₀); top-k eigenspace 1 − ‖U_kᵀV_k‖_F²/k (k = "
           f"{'/'.join(map(str, k))}). MLP-Attn's top eigenvalue carries most of K₀'s trace, so the raw measure "
-          "mostly sees that one mode.", "",
+          "mostly sees that one mode. A measure is undefined for a seed where 1 − CKA meets a constant trained "
+          "kernel (HK_TH = 0) or the top-k eigenspace a kernel whose k-th eigenvalue is not positive; '(of j)' "
+          "counts the seeds where it is defined, 'undefined (all j)' says it is defined for none.", "",
           "| data set | criterion | model | width | raw | centred | 1 − CKA | top-k eigenspace | seeds |",
           "|---|---|---|---|---|---|---|---|---|"] + out
 

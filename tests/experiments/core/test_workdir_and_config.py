@@ -148,10 +148,10 @@ def test_report_cli_errors_are_one_line_with_status_2(tmp_path, capsys, error, m
 
 def test_main_job_passes_overwrite_config_to_every_stage(tmp_path, monkeypatch):
   seen = {}
-  monkeypatch.setattr(main_job, "_run_all", lambda root, full, overwrite: seen.update(
-      root=root, full=full, overwrite=overwrite) or ("", "", ""))
+  monkeypatch.setattr(main_job, "_run_all", lambda root, configs, overwrite: seen.update(
+      root=root, configs=configs, overwrite=overwrite) or ("", "", ""))
   main_job.main(["--workdir", str(tmp_path), "--overwrite_config"])
-  assert seen == {"root": tmp_path, "full": False, "overwrite": True}
+  assert seen == {"root": tmp_path, "configs": main_job.main_job_configs(False), "overwrite": True}
 
 
 def test_a_workdir_in_use_by_another_process_is_refused(tmp_path):
