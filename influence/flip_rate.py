@@ -89,3 +89,28 @@ def flip_rate(before_N, after_N, top_fraction: float = 0.1) -> FlipRate:
   else:
     rho = float(scipy.stats.spearmanr(b, a).statistic)
   return FlipRate(flipped / top.size, int(top.size), flipped, rho, top)
+
+
+def relative_shift(before_N, after_N) -> float:
+  """‖I_after − I_before‖₂ / ‖I_before‖₂: how far a perturbation moved the whole influence vector, a
+  continuous companion of the flip rate and Spearman's ρ (which count signs and ranks, and so jump when
+  one score crosses another or 0).
+
+  Args:
+    before_N, after_N: influence scores [n] before and after, same sample order.
+
+  Returns:
+    The relative shift ≥ 0 (float64); inf when ‖I_before‖₂ = 0 and the scores moved, 0 when neither.
+
+  Raises:
+    ValueError: shape mismatch, empty or non-finite scores.
+  """
+  b, a = np.asarray(before_N, np.float64), np.asarray(after_N, np.float64)
+  if b.ndim != 1 or b.shape != a.shape or b.size == 0:
+    raise ValueError(f"before and after must be equal-length 1-D arrays, got {b.shape} and {a.shape}")
+  if not (np.all(np.isfinite(b)) and np.all(np.isfinite(a))):
+    raise ValueError("influence scores hold NaN or inf")
+  moved, size = float(np.linalg.norm(a - b)), float(np.linalg.norm(b))
+  if size == 0:
+    return math.inf if moved > 0 else 0.0
+  return moved / size

@@ -133,3 +133,14 @@ def test_every_docs_anchor_exists(text_files):
           if anchor not in known[doc]:
             missing.append(f"{name}:{i}: {doc}#{anchor}")
   assert not missing, "anchors that are not headings of the docs:\n" + "\n".join(missing)
+
+
+CITED_PATH = re.compile(r"`((?:tests|experiments|ntk|attention|attacks|influence|benchmarks|scripts)/[\w/]+\.py)")
+
+
+def test_every_file_a_page_cites_exists():
+  """A page that names a source or test file (``tests/.../test_x.py``) names one that is there: the layout
+  moves of earlier versions left citations of files that had moved."""
+  missing = [(page.name, path) for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+             for path in CITED_PATH.findall(page.read_text()) if not (ROOT / path).exists()]
+  assert not missing, missing

@@ -25,8 +25,9 @@ DRAWS = ("disjoint", "independent")
 
 def expected_overlap(y_N, n: int) -> float:
   """The expected share of one class-balanced draw of n of the examples with labels y_N [N] that an
-  independent second draw also holds: Σ_c t_c²/N_c / n with t_c = min(n/k, N_c) per class (about n/N for
-  balanced classes).
+  independent second draw also holds: Σ_c t_c²/N_c / n, with t_c the draw's share of class c as
+  ``experiments.data.class_balanced_indices`` allocates it, n/k each, a class smaller than its share taken
+  whole and the shortfall shared among the others (about n/N for balanced classes).
 
   Raises:
     ValueError: n < 1 or no labels.
@@ -35,7 +36,14 @@ def expected_overlap(y_N, n: int) -> float:
   if n < 1 or y_N.size == 0:
     raise ValueError(f"n must be >= 1 and y_N non-empty, got n={n}, {y_N.size} labels")
   _, counts_K = np.unique(y_N, return_counts=True)
-  take_K = np.minimum(n / counts_K.size, counts_K)
+  if n > y_N.size:
+    raise ValueError(f"n must be at most the {y_N.size} labels, got n={n}")
+  take_K, remaining, open_K = np.zeros(counts_K.size), float(n), counts_K > 0
+  while remaining > 1e-9 * n:   # water-filling: equal shares, capped at each class's size
+    share = remaining / open_K.sum()
+    take_K[open_K] += np.minimum(share, counts_K[open_K] - take_K[open_K])
+    remaining = n - take_K.sum()
+    open_K = take_K < counts_K
   return float(np.sum(take_K ** 2 / counts_K) / n)
 
 

@@ -137,7 +137,7 @@ SE_FLOOR = 0.1  # resampled standard errors below this fraction of the sample's 
 # The studentized interval's tails are taken at TAIL_FACTOR·α/2 (0.015 each for a 95 % interval, i.e. the
 # nominal 97 % bootstrap-t interval). Chosen so that its coverage at n = 10 lies within 3 points of 95 % on
 # both a normal and a lognormal (σ = 1) population: measured 0.9645 and 0.9255 over 2,000 samples each, where
-# the nominal 95 % interval covered 0.942 and 0.902 (tests/test_verdicts.py;
+# the nominal 95 % interval covered 0.942 and 0.902 (tests/experiments/core/test_verdicts.py;
 # docs/theory.md#intervals-and-verdicts). No invariant one-sample method reached it at the nominal level
 # (double bootstrap: 0.88–0.92; BCa with expansion 0.87; variance-stabilised 0.82). On symmetric
 # populations it is conservative (≈ 97 %).
@@ -153,7 +153,7 @@ def bootstrap_mean(values, *, unit: str = "seeds", seed: int = 0, n_resamples: i
   is raised to it (tied values otherwise give t* = ±inf). The t* quantiles are taken at ``TAIL_FACTOR``·α/2
   and 1 − ``TAIL_FACTOR``·α/2 (the nominal 97 % interval for level 0.95), calibrated so that at n = 10 seeds
   it covered 0.9645 of 2,000 samples of a normal population and 0.9255 of a lognormal one (σ = 1), both
-  within 3 points of 0.95; the percentile interval covered 0.898 and 0.801 (``tests/test_verdicts.py``;
+  within 3 points of 0.95; the percentile interval covered 0.898 and 0.801 (``tests/experiments/core/test_verdicts.py``;
   docs/theory.md#intervals-and-verdicts).
   ``method='percentile'``: the α/2 and 1 − α/2 quantiles of m*_b (the earlier default).
   With n = 2 (either method) the interval is Student's t instead, m ± t_{(1+level)/2, 1}·se with

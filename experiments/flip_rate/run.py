@@ -16,8 +16,9 @@ model (2L-ReLU, MLP-Attn), width and seed:
   3. attack every training row against its own loss with the other rows held fixed (FGSM, PGD-L∞, MIM, and a
      random-sign control) at each ε, re-featurise all rows together (the attention transform sees the whole
      perturbed set; test rows are featurised against it), recompute kernel and influence with the
-     parameters fixed, and record the flip rate of the top-10 % influential samples, Spearman ρ, and the
-     measured mean ‖δ‖∞/ε. ε = 0 is run as a control (it must give exactly 0 flips). ε is the L∞ budget
+     parameters fixed, and record the flip rate of the top-10 % influential samples, Spearman ρ, the
+     influence vector's norm and relative shift ‖I_after − I_before‖/‖I_before‖ (``influence.relative_shift``,
+     their continuous companion), and the measured mean ‖δ‖∞/ε. ε = 0 is run as a control (it must give exactly 0 flips). ε is the L∞ budget
      on the [0, 1] pixel scale; records also carry it on the data set's standardised scale, ε/σ_c, with the
      per-channel mean and std of the training split (``experiments.data.scales``).
 ``data.preprocessing = centered`` subtracts the training split's per-channel mean inside the feature map (a
@@ -46,7 +47,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 import ntk
-from influence import flip_rate, malleability
+from influence import flip_rate, malleability, relative_shift
 from ntk.training import adversarial_train_adam
 from experiments.core import config as config_lib
 from experiments.core import distributed
@@ -197,8 +198,11 @@ def run(config: FlipRateConfig, workdir, *, overwrite_config: bool = False) -> l
                                              is None else (result.learning_rate,))
       other_params = other.params if config.influence_kernel != "init" else network_training.init_network(
           model, model_name, x_in, network_training.split_key(other_key)[0])[1]
-      fr = flip_rate(before.scores, influence(other_params, f_tr, f_te).scores, config.top_fraction)
+      second = influence(other_params, f_tr, f_te).scores
+      fr = flip_rate(before.scores, second, config.top_fraction)
       wd.append(dict(**criterion, **units, **common, attack=SEED_FLOOR, eps=0.0, flip_rate=fr.rate,
+                     influence_norm=float(np.linalg.norm(before.scores)),
+                     influence_shift=relative_shift(before.scores, second),
                      n_flipped=fr.n_flipped, n_top=fr.n_top, spearman=fr.spearman, mean_linf_over_eps=0.0,
                      second_seed=seed + SEED_FLOOR_OFFSET, second_converged=bool(other.reached),
                      second_train_loss=float(other.train_loss), ridge=before.ridge,
@@ -221,6 +225,8 @@ def run(config: FlipRateConfig, workdir, *, overwrite_config: bool = False) -> l
         wd.append(dict(**criterion, **units, **common, attack=attack, eps=eps,
                        eps_standardized=[float(v) for v in scales.eps_to_standardized(eps, stats.std)],
                        flip_rate=fr.rate, n_flipped=fr.n_flipped, n_top=fr.n_top,
+                       influence_norm=float(np.linalg.norm(before.scores)),
+                       influence_shift=relative_shift(before.scores, after.scores),
                        spearman=fr.spearman, mean_linf_over_eps=float(np.mean(linf) / eps) if eps else 0.0,
                        attacked_row_accuracy=adv_acc, ridge=before.ridge, wall_time_s=time.perf_counter() - t0))
         bar.update()

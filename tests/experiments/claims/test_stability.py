@@ -1,6 +1,7 @@
 """The claims job's stability pass (experiments.claims.stability): reruns read against the first run, the modes'
 environments, and a verdict that moves under any mode marked unstable with every outcome."""
 import dataclasses
+import math
 import os
 import subprocess
 import sys
@@ -112,3 +113,60 @@ def test_a_row_measured_here_but_not_under_a_mode_is_unstable(tmp_path):
   row = main_row(_rows_with_stability(tmp_path, modes=("serial",)), "flip_ratio_mnist_pgd")
   assert row["status"] == "measured" and row["direction"] == "unstable"
   assert "not measured" in row["reason"] and row["stability"] == {"serial": "not measured"}
+
+
+def _row(measurement, low, high, *, measurement_id="", estimate=None):
+  from experiments.core import rows
+  from experiments.core.verdicts import Interval
+  iv = Interval((low + high) / 2 if estimate is None else estimate, low, high, 0.95, 10, "seeds", "student_t")
+  return rows.make_row("c", "the claim", "src", "p", interval=iv, paper_sign=+1, null=0.0, scale="difference",
+                       measurement=measurement, measurement_id=measurement_id)
+
+
+def _apply(rows, reruns, tmp_path):
+  """apply_stability on ``rows`` with one perturb rerun whose rows are ``reruns`` (no workdir is read)."""
+  (tmp_path / "flip_rate_stability").mkdir(exist_ok=True)
+  source = claims.Source("flip_rate", str(tmp_path / "flip_rate"), {}, [])
+  return stability.apply_stability(rows, tmp_path, [source], rerun_rows=lambda path, exp, variant: reruns,
+                                   run=False, modes=("perturb",))
+
+
+def test_rows_of_different_measurement_choices_are_never_matched_with_each_other(tmp_path):
+  here = [_row("ε = 0.1", 0.2, 0.4), _row("ε = 0.3", -0.1, 0.3)]
+  rerun = [_row("ε = 0.3", -0.1, 0.3), _row("ε = 0.1", 0.2, 0.4)]   # the same outcomes, in the other order
+  out = _apply([dict(r) for r in here], rerun, tmp_path)
+  assert [r["direction"] for r in out] == ["holds", "inconclusive"]
+  moved = [_row("ε = 0.1", 0.2, 0.4), _row("ε = 0.3", 0.05, 0.3)]   # only ε = 0.3 moves (to holds)
+  out = _apply([dict(r) for r in here], moved, tmp_path)
+  assert [r["direction"] for r in out] == ["holds", "unstable"]
+
+
+def test_a_row_still_matches_when_its_calibrated_eps_moves(tmp_path):
+  """The calibrated ε* is in the measurement text and moves with the numerics; the row is matched by its
+  measurement_id, so a verdict that moves with it is marked, not dropped from the comparison."""
+  here = _row("ε calibrated by interpolation (ε* = 0.0573)", 0.02, 0.12, measurement_id="ε calibrated")
+  rerun = _row("ε calibrated by interpolation (ε* = 0.0582)", -0.08, 0.12, measurement_id="ε calibrated")
+  (row,) = _apply([dict(here)], [rerun], tmp_path)
+  assert row["direction"] == "unstable" and row["stability"] == {"perturb": "inconclusive"}
+  assert stability.row_key(here) == stability.row_key(rerun)
+
+
+def test_a_verdict_inside_the_rounding_band_is_unstable(tmp_path):
+  """Both runs hold, but the low end moved by 0.03 between them and sits 0.04 above 0: widened by twice the
+  move it would contain 0, so another machine could read inconclusive. A low end 0.2 above 0 with the same
+  move keeps its verdict."""
+  (near,) = _apply([dict(_row("ε = 0.1", 0.04, 0.3))], [_row("ε = 0.1", 0.07, 0.31)], tmp_path)
+  assert near["direction"] == "unstable" and "rounding band" in near["reason"]
+  assert near["stability_outcomes"] == {"here": "holds", "perturb": "holds", "rounding band": "inconclusive"}
+  assert near["stability_band"] == pytest.approx([0.04 - 2 * 0.03, 0.3 + 2 * 0.01])
+  (far,) = _apply([dict(_row("ε = 0.1", 0.2, 0.5))], [_row("ε = 0.1", 0.23, 0.51)], tmp_path)
+  assert far["direction"] == "holds" and "stability_band" not in far
+
+
+def test_the_rounding_band_of_a_ratio_is_on_the_log_scale():
+  from experiments.core.verdicts import Interval, stability_band
+  iv = Interval(2.0, 1.2, 3.0, 0.95, 10, "seeds", "pooled")
+  widened, move_lo, move_hi = stability_band(iv, [iv._replace(low=1.5, high=3.0)], "ratio")
+  assert move_lo == pytest.approx(abs(math.log(1.5) - math.log(1.2))) and move_hi == 0.0
+  assert widened.low == pytest.approx(1.2 * (1.2 / 1.5) ** 2) and widened.high == pytest.approx(3.0, rel=1e-15)
+  assert stability_band(iv._replace(low=-math.inf), [iv], "ratio")[0].low == -math.inf   # nothing to widen

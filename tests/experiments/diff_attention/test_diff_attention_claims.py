@@ -334,3 +334,22 @@ def test_rows_of_a_differential_attention_variant_carry_its_label():
   assert measured and all("dataset=cifar10" in r["variant"] for r in measured)
   assert any("depth=2" in r["variant"] and "dataset=cifar10" in r["variant"] for r in measured)
   assert any(r["status"] == "not run" and r["claim_id"] == "da_asr_pgd" for r in rows)
+
+
+def test_the_d_star_interval_resamples_seeds():
+  """Three depth-8 seeds whose images all share their seed's L̂ (no image-level spread) and whose D* alone are
+  4/3, 1.5 and 2: only resampling the seeds can spread the bootstrap, so the interval covers the smallest
+  and the largest seed's D* (a resample of one seed three times has probability 1/27 > 2.5 %; mixtures of
+  seeds can fall outside that range, the fit being nonlinear in the pooled ratios). A bootstrap that
+  iterated over the seeds instead of resampling them would give every replicate the pooled D*, an interval
+  of width 0."""
+  recs = [r for r in _corollary1_records(EARLY) if r.get("kind") != "lipschitz"]
+  for seed, alpha_bar in ((0, 0.25), (1, 0.5), (2, 0.125)):
+    for layer in range(1, 9):
+      for model, lam, scale in (("vit", "-", 1.0), ("diffvit", "0.8", 2.0 * alpha_bar ** (layer - 1))):
+        t = _train(model, 8, lam, seed)
+        recs.append(dict(kind="lipschitz", model=model, depth=8, lambda_init=lam, seed_index=seed, name=t["name"],
+                         layer=layer, eps=1 / 255, eps_255=1.0, values=np.full(20, scale).tolist()))
+  row = _corollary1(recs)
+  assert "D* per seed 0: 1.5, 1: 2, 2: 1.33" in row["setting"]
+  assert row["low"] <= 4 / 3 + 1e-9 and row["high"] >= 2.0 - 1e-9

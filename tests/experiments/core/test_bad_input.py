@@ -1,0 +1,172 @@
+"""Bad input on the command lines and in workdirs: one clear sentence before any work, a non-zero exit, no
+traceback, no partial workdir, and nothing a user computed is lost (issue #35)."""
+import warnings
+
+import pytest
+
+from experiments import __main__ as main_job
+from experiments.claims import job as claims_job
+from experiments.claims import protocol
+from experiments.core import cli
+from experiments.core import config as config_lib
+from experiments.core import report as core_report
+from experiments.core.workdir import Workdir, quarantine_unreadable, read_records, removed_if_unused
+from experiments.flip_rate import SPEC as FLIP_RATE
+
+
+def _exit_message(capsys, fn, *args):
+  with pytest.raises(SystemExit) as exit_info:
+    fn(*args)
+  out = capsys.readouterr()
+  assert exit_info.value.code == 2, out
+  assert "Traceback" not in out.err and "Errno" not in out.err
+  return out
+
+
+def test_the_main_job_refuses_a_file_as_workdir_before_any_work(tmp_path, capsys):
+  target = tmp_path / "a_file"
+  target.write_text("not a directory")
+  out = _exit_message(capsys, main_job.main, ["--workdir", str(target)])
+  assert f"--workdir {target} exists and is not a directory" in out.err
+  assert "[1/" not in out.out  # no experiment started
+
+
+def test_the_main_job_refuses_a_workdir_under_a_file(tmp_path, capsys):
+  (tmp_path / "f").write_text("")
+  out = _exit_message(capsys, main_job.main, ["--workdir", str(tmp_path / "f" / "run")])
+  assert "exists and is not a directory" in out.err
+
+
+def test_the_main_job_takes_overrides_only_with_their_experiment(tmp_path, capsys):
+  out = _exit_message(capsys, main_job.main, ["--workdir", str(tmp_path / "w"), "widths=-4"])
+  assert "must name its experiment, as <experiment>.<field>=value" in out.err
+  assert "width_sweep, cubing, flip_rate" in out.err
+  assert not (tmp_path / "w").exists()
+
+
+def test_a_main_job_override_is_checked_and_named_with_its_experiment(tmp_path, capsys):
+  out = _exit_message(capsys, main_job.main, ["--workdir", str(tmp_path / "w"), "width_sweep.widths=-4"])
+  assert out.err.startswith("error: width_sweep: widths") and not (tmp_path / "w").exists()
+
+
+def test_main_job_overrides_reach_their_experiment_only():
+  configs = main_job.main_job_configs(False, ["width_sweep.widths=16,64", "flip_rate.data.n_train=256"])
+  assert configs["width_sweep"].widths == (16, 64)
+  assert configs["flip_rate"].data.n_train == 256
+  assert configs["cubing"] == main_job.main_job_configs(False)["cubing"]
+
+
+def test_a_field_given_twice_is_refused(capsys, tmp_path):
+  with pytest.raises(ValueError, match=r"widths is given twice \(widths=16, widths=32\)"):
+    config_lib.apply_overrides(main_job.main_job_configs(False)["width_sweep"], ["widths=16", "widths=32"])
+  out = _exit_message(capsys, cli.experiment_main, FLIP_RATE, ["--workdir", str(tmp_path / "w"), "seeds=0",
+                                                               "seeds=1"])
+  assert "seeds is given twice" in out.err
+
+
+def test_the_claims_job_protocol_commands_name_each_field_once(tmp_path):
+  for choice in protocol.protocol_choices([], str(tmp_path)):
+    fields = [word.split("=", 1)[0] for word in choice["command"].split() if "=" in word]
+    assert len(fields) == len(set(fields)), choice["command"]
+
+
+def test_a_full_data_run_without_the_data_directory_stops_before_any_work(tmp_path, capsys, monkeypatch):
+  monkeypatch.delenv("ATTN_DATA_DIR", raising=False)
+  out = _exit_message(capsys, cli.experiment_main, FLIP_RATE, ["--workdir", str(tmp_path / "w"), "--full"])
+  assert "ATTN_DATA_DIR" in out.err and "data.source='dir'" in out.err
+  assert not (tmp_path / "w").exists()
+  out = _exit_message(capsys, main_job.main, ["--workdir", str(tmp_path / "m"), "--full"])
+  assert "ATTN_DATA_DIR" in out.err and not (tmp_path / "m").exists()
+
+
+def test_a_data_directory_that_does_not_exist_is_named(tmp_path, monkeypatch):
+  monkeypatch.setenv("ATTN_DATA_DIR", str(tmp_path / "missing"))
+  with pytest.raises(ValueError, match=r"ATTN_DATA_DIR='.*missing' is not a directory"):
+    config_lib.check_data_available(FLIP_RATE.get_config(full=True))
+
+
+def test_a_run_that_fails_before_its_first_record_leaves_no_workdir(tmp_path):
+  def fail_after_config(path):
+    Workdir(path / "sub", ("k",), {"lr": 1.0})  # config.json and .lock, then an error
+    raise ValueError("bad data")
+  with pytest.raises(ValueError):
+    with removed_if_unused(tmp_path / "root"):
+      fail_after_config(tmp_path / "root")
+  assert not (tmp_path / "root").exists()
+
+
+def test_the_cleanup_keeps_every_record_and_every_directory_that_was_there(tmp_path):
+  (tmp_path / "old").mkdir()
+  with pytest.raises(KeyboardInterrupt):
+    with removed_if_unused(tmp_path):
+      wd = Workdir(tmp_path / "done", ("k",), {"lr": 1.0})
+      wd.append({"k": 1})
+      Workdir(tmp_path / "empty", ("k",), {"lr": 1.0})
+      raise KeyboardInterrupt
+  assert (tmp_path / "old").is_dir() and [r["k"] for r in read_records(tmp_path / "done")] == [1]
+  assert not (tmp_path / "empty").exists()
+
+
+def _records(path, n):
+  wd = Workdir(path, ("k",), {"lr": 1.0})
+  for k in range(n):
+    wd.append({"k": k})
+  return path / "results.jsonl"
+
+
+def test_a_garbage_line_in_the_middle_is_moved_aside_and_counted(tmp_path):
+  results = _records(tmp_path, 3)
+  lines = results.read_text().splitlines()
+  results.write_text("\n".join([lines[0], "{not json", lines[1], lines[2]]) + "\n")
+  with pytest.warns(RuntimeWarning, match=r"1 unreadable line\(s\) skipped, 3 records kept"):
+    assert [r["k"] for r in read_records(tmp_path)] == [0, 1, 2]
+  with pytest.warns(RuntimeWarning, match=r"1 unreadable line\(s\) \(9 bytes\) moved to .*corrupt-.*; 3 records kept"):
+    Workdir(tmp_path, ("k",), {"lr": 1.0})
+  (aside,) = tmp_path.glob("results.jsonl.corrupt-*")
+  assert aside.read_text() == "{not json\n"
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    assert [r["k"] for r in read_records(tmp_path)] == [0, 1, 2]
+
+
+def test_binary_garbage_is_moved_aside_without_losing_the_records(tmp_path):
+  results = _records(tmp_path, 2)
+  garbage = bytes(range(128, 256))
+  results.write_bytes(results.read_bytes() + garbage + b"\n")
+  with pytest.warns(RuntimeWarning, match=r"moved to .*corrupt-.*; 2 records kept"):
+    assert quarantine_unreadable(results) is not None
+  (aside,) = tmp_path.glob("results.jsonl.corrupt-*")
+  assert aside.read_bytes() == garbage + b"\n"
+  assert [r["k"] for r in read_records(tmp_path)] == [0, 1]
+
+
+def test_binary_garbage_at_the_end_says_what_was_kept(tmp_path):
+  results = _records(tmp_path, 2)
+  results.write_bytes(results.read_bytes() + b"\xff\xfe\x00garbage")  # no newline: a torn tail
+  with pytest.warns(RuntimeWarning, match=r"incomplete line \(10 bytes.*2 records kept"):
+    Workdir(tmp_path, ("k",), {"lr": 1.0})
+  assert [r["k"] for r in read_records(tmp_path)] == [0, 1]
+
+
+def test_a_report_names_a_corrupt_config_file(tmp_path, capsys):
+  _records(tmp_path, 1)
+  (tmp_path / "config.json").write_text("{garbled")
+  out = _exit_message(capsys, core_report.report_cli, "test",
+                      lambda w: core_report.experiment_records(w, "flip_rate", ()), ["--workdir", str(tmp_path)])
+  assert "config.json is not valid JSON" in out.err
+
+
+def test_a_failed_claims_run_leaves_no_empty_sub_workdirs(tmp_path, capsys, monkeypatch):
+  def refuse(*args, **kwargs):
+    raise ValueError("refused by the test")
+  monkeypatch.setattr(claims_job, "_run_into", lambda root, todo, what, overwrite_config: [
+      Workdir(root / name, ("k",), {"x": 1}) for name, _, _ in todo] and refuse())
+  out = _exit_message(capsys, claims_job.main, ["--workdir", str(tmp_path / "claims")])
+  assert "refused by the test" in out.err
+  assert not (tmp_path / "claims").exists()
+
+
+def test_the_main_job_help_lists_the_experiment_overrides(capsys):
+  with pytest.raises(SystemExit):
+    main_job.main(["--help"])
+  assert "<experiment>.<field>=value" in capsys.readouterr().out

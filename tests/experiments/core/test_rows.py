@@ -1,0 +1,98 @@
+"""experiments.core.rows: the claim-row primitives, each against an independent computation (closed forms,
+scipy, a hand-worked case)."""
+import math
+
+import numpy as np
+import pytest
+import scipy.stats
+
+from experiments.core import rows
+
+
+def test_mean_interval_is_students_t_by_hand():
+  v = np.array([0.1, 0.4, 0.35, 0.2, 0.3, 0.25, 0.15, 0.45, 0.05, 0.3])
+  iv = rows.mean_interval(v)
+  half = scipy.stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size)
+  assert (iv.estimate, iv.low, iv.high) == pytest.approx((v.mean(), v.mean() - half, v.mean() + half), rel=1e-12)
+  assert (iv.n, iv.unit, iv.level) == (10, "seeds", 0.95)
+
+
+def test_ratio_interval_is_students_t_of_the_logs():
+  r = np.array([0.5, 0.8, 0.6, 1.1, 0.7, 0.9, 0.55, 0.65, 0.75, 0.85])
+  iv = rows.ratio_interval(r)
+  logs = np.log(r)
+  half = scipy.stats.t.ppf(0.975, r.size - 1) * logs.std(ddof=1) / math.sqrt(r.size)
+  assert (iv.estimate, iv.low, iv.high) == pytest.approx(np.exp([logs.mean(), logs.mean() - half,
+                                                                 logs.mean() + half]), rel=1e-12)
+
+
+def test_paired_interval_at_six_seeds_is_the_range_of_the_differences():
+  # The 95 % sign-flip interval at n = 6 is exactly [min d, max d] (p = 2/64 just outside).
+  a, b = np.array([1.0, 2.0, 3.5, 0.5, 2.5, 1.5]), np.array([0.5, 1.0, 1.0, 0.0, 1.0, 1.5])
+  iv = rows.paired_interval(a, b)
+  assert (iv.estimate, iv.low, iv.high) == pytest.approx(((a - b).mean(), (a - b).min(), (a - b).max()))
+
+
+def test_one_seed_gives_its_value_and_no_interval():
+  for iv in (rows.mean_interval([0.3]), rows.paired_interval([0.5], [0.2]), rows.ratio_interval([2.0]),
+             rows.pooled_interval([3], [1], [10], [10])):
+    assert iv.n == 1 and iv.low == -math.inf and iv.high == math.inf
+  assert rows.pooled_interval([3], [1], [10], [20]).estimate == pytest.approx((3 / 10) / (1 / 20))
+
+
+def test_pooled_interval_is_the_ratio_of_pooled_rates():
+  a, b, ta, tb = [3, 5, 4, 6, 2, 5, 4, 3, 6, 5], [1, 2, 2, 3, 1, 2, 1, 2, 3, 2], [52] * 10, [52] * 10
+  iv = rows.pooled_interval(a, b, ta, tb)
+  assert iv.estimate == pytest.approx((sum(a) / sum(ta)) / (sum(b) / sum(tb)), rel=1e-12)
+  assert iv.low < iv.estimate < iv.high
+
+
+def test_make_row_reads_the_verdict_from_its_interval_and_keeps_what_the_stability_pass_needs():
+  iv = rows.mean_interval(np.linspace(0.1, 0.3, 10))    # all above 0
+  row = rows.make_row("c", "claim", "src", "p", interval=iv, paper_sign=+1, null=0.0, scale="difference")
+  assert (row["direction"], row["estimate"], row["paper_sign"]) == ("holds", iv.estimate, 1)
+  against = rows.make_row("c", "claim", "src", "p", interval=iv, paper_sign=-1, null=0.0, scale="difference")
+  assert against["direction"] == "fails"
+  ruled = rows.make_row("c", "claim", "src", "p", interval=iv, paper_sign=+1, direction="inconclusive",
+                        reason="the grid cannot reach the paper's setting")
+  assert ruled["direction"] == "inconclusive" and ruled["paper_sign"] is None   # a rule, not the interval
+  named = rows.make_row("c", "claim", "src", "p", measurement="ε calibrated (ε* = 0.0573)",
+                        measurement_id="ε calibrated")
+  assert named["measurement_id"] == "ε calibrated"
+  assert rows.make_row("c", "claim", "src", "p", measurement="ε = 0.3")["measurement_id"] == "ε = 0.3"
+
+
+def test_not_run_and_not_measured_rows():
+  r = rows.not_run("c", "claim", "src", "p", "python -m experiments.x --workdir DIR", "no workdir")
+  assert (r["status"], r["direction"], r["command"], r["reason"]) == ("not run", "not run",
+                                                                      "python -m experiments.x --workdir DIR",
+                                                                      "no workdir")
+  m = rows.not_measured("c", "claim", "src", "p", "ε = 0.3 is not in the grid", variant="v")
+  assert (m["status"], m["variant"], m["estimate"]) == ("not measured", "v", None)
+  assert "--no_run" in rows.not_run_reason("flip_rate", run_here=True)
+  assert "--standard" in rows.not_run_reason("certify", run_here=False)
+
+
+def test_reached_criterion_reads_the_flag_or_the_loss_within_float32_rounding():
+  assert rows.reached_criterion(dict(converged=True, train_loss=0.2, loss_target=0.05))
+  assert rows.reached_criterion(dict(converged=False, train_loss=0.05 * (1 + 1e-7), loss_target=0.05))
+  assert not rows.reached_criterion(dict(converged=False, train_loss=0.051, loss_target=0.05))
+
+
+def test_seed_image_bootstrap_with_identical_images_is_a_seed_bootstrap():
+  # Every image of a seed has the seed's value, so only the seed level varies: the replicates are means of
+  # seed values drawn with replacement, whose 2.5 % / 97.5 % quantiles a direct resampling reproduces.
+  values = [0.1, 0.5, 0.2, 0.4, 0.3]
+  groups = [[np.full(7, v)] for v in values]
+  est, low, high = rows.seed_image_bootstrap(groups, lambda m: float(m[:, 0].mean()), n_resamples=4000)
+  rng = np.random.default_rng(1)
+  direct = np.array(values)[rng.integers(5, size=(200_000, 5))].mean(axis=1)
+  assert est == pytest.approx(0.3)
+  assert (low, high) == pytest.approx(tuple(np.quantile(direct, [0.025, 0.975])), abs=0.02)
+
+
+def test_seed_image_bootstrap_refuses_bad_groups():
+  with pytest.raises(ValueError, match="at least one seed"):
+    rows.seed_image_bootstrap([], lambda m: 0.0)
+  with pytest.raises(ValueError, match="non-finite"):
+    rows.seed_image_bootstrap([[np.array([np.nan])]], lambda m: 0.0)
