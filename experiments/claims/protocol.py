@@ -80,9 +80,9 @@ def protocol_choices(sources: Sequence[Source], root: str) -> list[dict]:
         status, command = "not available", ""
       else:
         slug = "_".join(o.split("=", 1)[0].split(".")[-1] for o in overrides)
-        named = {o.split("=", 1)[0] for o in overrides}
-        base = [d for d in diffs(jsonable(quick_config), spec.get_config()) if d.split("=", 1)[0] not in named]
-        command = spec.command(f"{root}/{spec.name}_{slug}") + " " + " ".join([*base, *overrides])
+        base = diffs(jsonable(quick_config), spec.get_config())
+        command = spec.command(f"{root}/{spec.name}_{slug}") + " " + " ".join(config_lib.merge_overrides(base,
+                                                                                                      overrides))
         status = "not run"
       out.append(dict(choice=choice, experiment=spec.name, overrides=list(overrides), status=status,
                       command=command))

@@ -379,6 +379,23 @@ def apply_overrides(config, overrides: Sequence[str]):
   return new
 
 
+def merge_overrides(*groups: Sequence[str]) -> list[str]:
+  """One list of ``field=value`` overrides from several, a later group's value of a field replacing an
+  earlier one's (in the earlier one's place): for code that composes overrides, since ``apply_overrides``
+  refuses a field given twice.
+
+  Raises:
+    ValueError: an item that is not ``field=value``.
+  """
+  merged: dict[str, str] = {}
+  for group in groups:
+    for item in group:
+      if "=" not in item:
+        raise ValueError(f"override {item!r} must look like field=value")
+      merged[item.split("=", 1)[0]] = item
+  return list(merged.values())
+
+
 def field_choices(config, prefix: str = "") -> dict[str, str]:
   """The allowed values of every leaf field declared with ``one_of`` as help text ('a | b', then the note),
   by dotted name."""

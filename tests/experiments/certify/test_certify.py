@@ -128,9 +128,9 @@ def test_certify_experiment_selects_alpha_before_reading_test_images_and_resumes
   with pytest.raises(SystemExit):
     experiment_main(registry.get('certify'), ["--workdir", str(tmp_path / "run"), "attention_bounds=-1"])
 
-def test_standard_config_reads_the_data_directory_or_warns(monkeypatch):
+def test_standard_config_reads_the_data_directory_or_warns(monkeypatch, tmp_path):
   from experiments.core.cli import cli
-  monkeypatch.setenv("ATTN_DATA_DIR", "/nonexistent-data-dir")
+  monkeypatch.setenv("ATTN_DATA_DIR", str(tmp_path))  # the command line checks that the directory exists
   config, _ = cli(registry.get('certify'), ["--workdir", "w", "--standard"])
   assert config.data.source == "dir" and config.data.n_train is None and config.data.n_test == 1000
   assert config.datasets == ("cifar10",) and config.attention_bounds == (0.0625, 0.25, 1.0) and config.selects

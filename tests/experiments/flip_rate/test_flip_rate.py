@@ -6,7 +6,7 @@ import pytest
 
 from experiments import registry
 from experiments.core.cli import experiment_main
-from experiments.core.config import apply_overrides
+from experiments.core.config import apply_overrides, merge_overrides
 from experiments.flip_rate import config as flip_rate_config
 from experiments.flip_rate import report as flip_rate_report
 from experiments.flip_rate import run as flip_rate
@@ -70,12 +70,13 @@ def test_adversarial_training_makes_the_training_rows_robust_to_pgd(tmp_path):
   """At the same tiny config (30 Adam epochs in all, both fit the clean rows), the network trained on PGD
   rows at ε = 0.3 keeps far more of its training rows under a fresh PGD attack at ε = 0.3 than the
   standard one (0.75 vs 0.3 at seed 0; ≥ 0.2 apart at seeds 0–2); the ε = 0 control still has no flips."""
-  common = SMALL + ["models=relu", "attacks=pgd", "eps=0,0.3", "train.max_epochs=30", "train.optimizer=adam",
-                    "train.learning_rates=0.01",
-                    "train.batch_size=10", "at_eps=0.3", "at_rounds=2", "at_epochs_per_round=10"]
+  common = merge_overrides(SMALL, ["models=relu", "attacks=pgd", "eps=0,0.3", "train.max_epochs=30",
+                                   "train.optimizer=adam", "train.learning_rates=0.01", "train.batch_size=10",
+                                   "at_eps=0.3", "at_rounds=2", "at_epochs_per_round=10"])
   runs = {}
   for at in (False, True):
-    config = apply_overrides(flip_rate_config.get_config(), common + [f"adversarial_training={str(at).lower()}"])
+    config = apply_overrides(flip_rate_config.get_config(), merge_overrides(common, [
+        f"adversarial_training={str(at).lower()}"]))
     records = flip_rate.run(config, tmp_path / str(at))
     assert len(records) == 2 and all(r["adversarial_training"] == at for r in records)
     runs[at] = {r["eps"]: r for r in records}
@@ -84,8 +85,8 @@ def test_adversarial_training_makes_the_training_rows_robust_to_pgd(tmp_path):
   assert runs[True][0.3]["attacked_row_accuracy"] > runs[False][0.3]["attacked_row_accuracy"] + 0.2
 
 
-FLOOR = SMALL + ["models=relu", "attacks=random_sign", "eps=0", "seeds=0,1", "seed_floor=true", "top_fraction=1.0",
-                 "train.max_epochs=10"]
+FLOOR = merge_overrides(SMALL, ["models=relu", "attacks=random_sign", "eps=0", "seeds=0,1", "seed_floor=true",
+                                "top_fraction=1.0", "train.max_epochs=10"])
 
 
 def _floors(records):
@@ -111,8 +112,9 @@ def test_seed_floor_is_zero_for_identical_initialisations_and_positive_for_two_s
 
 
 def test_data_seed_follows_the_seed_when_asked(tmp_path):
-  records = flip_rate.run(apply_overrides(flip_rate_config.get_config(), FLOOR[:-2] + [
-      "seed_floor=false", "data_seed_follows_seed=true", "data.seed=7"]), tmp_path)
+  records = flip_rate.run(apply_overrides(flip_rate_config.get_config(), merge_overrides(FLOOR, [
+      "seed_floor=false", "data_seed_follows_seed=true", "data.seed=7", "top_fraction=0.1",
+      "train.max_epochs=20"])), tmp_path)
   assert {(r["seed"], r["data_seed"]) for r in records} == {(0, 0), (1, 1)}
   assert all(r["influence_kernel"] == "trained" and r["ridge_scale"] == 1e-3 for r in records)
 
@@ -153,9 +155,9 @@ def test_random_sign_control_is_plus_minus_eps_everywhere_with_both_signs_and_it
     return out
   monkeypatch.setattr(malleability, "perturb_rows", spy)
   eps = 0.05
-  config = apply_overrides(flip_rate_config.get_config(), SMALL + [
+  config = apply_overrides(flip_rate_config.get_config(), merge_overrides(SMALL, [
       "models=relu", "attacks=random_sign", f"eps={eps}", "seeds=0,1", "data_seed_follows_seed=false",
-      "train.max_epochs=5"])
+      "train.max_epochs=5"]))
   flip_rate.run(config, tmp_path)
   deltas = []
   for attack, e, x, x_adv in calls:
@@ -176,18 +178,18 @@ def test_random_sign_control_is_plus_minus_eps_everywhere_with_both_signs_and_it
   assert np.mean(s0[inside] == s1[inside]) < 0.6  # the seeds' sign patterns are independent, not one key's
 
 
-def test_standard_config_and_cli(monkeypatch, recwarn):
+def test_standard_config_and_cli(monkeypatch, recwarn, tmp_path):
   """--standard [mnist|cifar10]: n = 512, m = 256, the claims job's whole ε grid, the seed floor, per-seed
   subsets, 30 (MNIST) or 10 (CIFAR-10) seeds, the full files from ATTN_DATA_DIR; registered in the claims
   job's standard runs."""
   from experiments.claims import job as claims
   from experiments.core.cli import cli
-  monkeypatch.setenv("ATTN_DATA_DIR", "/data/full")
+  monkeypatch.setenv("ATTN_DATA_DIR", str(tmp_path))  # the command line checks that the directory exists
   config, _ = cli(registry.get('flip_rate'), ["--workdir", "w", "--standard"])
   assert config == flip_rate_config.standard_config("mnist")
   assert (config.tasks, config.widths, config.seeds, config.eps) == (("mnist",), (256,), tuple(range(30)),
                                                                     flip_rate_config.CLAIMS_EPS)
-  assert (config.data.n_train, config.data.source, config.data.dir) == (512, "dir", "/data/full")
+  assert (config.data.n_train, config.data.source, config.data.dir) == (512, "dir", str(tmp_path))
   assert config.seed_floor and config.data_seed_follows_seed
   cifar, _ = cli(registry.get('flip_rate'), ["--workdir", "w", "--standard", "cifar10", "seeds=0"])
   assert cifar.tasks == ("cifar10",) and cifar.seeds == (0,)
@@ -224,7 +226,8 @@ def test_each_seed_draws_its_own_subset_disjoint_from_the_full_files(tmp_path, m
   shared = len(set(a[0].info.indices.tolist()) & set(b[0].info.indices.tolist())) / 512
   assert 0.18 < shared < 0.33
   assert "share 25.6 %" in seed_subsets.overlap_text([a[2], b[2]])
-  records = flip_rate.run(apply_overrides(flip_rate_config.get_config(), FLOOR[:-2] + ["seed_floor=false"]), tmp_path)
+  records = flip_rate.run(apply_overrides(flip_rate_config.get_config(), merge_overrides(
+      FLOOR, ["seed_floor=false", "top_fraction=0.1", "train.max_epochs=20"])), tmp_path)
   assert {(r["seed"], r["data_draw"], r["data_seed"]) for r in records} == {(0, "independent", 0), (1, "independent", 1)}
 
 

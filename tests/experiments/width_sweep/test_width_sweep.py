@@ -246,3 +246,11 @@ def test_matched_point_is_converged_when_t_star_is_within_rounding_of_a_multiple
     records = width_sweep.run(config, tmp_path / f"cap{cap}")
     matched = [r for r in records if r["kind"] == "matched"]
     assert matched and all(r["converged"] is converged for r in matched), (cap, matched)
+
+
+def test_a_kernel_movement_measure_undefined_for_every_seed_says_so():
+  """The movement table never prints a bare '–': a measure undefined (NaN) for some seeds says of how many
+  it is the mean, and one undefined for all says 'undefined (all k)' (the table's text gives the reasons)."""
+  assert width_sweep_report._finite_mean([0.2, 0.4]) == "0.3"
+  assert width_sweep_report._finite_mean([0.2, float("nan")]) == "0.2 (of 1)"
+  assert width_sweep_report._finite_mean([float("nan")] * 3) == "undefined (all 3)"

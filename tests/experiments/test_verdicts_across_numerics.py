@@ -1,0 +1,49 @@
+"""The same verdict words under another machine's numerics (issue #35): the main job run twice on this machine,
+with the default numerics and with XLA's code generation capped at AVX and OpenBLAS's Sandy Bridge kernels,
+gives the same verdict word in every row, apart from rows that either run marks *unstable* (the rounding band
+of ``experiments.claims.stability``).
+
+A smaller main job than the README's (fewer widths, 256 training images, four ε), so that it fits the long
+tests' time; the flip-rate study keeps its 10 seeds, so its rows read verdicts. The README's main job itself
+was compared the same way by hand (docs/stability.md).
+"""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from experiments.claims import verdict_diff
+
+OVERRIDES = ("width_sweep.datasets=mnist", "width_sweep.widths=16,64,256", "width_sweep.train.max_width=256",
+             "width_sweep.converged.widths=16,256", "flip_rate.data.n_train=256", "flip_rate.eps=0,0.05,0.1,0.3")
+AVX_ONLY = {"XLA_FLAGS": "--xla_cpu_max_isa=AVX", "OPENBLAS_CORETYPE": "Sandybridge"}
+
+
+def _main_job(workdir, extra_env):
+  env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "OPENBLAS_CORETYPE", "ATTN_DATA_DIR")}
+  env.update(extra_env)
+  done = subprocess.run([sys.executable, "-m", "experiments", "--workdir", str(workdir), *OVERRIDES], env=env,
+                        capture_output=True, text=True, timeout=3600)
+  assert done.returncode == 0, done.stderr[-2000:]
+  return (workdir / "summary.md").read_text()
+
+
+@pytest.mark.long
+def test_the_main_job_reads_the_same_verdicts_under_avx_only_numerics(tmp_path):
+  default = _main_job(tmp_path / "default", {})
+  avx = _main_job(tmp_path / "avx", AVX_ONLY)
+  d = verdict_diff.compare(default, avx)
+  assert d.rows[0] > 20 and d.rows[0] == d.rows[1]
+  assert not d.differ and not d.only_one, (d.differ, d.only_one)
+
+
+def test_the_comparison_ignores_unstable_rows_and_reads_a_moving_eps_star_as_one_name():
+  row = "| **claim** — ε calibrated by interpolation (ε* = {}) | p | s | 1 [0, 2] | 10 seeds | {} | – | – |"
+  a = "\n".join([row.format("0.0573", "holds"), "| other | p | s | v | n | fails | – | – |",
+                 "| third | p | s | v | n | unstable (here: holds; perturb: inconclusive) | – | – |"])
+  b = "\n".join([row.format("0.0582", "holds"), "| other | p | s | v | n | inconclusive | – | – |",
+                 "| third | p | s | v | n | holds | – | – |"])
+  d = verdict_diff.compare(a, b)
+  assert d.differ == ["other"] and d.unstable == ["third"] and not d.only_one
+  assert not verdict_diff.compare(a, a).differ
