@@ -24,6 +24,7 @@ def _captured(name):
   return capture_attention(lambda p, v: model.apply({"params": p}, v), params, x)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("name", ["foreign", "vit"])
 def test_every_bound_is_above_its_attack(name):
   cap = _captured(name)

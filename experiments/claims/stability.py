@@ -201,15 +201,20 @@ def _interval(row: Mapping):
 def band_verdict(row: Mapping, reruns: Mapping[str, Mapping]):
   """The verdict of ``row`` (a measured row whose verdict came from its interval) once its interval is
   widened by the rounding band of its ``reruns`` ({mode: the same row rerun}; ``verdicts.stability_band``),
-  or None where no band applies (no interval, a direction set by a rule, no measured rerun)."""
+  or None where no band applies (no interval, a verdict that a rule set after the interval's, no measured
+  rerun)."""
   from experiments.core import verdicts
   measured = [r for r in reruns.values() if r["status"] == "measured" and r.get("low") is not None]
   if row["status"] != "measured" or row.get("paper_sign") is None or row.get("low") is None or not measured:
     return None
+  def read(interval):
+    return verdicts.verdict(interval, row["paper_sign"], paper_range=row.get("paper_range"), null=row["null"],
+                            scale=row.get("scale") or "ratio")
+  own = read(_interval(row))
+  if (own.direction, own.magnitude) != (row["direction"], row.get("magnitude")):
+    return None   # a rule set this row's verdict after its interval (e.g. a window test): no band to read
   widened, _, _ = verdicts.stability_band(_interval(row), [_interval(r) for r in measured], row.get("scale") or "")
-  v = verdicts.verdict(widened, row["paper_sign"], paper_range=row.get("paper_range"), null=row["null"],
-                       scale=row.get("scale") or "ratio")
-  return v, widened
+  return read(widened), widened
 
 
 def rerun_source(sources: Sequence, experiment: str):

@@ -254,6 +254,7 @@ def _key_fields(name: str):
   return importlib.import_module(f"experiments.{name}.run").KEY_FIELDS
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_runner_reproduces_golden_records(name, tmp_path):
   golden = json.loads(FIXTURE.read_text())[name]

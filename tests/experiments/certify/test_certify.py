@@ -51,6 +51,7 @@ def test_selection_rule_ties_and_refusal_of_test_records():
   with pytest.raises(ValueError, match="same validation images"):
     select_attention_bound([_val(0.25, 0.2, 0.3), _val(1.0, 0.2, 0.3, n=50)])
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_certify_experiment_selects_alpha_before_reading_test_images_and_resumes(tmp_path, monkeypatch):
   """The entry point with two α: both models train on the training images less a validation split, are

@@ -174,6 +174,7 @@ def run(tmp_path_factory):
               tol=np.array(tol), correct=np.argmax(f, axis=1) == y)
 
 
+@pytest.mark.long
 def test_the_fixture_tells_the_rigorous_certificate_from_the_krylov_one(run):
   """Teeth: radii that used a Krylov estimate differ from the rigorous ones by more than the tolerance."""
   (radius,) = [r for r in run["records"] if r["kind"] == "radius"]

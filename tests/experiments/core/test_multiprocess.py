@@ -135,6 +135,7 @@ def _assert_split(workdir: Path, key_fields) -> None:
   assert not keys[0] & keys[1]
 
 
+@pytest.mark.long
 def test_two_process_flip_rate_gives_the_records_of_one(tmp_path):
   procs = _launch("flip_rate", tmp_path / "two", FLIP_RATE)
   one = flip_rate.run(_config("flip_rate", FLIP_RATE), tmp_path / "one")  # meanwhile, the 1-process reference
@@ -144,6 +145,7 @@ def test_two_process_flip_rate_gives_the_records_of_one(tmp_path):
   assert (tmp_path / "two" / "summary.md").exists()  # process 0's report, over both processes' records
 
 
+@pytest.mark.long
 def test_two_process_width_sweep_killed_restarted_gives_the_records_of_one(tmp_path):
   """Process 1 is killed after its first record, so the job stops (JAX's runtime does not rejoin a process);
   restarting both completes the sweep: every point once, nothing recorded lost, the 1-process records."""

@@ -38,6 +38,7 @@ def _key(r):
   return tuple(r[f] for f in diff_attention.KEY_FIELDS)
 
 
+@pytest.mark.long
 @pytest.mark.slow  # the shared fixture trains and analyses two tiny models (~40 s of CPU)
 def test_records_plots_and_summary(finished_run):
   workdir, records = finished_run

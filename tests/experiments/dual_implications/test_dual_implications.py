@@ -108,6 +108,7 @@ def test_alignment_and_relative_error_closed_forms():
     approximation.kernel_target_alignment(np.zeros((3, 3)), y)
 
 
+@pytest.mark.long
 def test_runner_tiny_grid_resumes_and_reports(tmp_path):
   from experiments.core.config import apply_overrides
   from experiments.dual_implications import config as dual_implications_config

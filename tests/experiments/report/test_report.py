@@ -61,6 +61,7 @@ def foreign(tmp_path_factory):
   return workdir, spec, data, {r["section"]: r for r in records}
 
 
+@pytest.mark.long
 def test_foreign_model_every_section(foreign):
   workdir, spec, data, rec = foreign
   assert {s: r["status"] for s, r in rec.items()} == dict(robustness="ok", lipschitz="ok", ntk="ok", influence="ok",
@@ -190,6 +191,7 @@ def own_models(tmp_path_factory):
   return workdir, {(r["model"], r["section"]): r for r in records}
 
 
+@pytest.mark.long
 def test_report_runs_on_our_vit_diffvit_and_certified_vit(own_models):
   workdir, rec = own_models
   names = sorted({m for m, _ in rec})
@@ -215,6 +217,7 @@ def test_report_runs_on_our_vit_diffvit_and_certified_vit(own_models):
   assert max(cert["certified_accuracy"]) <= cert["clean_accuracy"]
 
 
+@pytest.mark.long
 def test_paper_relu_adapter_reproduces_flip_rate_records(tmp_path):
   import ntk
   from experiments.core.config import apply_overrides
@@ -272,6 +275,7 @@ def _nnx_transformer():
   return NNXTransformer(nnx.Rngs(0)), NNXTransformer(nnx.Rngs(1))
 
 
+@pytest.mark.long
 def test_report_on_a_flax_nnx_transformer(tmp_path):
   """ModelSpec.from_nnx: every section runs, the NNX attention layers are found by path, and each layer
   bound is at least its PGD deviation; init_params given as an nnx.State is accepted."""
@@ -290,6 +294,7 @@ def test_report_on_a_flax_nnx_transformer(tmp_path):
   assert records["ntk"]["init_condition_number"] > 0
 
 
+@pytest.mark.long
 def test_adding_a_model_computes_only_it_and_records_do_not_depend_on_list_position(tmp_path):
   """Records keyed by model name: a second model added to a finished workdir is computed alone, equal to a
   fresh run of it; a model listed second gets the same random starts as listed first."""
@@ -340,6 +345,7 @@ def test_model_given_as_a_file_path(tmp_path):
 @pytest.mark.parametrize("depth, remat, policy", [
     (1, True, "nothing_saveable"), (2, True, "nothing_saveable"), (3, True, "nothing_saveable"),
     (3, True, None), (3, False, None)])
+@pytest.mark.long
 def test_report_on_a_big_vision_scanned_vit_reports_its_depth(tmp_path, depth, remat, policy):
   """The user's case: a ViT whose encoder is big_vision's nn.scan over nn.remat(Block, ..., policy=...)
   (tests/scanned_vit.py), given as ``--model file.py:spec(...)`` with sections=attention, reported depth + 1
@@ -369,6 +375,7 @@ def test_report_on_a_big_vision_scanned_vit_reports_its_depth(tmp_path, depth, r
   assert sum(line.startswith(f"| {spec.name} | {base}") for line in text.splitlines()) == depth
 
 
+@pytest.mark.long
 def test_standardised_input_model_summary_names_its_eps_units(tmp_path):
   """A model whose apply_fn takes standardised inputs (input_range the standardised box) is attacked in those
   units: the summary says so instead of calling ε pixel levels."""
