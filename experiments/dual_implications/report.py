@@ -77,8 +77,9 @@ def measurement_choice_lines(records) -> list[str]:
            "scale chosen on a validation split of the training rows (grid "
            + "{" + ", ".join(f"{g:g}" for g in (records[0].get("ridge_grid") or [])) + "}"
            + f", {records[0].get('n_validation', '?')} held-out training rows; the test targets are never read). "
-           "Difference: err(2L-ReLU) − err(MLP-Attn) over draws, studentized bootstrap; the claim: > 0 on "
-           "top-mode targets, < 0 on bottom-mode ones.", "",
+           "Difference: err(2L-ReLU) − err(MLP-Attn) over draws, the inverted sign-flip interval "
+           "(``experiments.core.rows.paired_interval``); the claim: > 0 on top-mode targets, < 0 on bottom-mode ones.",
+           "",
            "| data set | target | measurement | 2L-ReLU | MLP-Attn | difference [95 %] | verdict |",
            "|---|---|---|---|---|---|---|"]
   flips = []

@@ -409,7 +409,7 @@ def _calibration_sentence(c: dict) -> str:
 def _how_trained(records: list[dict]) -> str:
   """'L-BFGS, 12 iterations (median)' or 'Adam, rate [0.01]' for one model's criterion records."""
   counts = [r["epochs_trained"] for r in records if "epochs_trained" in r]
-  steps = f", {int(np.median(counts))} {{}} (median)" if counts else ""
+  steps = f", {np.median(counts):g} {{}} (median)" if counts else ""
   optimizer = records[0].get("optimizer", "adam")
   if optimizer == "adam":
     return f"Adam, rate {sorted({r['learning_rate'] for r in records})}" + steps.format("epochs")
