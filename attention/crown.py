@@ -1,0 +1,509 @@
+"""Backward linear bound propagation (CROWN) in JAX, for networks of dense layers, ReLUs and softmax
+self-attention: sound lower and upper bounds of every output (or of any linear function of the outputs, e.g.
+the margins f_y − f_j) over an ℓ2 or ℓ∞ ball of radius ε around an input, optionally intersected with a
+pixel box.
+
+  python -m attention.crown --net NET.npz --x X.npy --eps E --norm {2,inf} [--box 0,1] [--intermediate crown]
+
+prints one JSON line ``{"lower": [...], "upper": [...]}``: the bounds of every output, flattened (the
+network file's format is in docs/certification.md#crown).
+
+How: a network is a graph of primitive operations (``Graph``: linear maps, ReLU, exp, reciprocal and the
+bilinear product of two computed matrices). Interval bound propagation (IBP) gives every node a box;
+then, node by node, CROWN's backward pass bounds each node a later relaxation needs (intermediate bounds,
+``intermediate='crown'``; or the IBP boxes alone, ``'ibp'``, the cheaper option), and every box is the
+intersection of the two, so the result is never looser than IBP. A backward pass carries the coefficients
+Λ of a linear function of a node back to the input through each operation's linear relaxation
+(``attention.crown_relaxations``), then minimises (maximises) the final linear function of x over the input
+set exactly.
+
+Softmax over the keys is written as p_i = 1 / Σ_j exp(s_j − s_i) (Shi et al., ICLR 2020, §3.3): a linear map
+to the differences, exp, a sum, and the reciprocal of a denominator that is at least 1; the products with
+the values V (and the attention logits Q Kᵀ) are bilinear in the input and relaxed by McCormick planes.
+
+Sources: Zhang et al., NeurIPS 2018 (CROWN); Shi et al., ICLR 2020 (transformers); Gowal et al., 2018
+(IBP). The certified ViT of ``attention.certified_vit`` is bounded by ``attention.crown_vit``.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import json
+import math
+import sys
+from typing import Any, Callable, NamedTuple, Optional, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from attention import crown_relaxations as relax
+
+NORMS = ("2", "inf")
+INTERMEDIATE = ("crown", "ibp")
+KINDS = ("dense", "relu", "attention")
+
+
+@dataclasses.dataclass(frozen=True)
+class Node:
+  """One operation of a ``Graph``: ``op`` on the nodes ``inputs`` (indices of earlier nodes), with
+  ``params`` (names into the graph's parameter dict) and static ``attrs``; ``shape`` is its output's."""
+  op: str
+  inputs: tuple[int, ...]
+  shape: tuple[int, ...]
+  params: tuple[str, ...] = ()
+  attrs: tuple = ()
+
+
+OPS = ("input", "linear", "transpose", "scale", "pairdiff", "sum_last", "relu", "exp", "reciprocal", "matmul",
+       "add")
+
+
+@dataclasses.dataclass(frozen=True)
+class Graph:
+  """A network as primitive operations in topological order; node 0 is the input, the last node the output.
+
+  Operations (x, y the input nodes' values):
+    linear: x W + b on the last axis (W [d, e], b [e]; params ('name.W', 'name.b')).
+    transpose: xᵀ of a matrix.          scale: c·x (attrs (c,)).
+    pairdiff: D[..., i, j] = x[..., j] − x[..., i] (the softmax's logit differences).
+    sum_last: Σ over the last axis.      add: x + y (residual connections).
+    relu, exp, reciprocal: elementwise.  matmul: x @ y of two computed matrices (bilinear).
+  """
+  nodes: tuple[Node, ...]
+
+  def __post_init__(self):
+    for i, node in enumerate(self.nodes):
+      if node.op not in OPS:
+        raise ValueError(f"node {i}: unknown operation {node.op!r}; expected one of {OPS}")
+      if any(j >= i or j < 0 for j in node.inputs):
+        raise ValueError(f"node {i}: inputs {node.inputs} must be earlier nodes")
+    if not self.nodes or self.nodes[0].op != "input":
+      raise ValueError("a Graph starts with its input node")
+
+
+class Builder:
+  """Appends nodes to a graph under construction; each method returns the new node's index."""
+
+  def __init__(self, input_shape: Sequence[int]):
+    self.nodes: list[Node] = [Node("input", (), tuple(input_shape))]
+
+  def _add(self, op, inputs, shape, params=(), attrs=()) -> int:
+    self.nodes.append(Node(op, tuple(inputs), tuple(shape), tuple(params), tuple(attrs)))
+    return len(self.nodes) - 1
+
+  def shape(self, i: int) -> tuple[int, ...]:
+    return self.nodes[i].shape
+
+  def linear(self, x: int, name: str, out_dim: int) -> int:
+    return self._add("linear", (x,), self.shape(x)[:-1] + (out_dim,), (f"{name}.W", f"{name}.b"))
+
+  def relu(self, x: int) -> int:
+    return self._add("relu", (x,), self.shape(x))
+
+  def add(self, x: int, y: int) -> int:
+    if self.shape(x) != self.shape(y):
+      raise ValueError(f"add: shapes {self.shape(x)} and {self.shape(y)} differ")
+    return self._add("add", (x, y), self.shape(x))
+
+  def attention(self, x: int, name: str, d_k: int, d_v: int) -> int:
+    """One-head softmax self-attention over the rows of x [T, d]: softmax(x W_q (x W_k)ᵀ/√d_k) x W_v, no biases
+    (params '<name>.Wq', '.Wk', '.Wv'; zero biases are added as '<name>.bq' ... by ``attention_params``)."""
+    t = self.shape(x)[0]
+    q = self._add("linear", (x,), (t, d_k), (f"{name}.Wq", f"{name}.bq"))
+    k = self._add("linear", (x,), (t, d_k), (f"{name}.Wk", f"{name}.bk"))
+    v = self._add("linear", (x,), (t, d_v), (f"{name}.Wv", f"{name}.bv"))
+    kt = self._add("transpose", (k,), (d_k, t))
+    s = self._add("scale", (self._add("matmul", (q, kt), (t, t)),), (t, t), attrs=(1.0 / math.sqrt(d_k),))
+    diff = self._add("pairdiff", (s,), (t, t, t))
+    z = self._add("sum_last", (self._add("exp", (diff,), (t, t, t)),), (t, t))
+    p = self._add("reciprocal", (z,), (t, t))
+    return self._add("matmul", (p, v), (t, d_v))
+
+  def graph(self) -> Graph:
+    return Graph(tuple(self.nodes))
+
+
+# ----------------------------------------------------------------------------------------------- forward
+
+
+def _linear_params(params, node):
+  w, b = params[node.params[0]], params[node.params[1]]
+  return w, b
+
+
+def _affine(x, w, b):
+  """x W + b on the last axis of x (b broadcast over the leading axes explicitly)."""
+  y = x @ w
+  return y + b.reshape((1,) * (y.ndim - 1) + b.shape)
+
+
+def forward(graph: Graph, params, x) -> list:
+  """Every node's value at input x (shape ``graph.nodes[0].shape``)."""
+  vals = [jnp.asarray(x)]
+  for node in graph.nodes[1:]:
+    a = [vals[j] for j in node.inputs]
+    if node.op == "linear":
+      vals.append(_affine(a[0], *_linear_params(params, node)))
+    elif node.op == "transpose":
+      vals.append(a[0].T)
+    elif node.op == "scale":
+      vals.append(node.attrs[0] * a[0])
+    elif node.op == "pairdiff":
+      vals.append(a[0][..., None, :] - a[0][..., :, None])
+    elif node.op == "sum_last":
+      vals.append(a[0].sum(-1))
+    elif node.op == "add":
+      vals.append(a[0] + a[1])
+    elif node.op == "relu":
+      vals.append(jax.nn.relu(a[0]))
+    elif node.op == "exp":
+      vals.append(jnp.exp(a[0]))
+    elif node.op == "reciprocal":
+      vals.append(1.0 / a[0])
+    elif node.op == "matmul":
+      vals.append(a[0] @ a[1])
+  return vals
+
+
+# ------------------------------------------------------------------------------------------------- IBP
+
+
+class Box(NamedTuple):
+  lower: jnp.ndarray
+  upper: jnp.ndarray
+
+
+def input_box(x0, eps, norm: str, box=None) -> Box:
+  """The smallest box holding the input set: x0 ± ε (either norm: an ℓ2 ball lies in the ℓ∞ ball of the same
+  radius), intersected with the pixel box [lo, hi] when given."""
+  lo, hi = x0 - eps, x0 + eps
+  if box is not None:
+    lo, hi = jnp.maximum(lo, box[0]), jnp.minimum(hi, box[1])
+  return Box(lo, hi)
+
+
+def _ibp_node(node, boxes, params) -> Box:
+  """Interval bounds of one node from its inputs' boxes (center-radius form for the linear and bilinear
+  maps: |Σ w x| ≤ Σ |w| |x| about the center)."""
+  ins = [boxes[j] for j in node.inputs]
+  if node.op == "linear":
+    w, b = _linear_params(params, node)
+    c, r = 0.5 * (ins[0].lower + ins[0].upper), 0.5 * (ins[0].upper - ins[0].lower)
+    c, r = _affine(c, w, b), r @ jnp.abs(w)
+    return Box(c - r, c + r)
+  if node.op == "transpose":
+    return Box(ins[0].lower.T, ins[0].upper.T)
+  if node.op == "scale":
+    s = node.attrs[0]
+    lo, hi = s * ins[0].lower, s * ins[0].upper
+    return Box(jnp.minimum(lo, hi), jnp.maximum(lo, hi))
+  if node.op == "pairdiff":
+    lo, hi = ins[0]
+    return Box(lo[..., None, :] - hi[..., :, None], hi[..., None, :] - lo[..., :, None])
+  if node.op == "sum_last":
+    return Box(ins[0].lower.sum(-1), ins[0].upper.sum(-1))
+  if node.op == "add":
+    return Box(ins[0].lower + ins[1].lower, ins[0].upper + ins[1].upper)
+  if node.op in ("relu", "exp"):
+    f = jax.nn.relu if node.op == "relu" else jnp.exp
+    return Box(f(ins[0].lower), f(ins[0].upper))
+  if node.op == "reciprocal":
+    return Box(1.0 / ins[0].upper, 1.0 / ins[0].lower)
+  if node.op == "matmul":
+    (la, ua), (lb, ub) = ins
+    ca, ra, cb, rb = 0.5 * (la + ua), 0.5 * (ua - la), 0.5 * (lb + ub), 0.5 * (ub - lb)
+    c = ca @ cb
+    r = jnp.abs(ca) @ rb + ra @ jnp.abs(cb) + ra @ rb
+    return Box(c - r, c + r)
+  raise ValueError(f"no interval rule for {node.op!r}")
+
+
+def ibp(graph: Graph, params, first: Box) -> list[Box]:
+  """Interval bound propagation: a box for every node from the input's box ``first``."""
+  boxes = [first]
+  for node in graph.nodes[1:]:
+    boxes.append(_ibp_node(node, boxes, params))
+  return boxes
+
+
+# -------------------------------------------------------------------------------------- backward (CROWN)
+
+
+def _backward(graph: Graph, params, boxes: Sequence[Box], target: int, spec):
+  """Λ·node_target bounded below and above by linear functions of the input.
+
+  Args:
+    spec: [m, *shape(target)] coefficients of m linear functions of the target node.
+
+  Returns:
+    ((Λ_L [m, *input shape], c_L [m]), (Λ_U, c_U)): spec·node ≥ Λ_L·x + c_L and ≤ Λ_U·x + c_U for every input
+    x whose intermediate values lie in ``boxes``.
+  """
+  m = spec.shape[0]
+  lam = {target: [spec, spec]}          # node -> [Λ for the lower bound, Λ for the upper bound]
+  const = [jnp.zeros(m, spec.dtype), jnp.zeros(m, spec.dtype)]
+
+  def push(j, k, value):
+    if j in lam and lam[j][k] is not None:
+      lam[j][k] = lam[j][k] + value
+    else:
+      lam.setdefault(j, [None, None])[k] = value
+
+  for i in range(target, 0, -1):
+    if i not in lam:
+      continue
+    node = graph.nodes[i]
+    for k in (0, 1):               # k = 0: lower bound, k = 1: upper bound
+      L = lam[i][k]
+      if L is None:
+        continue
+      axes = tuple(range(1, L.ndim))
+      if node.op == "linear":
+        w, b = _linear_params(params, node)
+        push(node.inputs[0], k, jnp.einsum("m...e,de->m...d", L, w))
+        const[k] = const[k] + jnp.einsum("m...e,e->m", L, b)
+      elif node.op == "transpose":
+        push(node.inputs[0], k, jnp.swapaxes(L, 1, 2))
+      elif node.op == "scale":
+        push(node.inputs[0], k, node.attrs[0] * L)
+      elif node.op == "pairdiff":       # D[.., i, j] = x[.., j] − x[.., i]
+        push(node.inputs[0], k, L.sum(-2) - L.sum(-1))
+      elif node.op == "sum_last":
+        push(node.inputs[0], k, jnp.broadcast_to(L[..., None], L.shape + graph.nodes[node.inputs[0]].shape[-1:]))
+      elif node.op == "add":
+        push(node.inputs[0], k, L)
+        push(node.inputs[1], k, L)
+      elif node.op in ("relu", "exp", "reciprocal"):
+        lo, hi = boxes[node.inputs[0]]
+        lines = {"relu": relax.relu_lines, "exp": relax.exp_lines, "reciprocal": relax.reciprocal_lines}[node.op](lo, hi)
+        pos, neg = jnp.maximum(L, 0), jnp.minimum(L, 0)
+        # Lower bound: positive coefficients take the lower line, negative ones the upper line; the reverse
+        # for the upper bound.
+        a_pos, b_pos = (lines.a_lower, lines.b_lower) if k == 0 else (lines.a_upper, lines.b_upper)
+        a_neg, b_neg = (lines.a_upper, lines.b_upper) if k == 0 else (lines.a_lower, lines.b_lower)
+        a_pos, b_pos, a_neg, b_neg = (v[None] for v in (a_pos, b_pos, a_neg, b_neg))  # over the m functions
+        push(node.inputs[0], k, pos * a_pos + neg * a_neg)
+        const[k] = const[k] + (pos * b_pos + neg * b_neg).sum(axes)
+      elif node.op == "matmul":       # Y = A B, Y[t, s] = Σ_r A[t, r] B[r, s]: one product A[t, r]·B[r, s] per term
+        (la, ua), (lb, ub) = boxes[node.inputs[0]], boxes[node.inputs[1]]
+        planes = relax.mccormick_planes(la, ua, lb, ub)
+        pos, neg = jnp.maximum(L, 0), jnp.minimum(L, 0)
+        # Lower bound: positive coefficients take the lower plane, negative ones the upper; the reverse for the
+        # upper bound. A plane anchored at (x_a, y_a) is y_a·A + x_a·B − x_a·y_a (``relax.plane``).
+        sides = (((pos, planes.x_lower, planes.y_lower), (neg, planes.x_upper, planes.y_upper)) if k == 0 else
+                 ((pos, planes.x_upper, planes.y_upper), (neg, planes.x_lower, planes.y_lower)))
+        for coeff, xa, ya in sides:
+          push(node.inputs[0], k, jnp.einsum("mts,rs->mtr", coeff, ya))
+          push(node.inputs[1], k, jnp.einsum("mts,tr->mrs", coeff, xa))
+          const[k] = const[k] - jnp.einsum("mts,tr,rs->m", coeff, xa, ya)
+      else:
+        raise ValueError(f"no backward rule for {node.op!r}")
+    del lam[i]
+  zero = jnp.zeros((m,) + graph.nodes[0].shape, spec.dtype)
+  lower, upper = lam.get(0, [None, None])
+  return ((zero if lower is None else lower, const[0]), (zero if upper is None else upper, const[1]))
+
+
+def concretize(coeff, const, x0, eps, norm: str, box=None, *, upper: bool = False):
+  """min (or max, ``upper``) of Λ·x + c over {‖x − x0‖ ≤ ε} ∩ box.
+
+  ℓ∞: the set is the box [max(x0 − ε, lo), min(x0 + ε, hi)] and the optimum is exact (each coordinate at
+  the end its coefficient's sign picks). ℓ2 alone: Λ·x0 ∓ ε‖Λ‖₂ (exact, Cauchy–Schwarz). ℓ2 with the box:
+  the better of the ℓ2 bound and the bound over the box that holds the intersection (both sets contain the
+  intersection, so both bounds are valid; their max (min) is the tighter valid one).
+  """
+  flat = coeff.reshape(coeff.shape[0], -1)
+  x = jnp.ravel(x0)
+  sign = 1.0 if upper else -1.0
+  lo, hi = (jnp.ravel(v)[None, :] for v in input_box(x0, eps, norm, box))
+  over_box = jnp.where((flat > 0) == upper, flat * hi, flat * lo).sum(-1) + const
+  if norm == "inf":
+    return over_box
+  ball = flat @ x + sign * eps * jnp.linalg.norm(flat, axis=-1) + const
+  if box is None:
+    return ball
+  return jnp.minimum(ball, over_box) if upper else jnp.maximum(ball, over_box)
+
+
+NONLINEAR = ("relu", "exp", "reciprocal", "matmul")
+
+
+def needed(graph: Graph) -> frozenset:
+  """The nodes whose bounds some relaxation reads: the inputs of the nonlinear operations."""
+  return frozenset(j for node in graph.nodes if node.op in NONLINEAR for j in node.inputs)
+
+
+def node_bounds(graph: Graph, params, x0, eps, norm: str = "2", box=None, *, intermediate: str = "crown",
+                upto: Optional[int] = None) -> list[Box]:
+  """Bounds of every node (up to ``upto``, default all) over the input set: IBP, and with
+  ``intermediate='crown'`` CROWN for every node a relaxation reads (``needed``) and for the last one, each
+  intersected with the other."""
+  _check(norm, intermediate, eps)
+  x0 = jnp.asarray(x0)
+  boxes = ibp(graph, params, input_box(x0, eps, norm, box))
+  last = len(graph.nodes) - 1 if upto is None else upto
+  if intermediate == "ibp":
+    return boxes[:last + 1]
+  for i in range(1, last + 1):
+    if i not in needed(graph) and i != last:
+      continue   # no relaxation reads this node's bounds: its IBP box is kept
+    n = int(np.prod(graph.nodes[i].shape))
+    spec = jnp.eye(n, dtype=x0.dtype).reshape((n,) + graph.nodes[i].shape)
+    (cl, kl), (cu, ku) = _backward(graph, params, boxes, i, spec)
+    lo = concretize(cl, kl, x0, eps, norm, box).reshape(graph.nodes[i].shape)
+    hi = concretize(cu, ku, x0, eps, norm, box, upper=True).reshape(graph.nodes[i].shape)
+    boxes[i] = Box(jnp.maximum(lo, boxes[i].lower), jnp.minimum(hi, boxes[i].upper))
+  return boxes
+
+
+def spec_bounds(graph: Graph, params, x0, spec, eps, norm: str = "2", box=None, *,
+                intermediate: str = "crown") -> tuple[jnp.ndarray, jnp.ndarray]:
+  """Lower and upper bounds [m] of spec·f(x) over the input set (spec [m, *output shape]), never looser than
+  IBP's bounds of the same linear functions (``ibp_spec``).
+
+  Raises:
+    ValueError: an unknown norm or intermediate mode, a negative or non-finite ε.
+  """
+  boxes = node_bounds(graph, params, x0, eps, norm, box, intermediate=intermediate, upto=len(graph.nodes) - 2)
+  last = len(graph.nodes) - 1
+  boxes = boxes + [_ibp_node(graph.nodes[last], boxes, params)]
+  (cl, kl), (cu, ku) = _backward(graph, params, boxes, last, spec)
+  lo = concretize(cl, kl, jnp.asarray(x0), eps, norm, box)
+  hi = concretize(cu, ku, jnp.asarray(x0), eps, norm, box, upper=True)
+  ilo, ihi = ibp_spec(spec, boxes[last])
+  return jnp.maximum(lo, ilo), jnp.minimum(hi, ihi)
+
+
+def ibp_spec(spec, out: Box):
+  """Bounds of spec·y over the box of y (a linear function of a box: exact)."""
+  flat = spec.reshape(spec.shape[0], -1)
+  lo, hi = jnp.ravel(out.lower)[None, :], jnp.ravel(out.upper)[None, :]
+  return (jnp.where(flat > 0, flat * lo, flat * hi).sum(-1), jnp.where(flat > 0, flat * hi, flat * lo).sum(-1))
+
+
+@functools.partial(jax.jit, static_argnames=("graph", "norm", "box", "intermediate"))
+def output_bounds(graph: Graph, params, x0, eps, norm: str = "2", box=None, *, intermediate: str = "crown"):
+  """Lower and upper bounds of every output (flattened [n_out]) over the input set (jitted; the graph, norm,
+  box and intermediate mode are static)."""
+  shape = graph.nodes[-1].shape
+  n = int(np.prod(shape))
+  spec = jnp.eye(n, dtype=jnp.asarray(x0).dtype).reshape((n,) + shape)
+  return spec_bounds(graph, params, x0, spec, eps, norm, box, intermediate=intermediate)
+
+
+@functools.partial(jax.jit, static_argnames=("graph", "label", "norm", "box", "intermediate"))
+def margin_bounds(graph: Graph, params, x0, label: int, eps, norm: str = "2", box=None, *,
+                  intermediate: str = "crown"):
+  """Lower bounds [C − 1] of the margins f_y − f_j, j ≠ y (label y), of a network with C outputs; the input
+  is certified when all are > 0."""
+  c = int(np.prod(graph.nodes[-1].shape))
+  others = [j for j in range(c) if j != label]
+  spec = (jnp.eye(c)[label][None, :] - jnp.eye(c)[jnp.array(others)]).astype(jnp.asarray(x0).dtype)
+  return spec_bounds(graph, params, x0, spec.reshape((len(others),) + graph.nodes[-1].shape), eps, norm, box,
+                     intermediate=intermediate)[0]
+
+
+def _check(norm, intermediate, eps):
+  if norm not in NORMS:
+    raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
+  if intermediate not in INTERMEDIATE:
+    raise ValueError(f"intermediate must be one of {INTERMEDIATE}, got {intermediate!r}")
+  if isinstance(eps, (int, float)) and not (math.isfinite(eps) and eps >= 0):
+    raise ValueError(f"eps must be finite and >= 0, got {eps!r}")
+
+
+# ------------------------------------------------------------------------------------- network files
+
+
+def load_network(path, input_shape: Sequence[int]) -> tuple[Graph, dict]:
+  """A network file (docs/certification.md#crown) as (graph, params) for inputs of ``input_shape``.
+
+  The file is an npz holding ``kinds`` (strings from ``KINDS``) and, for layer i, ``i.W`` and ``i.b``
+  (dense: x W + b on each row) or ``i.Wq``, ``i.Wk``, ``i.Wv`` (one-head softmax self-attention over the rows
+  of a [T, d] input).
+
+  Raises:
+    ValueError: a missing or unreadable file, an unknown kind, a missing or mis-shaped array.
+  """
+  try:
+    data = np.load(path, allow_pickle=False)
+  except (OSError, ValueError) as e:
+    raise ValueError(f"--net {path}: not a readable npz network file ({e})") from None
+  if "kinds" not in data.files:
+    raise ValueError(f"--net {path}: no 'kinds' array (docs/certification.md#crown gives the format)")
+  builder = Builder(tuple(input_shape))
+  params, x = {}, 0
+  for i, kind in enumerate(str(k) for k in data["kinds"]):
+    def need(name):
+      if f"{i}.{name}" not in data.files:
+        raise ValueError(f"--net {path}: layer {i} ({kind}) needs the array '{i}.{name}'")
+      return np.asarray(data[f"{i}.{name}"], np.float64)
+    width = builder.shape(x)[-1]
+    if kind == "dense":
+      w, b = need("W"), need("b")
+      if w.ndim != 2 or w.shape[0] != width or b.shape != (w.shape[1],):
+        raise ValueError(f"--net {path}: layer {i} dense: W must be [{width}, e] and b [e], got {w.shape}, {b.shape}")
+      params[f"{i}.W"], params[f"{i}.b"] = w, b
+      x = builder.linear(x, str(i), w.shape[1])
+    elif kind == "relu":
+      x = builder.relu(x)
+    elif kind == "attention":
+      if len(builder.shape(x)) != 2:
+        raise ValueError(f"--net {path}: layer {i} attention needs a [T, d] input, got shape {builder.shape(x)}")
+      wq, wk, wv = need("Wq"), need("Wk"), need("Wv")
+      if wq.shape[0] != width or wk.shape != wq.shape or wv.shape[0] != width:
+        raise ValueError(f"--net {path}: layer {i} attention: Wq, Wk must be [{width}, d_k] and Wv [{width}, d_v]")
+      params.update({f"{i}.Wq": wq, f"{i}.Wk": wk, f"{i}.Wv": wv, f"{i}.bq": np.zeros(wq.shape[1]),
+                     f"{i}.bk": np.zeros(wk.shape[1]), f"{i}.bv": np.zeros(wv.shape[1])})
+      x = builder.attention(x, str(i), wq.shape[1], wv.shape[1])
+    else:
+      raise ValueError(f"--net {path}: layer {i} has kind {kind!r}; expected one of {KINDS}")
+  return builder.graph(), params
+
+
+def _parse_box(text: str):
+  try:
+    lo, hi = (float(v) for v in text.split(","))
+  except ValueError:
+    raise ValueError(f"--box {text!r}: expected two numbers lo,hi (e.g. 0,1)") from None
+  if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
+    raise ValueError(f"--box {text!r}: expected finite lo <= hi")
+  return lo, hi
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(prog="python -m attention.crown", description=__doc__.splitlines()[0])
+  parser.add_argument("--net", required=True, help="network file (npz; docs/certification.md#crown)")
+  parser.add_argument("--x", required=True, help="the input, an .npy array [d] or [T, d]")
+  parser.add_argument("--eps", required=True, type=float, help="radius of the input ball (>= 0)")
+  parser.add_argument("--norm", required=True, choices=NORMS)
+  parser.add_argument("--box", default=None, help="intersect the ball with the box lo,hi (e.g. 0,1)")
+  parser.add_argument("--intermediate", default="crown", choices=INTERMEDIATE,
+                      help="intermediate bounds by CROWN (default) or by interval propagation alone")
+  args = parser.parse_args(argv)
+  try:
+    if not (math.isfinite(args.eps) and args.eps >= 0):
+      raise ValueError(f"--eps must be finite and >= 0, got {args.eps}")
+    try:
+      x = np.load(args.x, allow_pickle=False)
+    except (OSError, ValueError) as e:
+      raise ValueError(f"--x {args.x}: not a readable .npy array ({e})") from None
+    if x.ndim not in (1, 2) or not np.all(np.isfinite(x)):
+      raise ValueError(f"--x {args.x}: expected a finite array [d] or [T, d], got shape {x.shape}")
+    box = None if args.box is None else _parse_box(args.box)
+    graph, params = load_network(args.net, x.shape)
+    with jax.enable_x64(True):
+      p64 = {k: jnp.asarray(v, jnp.float64) for k, v in params.items()}
+      lower, upper = output_bounds(graph, p64, jnp.asarray(x, jnp.float64), args.eps, args.norm, box,
+                                   intermediate=args.intermediate)
+  except ValueError as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  print(json.dumps({"lower": np.asarray(lower).tolist(), "upper": np.asarray(upper).tolist()}))
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
