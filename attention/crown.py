@@ -57,7 +57,7 @@ class Node:
 
 
 OPS = ("input", "linear", "transpose", "scale", "pairdiff", "sum_last", "relu", "exp", "reciprocal", "matmul",
-       "add")
+       "add", "offset", "row_mean", "rownorm", "bscale", "rowscale")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +70,9 @@ class Graph:
     pairdiff: D[..., i, j] = x[..., j] − x[..., i] (the softmax's logit differences).
     sum_last: Σ over the last axis.      add: x + y (residual connections).
     relu, exp, reciprocal: elementwise.  matmul: x @ y of two computed matrices (bilinear).
+    offset: x + P (a constant P of x's shape, params ('name',)).   row_mean: the mean over the first axis.
+    rownorm: ‖x‖₂ over the last axis.    bscale: min(1, r/x) elementwise (attrs (r,)).
+    rowscale: x ⊙ y[..., None] (each row of x times its own scalar, bilinear).
   """
   nodes: tuple[Node, ...]
 
@@ -109,20 +112,54 @@ class Builder:
 
   def attention(self, x: int, name: str, d_k: int, d_v: int) -> int:
     """One-head softmax self-attention over the rows of x [T, d]: softmax(x W_q (x W_k)ᵀ/√d_k) x W_v, no biases
-    (params '<name>.Wq', '.Wk', '.Wv'; zero biases are added as '<name>.bq' ... by ``attention_params``)."""
+    (params '<name>.Wq', '.Wk', '.Wv'; zero biases are added as '<name>.bq' ... by ``load_network``)."""
     t = self.shape(x)[0]
     q = self._add("linear", (x,), (t, d_k), (f"{name}.Wq", f"{name}.bq"))
     k = self._add("linear", (x,), (t, d_k), (f"{name}.Wk", f"{name}.bk"))
     v = self._add("linear", (x,), (t, d_v), (f"{name}.Wv", f"{name}.bv"))
     kt = self._add("transpose", (k,), (d_k, t))
     s = self._add("scale", (self._add("matmul", (q, kt), (t, t)),), (t, t), attrs=(1.0 / math.sqrt(d_k),))
-    diff = self._add("pairdiff", (s,), (t, t, t))
-    z = self._add("sum_last", (self._add("exp", (diff,), (t, t, t)),), (t, t))
-    p = self._add("reciprocal", (z,), (t, t))
-    return self._add("matmul", (p, v), (t, d_v))
+    return self._add("matmul", (self.softmax_rows(s), v), (t, d_v))
+
+  def bilinear_attention(self, x: int, name: str, d_v: int) -> int:
+    """One head of the certified ViT's attention, softmax(x A xᵀ) x W_V over the rows of x [T, d] (params
+    '<name>.A' [d, d] and '<name>.V' [d, d_v], with zero biases '<name>.b0' [d] and '<name>.b1' [d_v])."""
+    t, d = self.shape(x)
+    q = self._add("linear", (x,), (t, d), (f"{name}.A", f"{name}.b0"))
+    s = self._add("matmul", (q, self._add("transpose", (x,), (d, t))), (t, t))
+    v = self._add("linear", (x,), (t, d_v), (f"{name}.V", f"{name}.b1"))
+    return self._add("matmul", (self.softmax_rows(s), v), (t, d_v))
+
+  def softmax_rows(self, s: int) -> int:
+    """softmax over the last axis of s [T, T] as p_i = 1/Σ_j exp(s_j − s_i): differences, exp, a sum (≥ 1: the
+    row's own term is exp(0)) and its reciprocal (Shi et al., ICLR 2020, §3.3)."""
+    t = self.shape(s)
+    diff = self._add("pairdiff", (s,), t + t[-1:])
+    z = self._add("sum_last", (self._add("exp", (diff,), t + t[-1:]),), t)
+    return self._add("reciprocal", (z,), t)
+
+  def offset(self, x: int, name: str) -> int:
+    return self._add("offset", (x,), self.shape(x), (name,))
+
+  def row_mean(self, x: int) -> int:
+    return self._add("row_mean", (x,), self.shape(x)[1:])
+
+  def bounded_norm(self, x: int, name: str, radius: float) -> int:
+    """N(x) = c·min(1, r/‖c‖), c = x − mean(x) on the last axis (``attention.lipschitz_layers.bounded_norm``):
+    the centring is a linear map (params '<name>.W' = I − 11ᵀ/d and a zero '<name>.b', ``centring_params``),
+    then the product of c with the scale of its norm, relaxed as a product (``rowscale``)."""
+    c = self.linear(x, name, self.shape(x)[-1])
+    n = self._add("rownorm", (c,), self.shape(c)[:-1])
+    g = self._add("bscale", (n,), self.shape(n), attrs=(float(radius),))
+    return self._add("rowscale", (c, g), self.shape(c))
 
   def graph(self) -> Graph:
     return Graph(tuple(self.nodes))
+
+
+def centring_params(name: str, d: int) -> dict:
+  """The params of ``Builder.bounded_norm``'s centring map x ↦ x − mean(x) on d features."""
+  return {f"{name}.W": np.eye(d) - np.full((d, d), 1.0 / d), f"{name}.b": np.zeros(d)}
 
 
 # ----------------------------------------------------------------------------------------------- forward
@@ -164,6 +201,16 @@ def forward(graph: Graph, params, x) -> list:
       vals.append(1.0 / a[0])
     elif node.op == "matmul":
       vals.append(a[0] @ a[1])
+    elif node.op == "offset":
+      vals.append(a[0] + params[node.params[0]])
+    elif node.op == "row_mean":
+      vals.append(a[0].mean(0))
+    elif node.op == "rownorm":
+      vals.append(jnp.sqrt(jnp.sum(a[0] * a[0], axis=-1)))
+    elif node.op == "bscale":
+      vals.append(relax.bounded_scale(a[0], node.attrs[0]))
+    elif node.op == "rowscale":
+      vals.append(a[0] * a[1][..., None])
   return vals
 
 
@@ -217,6 +264,22 @@ def _ibp_node(node, boxes, params) -> Box:
     c = ca @ cb
     r = jnp.abs(ca) @ rb + ra @ jnp.abs(cb) + ra @ rb
     return Box(c - r, c + r)
+  if node.op == "offset":
+    p = params[node.params[0]]
+    return Box(ins[0].lower + p, ins[0].upper + p)
+  if node.op == "row_mean":
+    return Box(ins[0].lower.mean(0), ins[0].upper.mean(0))
+  if node.op == "rownorm":     # the box's nearest point to 0, and its farthest corner
+    lo, hi = ins[0]
+    nearest = jnp.clip(jnp.zeros_like(lo), lo, hi)
+    return Box(jnp.sqrt(jnp.sum(nearest ** 2, axis=-1)), jnp.sqrt(jnp.sum(jnp.maximum(lo ** 2, hi ** 2), axis=-1)))
+  if node.op == "bscale":       # decreasing
+    r = node.attrs[0]
+    return Box(relax.bounded_scale(ins[0].upper, r), relax.bounded_scale(ins[0].lower, r))
+  if node.op == "rowscale":     # the extremes of a product on a box are at its corners
+    (la, ua), (lg, ug) = ins
+    corners = jnp.stack([la * lg[..., None], la * ug[..., None], ua * lg[..., None], ua * ug[..., None]])
+    return Box(corners.min(0), corners.max(0))
   raise ValueError(f"no interval rule for {node.op!r}")
 
 
@@ -298,6 +361,39 @@ def _backward(graph: Graph, params, boxes: Sequence[Box], target: int, spec):
           push(node.inputs[0], k, jnp.einsum("mts,rs->mtr", coeff, ya))
           push(node.inputs[1], k, jnp.einsum("mts,tr->mrs", coeff, xa))
           const[k] = const[k] - jnp.einsum("mts,tr,rs->m", coeff, xa, ya)
+      elif node.op == "offset":
+        push(node.inputs[0], k, L)
+        const[k] = const[k] + jnp.einsum("m...,...->m", L, params[node.params[0]])
+      elif node.op == "row_mean":
+        t = graph.nodes[node.inputs[0]].shape[0]
+        push(node.inputs[0], k, jnp.broadcast_to(L[:, None], (L.shape[0], t) + L.shape[1:]) / t)
+      elif node.op == "rownorm":
+        lo, hi = boxes[node.inputs[0]]
+        lines = relax.norm_lines(lo, hi)
+        pos, neg = jnp.maximum(L, 0), jnp.minimum(L, 0)
+        a_pos, b_pos = (lines.a_lower, lines.b_lower) if k == 0 else (lines.a_upper, lines.b_upper)
+        a_neg, b_neg = (lines.a_upper, lines.b_upper) if k == 0 else (lines.a_lower, lines.b_lower)
+        push(node.inputs[0], k, pos[..., None] * a_pos[None] + neg[..., None] * a_neg[None])
+        const[k] = const[k] + (pos * b_pos[None] + neg * b_neg[None]).sum(axes)
+      elif node.op == "bscale":
+        lo, hi = boxes[node.inputs[0]]
+        lines = relax.bounded_scale_lines(lo, hi, node.attrs[0])
+        pos, neg = jnp.maximum(L, 0), jnp.minimum(L, 0)
+        a_pos, b_pos = (lines.a_lower, lines.b_lower) if k == 0 else (lines.a_upper, lines.b_upper)
+        a_neg, b_neg = (lines.a_upper, lines.b_upper) if k == 0 else (lines.a_lower, lines.b_lower)
+        push(node.inputs[0], k, pos * a_pos[None] + neg * a_neg[None])
+        const[k] = const[k] + (pos * b_pos[None] + neg * b_neg[None]).sum(axes)
+      elif node.op == "rowscale":     # N[.., i] = c[.., i]·g[..]: one product per entry
+        (lc, uc), (lg, ug) = boxes[node.inputs[0]], boxes[node.inputs[1]]
+        planes = relax.mccormick_planes(lc, uc, lg[..., None], ug[..., None])
+        pos, neg = jnp.maximum(L, 0), jnp.minimum(L, 0)
+        sides = (((pos, planes.x_lower, planes.y_lower), (neg, planes.x_upper, planes.y_upper)) if k == 0 else
+                 ((pos, planes.x_upper, planes.y_upper), (neg, planes.x_lower, planes.y_lower)))
+        for coeff, xa, ya in sides:
+          xa, ya = jnp.broadcast_to(xa, lc.shape)[None], jnp.broadcast_to(ya, lc.shape)[None]
+          push(node.inputs[0], k, coeff * ya)
+          push(node.inputs[1], k, (coeff * xa).sum(-1))
+          const[k] = const[k] - (coeff * xa * ya).sum(axes)
       else:
         raise ValueError(f"no backward rule for {node.op!r}")
     del lam[i]
@@ -327,7 +423,7 @@ def concretize(coeff, const, x0, eps, norm: str, box=None, *, upper: bool = Fals
   return jnp.minimum(ball, over_box) if upper else jnp.maximum(ball, over_box)
 
 
-NONLINEAR = ("relu", "exp", "reciprocal", "matmul")
+NONLINEAR = ("relu", "exp", "reciprocal", "matmul", "rownorm", "bscale", "rowscale")
 
 
 def needed(graph: Graph) -> frozenset:

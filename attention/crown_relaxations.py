@@ -110,3 +110,58 @@ def mccormick_planes(lx, ux, ly, uy) -> Planes:
   """
   del ux  # the planes chosen are anchored at l_x (the other pair would use u_x)
   return Planes(lx, ly, lx, uy)
+
+
+class VectorLines(NamedTuple):
+  """Lines of a function of a vector c [..., d] to a scalar per row [...]: a_L·c + b_L ≤ f(c) ≤ a_U·c + b_U,
+  with a_* [..., d] and b_* [...]."""
+  a_lower: jnp.ndarray
+  b_lower: jnp.ndarray
+  a_upper: jnp.ndarray
+  b_upper: jnp.ndarray
+
+
+def norm_lines(l, u) -> VectorLines:
+  """The ℓ2 norm of each row c [..., d] of the box [l, u] (l, u [..., d]).
+
+  Lower: ‖c‖ ≥ c₀·c/‖c₀‖ for any c₀ ≠ 0 (Cauchy–Schwarz; the supporting hyperplane of the convex norm at
+  c₀), with c₀ the box's center; ‖c‖ ≥ 0 where the center is 0.
+  Upper: two steps, each an upper bound. Each square is below its chord on [l_i, u_i] (convex):
+  c_i² ≤ (l_i + u_i)·c_i − l_i·u_i, so s = ‖c‖² ≤ Σ_i ((l_i + u_i)c_i − l_i u_i) =: ŝ(c). The square root is
+  increasing and concave, so √s ≤ √ŝ ≤ √s₀ + (ŝ − s₀)/(2√s₀) for any s₀ > 0 (its tangent at s₀); s₀ is ŝ at
+  the center, Σ (l_i² + u_i²)/2 (floored at 1e-30: a box that is the single point 0).
+  """
+  center = 0.5 * (l + u)
+  size = jnp.sqrt(jnp.sum(center * center, axis=-1, keepdims=True))
+  a_lower = jnp.where(size > 0, center / jnp.where(size > 0, size, 1.0), 0.0)
+  s0 = jnp.maximum(0.5 * jnp.sum(l * l + u * u, axis=-1), 1e-30)
+  root = jnp.sqrt(s0)
+  a_upper = (l + u) / (2.0 * root[..., None])
+  b_upper = root - s0 / (2.0 * root) - jnp.sum(l * u, axis=-1) / (2.0 * root)
+  return VectorLines(a_lower, jnp.zeros(l.shape[:-1], l.dtype), a_upper, b_upper)
+
+
+def bounded_scale(n, radius):
+  """g(n) = min(1, r/n) for n ≥ 0: the scale of the bounded normalisation N(c) = c·g(‖c‖)."""
+  return jnp.minimum(1.0, radius / jnp.maximum(n, 1e-30))
+
+
+def bounded_scale_lines(l, u, radius) -> Lines:
+  """g(n) = min(1, r/n) on [l, u] ⊂ [0, ∞), decreasing: 1 up to r, then the convex r/n.
+
+  u ≤ r: g = 1, exact. l ≥ r: g = r/n, convex: tangent at the midpoint below, chord above. l < r < u (the
+  kink inside): above, the chord of r/n through (r, 1) and (u, r/u), extended (it is ≥ 1 left of r, where
+  g = 1, and above the convex r/n on [r, u]); below, the constant r/u (g is decreasing, so g ≥ g(u)).
+  """
+  one = jnp.ones_like(l)
+  flat = u <= radius
+  convex = _convex_lines(lambda n: radius / n, lambda n: -radius / (n * n), jnp.maximum(l, radius),
+                         jnp.maximum(u, radius), 0.5 * (jnp.maximum(l, radius) + jnp.maximum(u, radius)))
+  kink = ~flat & (l < radius)
+  # The chord's slope (r/u − 1)/(u − r) is exactly −1/u: written so, it stays exact when u is within rounding of r.
+  slope = jnp.where(kink, -1.0 / jnp.where(kink, u, 1.0), 0.0)
+  a_upper = jnp.where(flat, 0.0, jnp.where(kink, slope, convex.a_upper))
+  b_upper = jnp.where(flat, one, jnp.where(kink, 1.0 - slope * radius, convex.b_upper))
+  a_lower = jnp.where(flat, 0.0, jnp.where(kink, 0.0, convex.a_lower))
+  b_lower = jnp.where(flat, one, jnp.where(kink, radius / jnp.where(kink, u, 1.0), convex.b_lower))
+  return Lines(a_lower, b_lower, a_upper, b_upper)

@@ -280,3 +280,93 @@ def test_a_bad_network_file_is_named(tmp_path):
     crown.load_network(tmp_path / "shape.npz", (4,))
   with pytest.raises(ValueError, match="not a readable npz"):
     crown.load_network(tmp_path / "missing.npz", (4,))
+
+
+def test_the_norm_lines_hold_on_their_box():
+  """‖c‖ of each row of random boxes (straddling 0, one-sided, zero width, the single point 0): the lines
+  hold at random points and corners of each box; a tangent plane taken at the box's far corner instead of
+  its center is still a valid lower bound, but an upper line without the chord step (the tangent of √s
+  applied to s itself) is not, and the check catches it."""
+  rng = np.random.default_rng(8)
+  l = rng.normal(size=(300, 5))
+  u = l + rng.exponential(size=(300, 5)) * (rng.uniform(size=(300, 1)) > 0.1)
+  l[:5] = u[:5] = 0.0
+  with jax.enable_x64(True):
+    lines = relax.norm_lines(jnp.asarray(l), jnp.asarray(u))
+  lines = [np.asarray(v) for v in lines]
+
+  def violation(a_l, b_l, a_u, b_u):
+    worst = -np.inf
+    for _ in range(200):
+      c = l + rng.uniform(size=l.shape) * (u - l)
+      if _ % 4 == 0:
+        c = np.where(rng.uniform(size=l.shape) < 0.5, l, u)   # a corner
+      n = np.linalg.norm(c, axis=-1)
+      worst = max(worst, float(((a_l * c).sum(-1) + b_l - n).max()), float((n - (a_u * c).sum(-1) - b_u).max()))
+    return worst
+  assert violation(*lines) <= 1e-12
+  s0 = 0.5 * (l * l + u * u).sum(-1)
+  no_chord_upper = (np.zeros_like(l), np.sqrt(np.maximum(s0, 1e-30)) * 0.5)   # √s ≤ √s₀/2: wrong
+  assert violation(lines[0], lines[1], *no_chord_upper) > 1e-3
+
+
+def test_the_bounded_scale_lines_hold_on_their_interval():
+  rng = np.random.default_rng(9)
+  r = 2.0
+  a, b = rng.exponential(size=500) * 3, rng.exponential(size=500) * 3
+  l, u = np.minimum(a, b), np.maximum(a, b)
+  l[:30] = u[:30]
+  l[30:60], u[30:60] = np.minimum(l[30:60], r / 2), r + 1e-15   # the kink within rounding of the upper end
+  with jax.enable_x64(True):
+    lines = relax.bounded_scale_lines(jnp.asarray(l), jnp.asarray(u), r)
+  g = lambda n: np.minimum(1.0, r / np.maximum(n, 1e-30))  # noqa: E731
+  assert _line_violation(g, lines, l, u) <= 1e-9
+  wrong = lines._replace(b_lower=np.where((l < r) & (u > r), 1.0, np.asarray(lines.b_lower)))  # g ≥ 1: false
+  assert _line_violation(g, wrong, l, u) > 1e-3
+
+
+def _normed_net(rng, tokens, d=4, radius=1.0):
+  """dense → bounded normalisation → attention → residual → SLL-like block → mean pooling → bounded norm → head."""
+  b = crown.Builder((tokens, d))
+  params = {"e.W": rng.normal(size=(d, d)), "e.b": rng.normal(size=d), "pos": rng.normal(size=(tokens, d)) / 3}
+  x = b.offset(b.linear(0, "e", d), "pos")
+  params.update(crown.centring_params("n1", d))
+  y = b.bounded_norm(x, "n1", radius)
+  for n in ("q", "k", "v"):
+    params[f"a.W{n}"], params[f"a.b{n}"] = rng.normal(size=(d, d)) / 2, np.zeros(d)
+  x = b.add(x, b.attention(y, "a", d, d))
+  params.update({"s1.W": rng.normal(size=(d, 3)), "s1.b": rng.normal(size=3), "s2.W": rng.normal(size=(3, d)) / 2,
+                 "s2.b": np.zeros(d)})
+  x = b.add(x, b.linear(b.relu(b.linear(x, "s1", 3)), "s2", d))
+  params.update(crown.centring_params("n2", d))
+  z = b.bounded_norm(b.row_mean(x), "n2", radius)
+  params.update({"h.W": rng.normal(size=(d, 3)), "h.b": np.zeros(3)})
+  b.linear(z, "h", 3)
+  return b.graph(), {k: jnp.asarray(v) for k, v in params.items()}
+
+
+@pytest.mark.parametrize("norm,box", [("2", (0.0, 1.0)), pytest.param("inf", None, marks=pytest.mark.long)])
+def test_bounds_through_bounded_normalisation_residuals_and_pooling_are_sound(norm, box):
+  rng = np.random.default_rng(10)
+  with jax.enable_x64(True):
+    graph, params = _normed_net(rng, tokens=3)
+    x0 = jnp.asarray(rng.uniform(0.2, 0.8, size=(3, 4)))
+    eps = 0.05
+    lower, upper = crown.output_bounds(graph, params, x0, eps, norm, box)
+    values = _outputs(graph, params, _ball_points(rng, np.asarray(x0), eps, norm, box, 300))
+    lo_opt, hi_opt = _optimised_extremes(graph, params, x0, eps, norm, box)
+  assert np.all(np.isfinite(np.asarray(lower))) and np.all(np.isfinite(np.asarray(upper)))
+  assert np.all(values >= np.asarray(lower) - 1e-9) and np.all(values <= np.asarray(upper) + 1e-9)
+  assert np.all(lo_opt >= np.asarray(lower) - 1e-9) and np.all(hi_opt <= np.asarray(upper) + 1e-9)
+
+
+def test_the_bounded_normalisation_node_is_the_models_function():
+  from attention.lipschitz_layers import bounded_norm
+  rng = np.random.default_rng(11)
+  b = crown.Builder((3, 5))
+  b.bounded_norm(0, "n", 1.5)
+  x = rng.normal(size=(3, 5)) * rng.uniform(0.1, 2, size=(3, 1))
+  with jax.enable_x64(True):
+    got = crown.forward(b.graph(), {k: jnp.asarray(v) for k, v in crown.centring_params("n", 5).items()},
+                        jnp.asarray(x))[-1]
+    np.testing.assert_allclose(np.asarray(got), np.asarray(bounded_norm(jnp.asarray(x), 1.5)), rtol=1e-12)

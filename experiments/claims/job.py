@@ -117,7 +117,8 @@ def load_source(path, experiment: Optional[str] = None) -> Source:
   """
   path = Path(path)
   if not path.is_dir():
-    raise ValueError(f"--from {path}: no such directory")
+    raise ValueError(f"--from {path}: " + ("is a file, not a workdir (a directory)" if path.exists()
+                                           else "no such directory"))
   experiment = experiment or identify(path)
   if experiment is None:
     names = ", ".join(s.name for s in registry.experiments() if s.config_signature)

@@ -16,7 +16,7 @@ from experiments.core.report import report_cli
 from experiments.core.plotting import plt, save
 from experiments.core.rules_version import stamp
 from experiments.claims.specification_curve import plot_specification_curve, summaries
-from experiments.core.workdir import decode
+from experiments.core.workdir import decode, parse_lines
 
 ROWS_NAME = "claims.jsonl"
 DIRECTION_COLORS = {"holds": "tab:green", "fails": "tab:red", "inconclusive": "tab:gray", "unstable": "tab:orange",
@@ -70,18 +70,22 @@ VERDICT_RULES = """\
 def read_rows(workdir) -> tuple[list[dict], list[dict]]:
   """(rows, protocol choices) from ``workdir/claims.jsonl``.
 
+  claims.jsonl is written whole by every claims run (atomically), so a file that does not parse was damaged
+  afterwards; it is refused, since the claims job rebuilds it from the workdirs without rerunning anything.
+
   Raises:
-    ValueError: the file is absent (no claims run there yet).
+    ValueError: the file is absent (no claims run there yet), empty, or holds a line that is not a JSON object.
   """
   path = Path(workdir) / ROWS_NAME
-  if not path.exists():
+  if not path.is_file():
     raise ValueError(f"{path} does not exist; run python -m experiments.claims --workdir {workdir} first")
+  records, bad = parse_lines(path.read_bytes())
+  rebuild = f"python -m experiments.claims --workdir {workdir} --no_run rebuilds it from the workdirs"
+  if bad or not records:
+    raise ValueError(f"{path} is {'damaged: ' + str(len(bad)) + ' line(s) are not JSON records' if bad else 'empty'}"
+                     f"; {rebuild}")
   rows, choices = [], []
-  for line in path.read_text().splitlines():
-    try:
-      record = decode(json.loads(line))
-    except json.JSONDecodeError:
-      continue
+  for record in map(decode, records):
     if record.get("kind") == "protocol_choices":
       choices = record["choices"]
     elif record.get("kind") == "claim":

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 WORDS = re.compile(r"\b(holds|fails|inconclusive|matches|differs|undetermined|unstable|premise fails)\b")
+TABLE_HEADER = "| claim | paper |"  # the claims table's header (experiments.claims.report.rows_markdown)
 CALIBRATED = re.compile(r"ε\*? = [0-9.e+-]+\)?")
 
 
@@ -66,10 +67,15 @@ def main(argv=None) -> int:
   args = parser.parse_args(argv)
   texts = []
   for path in map(Path, args.summaries):
-    if not path.is_file():
-      print(f"error: {path} is not a file (a summary.md of the main job or the claims job)", file=sys.stderr)
+    try:
+      text = path.read_text(encoding="utf-8") if path.is_file() else None
+    except UnicodeDecodeError:
+      text = None
+    if text is None or TABLE_HEADER not in text:
+      print(f"error: {path} is not a summary.md of the main job or the claims job (no claims table: a line "
+            f"starting {TABLE_HEADER!r})", file=sys.stderr)
       return 2
-    texts.append(path.read_text())
+    texts.append(text)
   d = compare(*texts)
   for key in d.differ:
     print(f"differs: {key[:100]}")

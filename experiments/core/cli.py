@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+import warnings
 from pathlib import Path
 
 from experiments.core.config import apply_overrides, check_data_available, field_choices, fields_of
@@ -119,18 +120,30 @@ def experiment_main(spec: ExperimentSpec, argv=None) -> None:
 @contextlib.contextmanager
 def user_errors():
   """Turns the errors a user can cause (bad values, missing or corrupt data files, a directory where a file
-  belongs or the reverse) into one line on
-  stderr and exit status 2, and Ctrl-C into a note that the finished points are kept (status 130),
+  belongs or the reverse, a path without permission) into one line on
+  stderr and exit status 2 (warnings print as one line too), and Ctrl-C into a note that the finished points are kept (status 130),
   instead of a traceback. A Ctrl-C that a gc callback or finalizer swallowed is raised again
   (``experiments.core.interrupts.ctrl_c_stops``), so the first one stops the run."""
   from experiments.core.interrupts import ctrl_c_stops
+  saved, warnings.formatwarning = warnings.formatwarning, _one_line_warning
   try:
     with ctrl_c_stops():
       yield
-  except (ValueError, FileNotFoundError, IsADirectoryError, NotADirectoryError) as e:
+  except ValueError as e:
     print(f"error: {e}", file=sys.stderr)
+    raise SystemExit(2) from None
+  except OSError as e:   # a directory where a file belongs or the reverse, a missing file, no permission
+    where = f"{e.filename}: " if e.filename else ""
+    print(f"error: {where}{(e.strerror or str(e)).lower()}", file=sys.stderr)
     raise SystemExit(2) from None
   except KeyboardInterrupt:
     print("interrupted: the points finished so far are kept in the workdir; rerun the same command to "
           "resume", file=sys.stderr)
     raise SystemExit(130) from None
+  finally:
+    warnings.formatwarning = saved
+
+
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+  """A warning as the command line prints it: 'warning: <message>' on one line (not the source line)."""
+  return f"warning: {message}\n"

@@ -273,7 +273,10 @@ def _parse(text: str, annotation: Any, field: str) -> Any:
   origin, args = typing.get_origin(annotation), typing.get_args(annotation)
   if origin is tuple:
     kind = args[0]
-    values = tuple(_parse_scalar(t.strip(), kind, field) for t in text.split(",") if t.strip())
+    parts = [t.strip() for t in text.split(",")]
+    if text.strip() and not all(parts):
+      raise ValueError(f"{field}={text!r} has an empty entry: give comma-separated values (e.g. 16,32)")
+    values = tuple(_parse_scalar(t, kind, field) for t in parts if t)
     if len(set(values)) != len(values):
       raise ValueError(f"{field} holds a value twice ({text!r}): each sweep point is computed once")
     return values
@@ -301,8 +304,9 @@ def fields_of(config, prefix: str = "") -> dict[str, Any]:
 
 
 def check_data_available(config, prefix: str = "") -> None:
-  """Checks, before any work, that every ``DataConfig`` group of ``config`` (nested groups included) that reads
-  the full data files (``source = 'dir'``) names an existing directory, by its ``dir`` or ATTN_DATA_DIR.
+  """Checks, before any work, that every data group of ``config`` (a ``DataConfig`` or any group with ``source``
+  and ``dir`` fields; nested groups included) that reads the full data files (``source = 'dir'``) names an
+  existing directory, by its ``dir`` or ATTN_DATA_DIR.
 
   Raises:
     ValueError: naming the group's dotted ``dir`` field, the variable, and what the directory must hold.
@@ -311,7 +315,7 @@ def check_data_available(config, prefix: str = "") -> None:
   from experiments.data.loader import DATA_DIR_ENV
   for f in dataclasses.fields(config):
     value = getattr(config, f.name)
-    if isinstance(value, DataConfig) and value.source == "dir":
+    if dataclasses.is_dataclass(value) and getattr(value, "source", None) == "dir" and hasattr(value, "dir"):
       where = value.dir or os.environ.get(DATA_DIR_ENV)
       field = f"{prefix}{f.name}"
       if not where:

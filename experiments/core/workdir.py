@@ -172,6 +172,13 @@ class Workdir:
     weakref.finalize(self, _release, _acquire(self.path, self.process_index, self.process_count))
     self.key_fields = tuple(key_fields)
     self.results_path = self.path / results_name(self.process_index, self.process_count)
+    repair_torn_tail(self.results_path)
+    quarantine_unreadable(self.results_path)
+    existing = self.records()
+    if existing and not any(all(f in r for f in self.key_fields) for r in existing):  # none is one of our points
+      missing = [f for f in self.key_fields if f not in existing[0]]
+      raise ValueError(f"the records in {self.path} lack the field(s) {missing} of this experiment's points: it "
+                       "holds another experiment's results; use a new workdir (nothing was run or written)")
     if config is not None and self.process_index > 0:
       self._wait_for_config(jsonable(config), config_wait_s)
     elif config is not None:
@@ -184,10 +191,9 @@ class Workdir:
           if set(old_leaves) != set(new_leaves):  # another layout, e.g. flat fields before data.*/train.*
             only_old = sorted(set(old_leaves) - set(new_leaves))
             raise ValueError(
-                f"{cfg_path} was written with another layout of this config (fields {only_old[:4]}"
-                f"{' ...' if len(only_old) > 4 else ''} are not fields of this version) and is not "
-                "reinterpreted; use a new workdir, or --overwrite_config to move the old results aside and "
-                "start afresh")
+                f"{cfg_path} holds another experiment's config or another layout of this config (fields {only_old[:4]}{' ...' if len(only_old) > 4 else ''} are not "
+                "fields of this one) and is not reinterpreted; use a new workdir, or --overwrite_config to move "
+                "the old results aside and start afresh")
           changed = sorted(k for k in new_leaves if old_leaves[k] != new_leaves[k])
           raise ValueError(
               f"{cfg_path} belongs to results of a different config (fields {changed} differ); use a new "
@@ -196,8 +202,6 @@ class Workdir:
       tmp = cfg_path.with_name(f".config.json.{os.getpid()}")
       tmp.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
       tmp.replace(cfg_path)  # atomic: the other processes never read half a config
-    repair_torn_tail(self.results_path)
-    quarantine_unreadable(self.results_path)
 
   def _wait_for_config(self, cfg: dict, timeout_s: float) -> None:
     """Waits for process 0 to write a config.json equal to ``cfg`` (polling every 0.2 s).
@@ -337,7 +341,7 @@ def repair_torn_tail(path) -> Path | None:
     torn, i = path.with_name(f"{path.name}.torn-{stamp}-{i}"), i + 1
   torn.write_bytes(tail)
   os.truncate(path, cut)
-  kept = len(_parse_lines(data[:cut])[0])
+  kept = len(parse_lines(data[:cut])[0])
   warnings.warn(f"{path} ended in an incomplete line ({len(tail)} bytes, as a run killed while writing leaves); "
                 f"moved it to {torn}; {kept} records kept", RuntimeWarning, stacklevel=2)
   return torn
@@ -375,21 +379,19 @@ def read_records(workdir) -> list[dict]:
   """Records of a finished or partial run, for plotting without recomputing.
 
   Reads every process's results file (``results.jsonl``, then ``results-<i>-of-<P>.jsonl`` in name order).
-  A line that is not a JSON record (a line torn by a kill, or garbage) is skipped with a ``RuntimeWarning``
-  that says how many records were kept; the next run on the workdir moves such lines aside
-  (``quarantine_unreadable``). Non-finite numbers (stored as the strings 'nan', 'inf', '-inf') come back
-  as floats; so would a string field whose value is literally one of those.
+  A line that is not a JSON record object (a line torn by a kill, garbage, or JSON that is no object) is
+  skipped with a ``RuntimeWarning`` that says how many records were kept; the next run on the workdir moves
+  such lines aside (``quarantine_unreadable``). Non-finite numbers (stored as the strings 'nan', 'inf',
+  '-inf') come back as floats; so would a string field whose value is literally one of those.
 
   Raises:
-    ValueError: a line that is valid JSON but not an object.
+    ValueError: a results file that is a directory.
   """
   out = []
   for path in results_files(workdir):
-    records, bad = _parse_lines(path.read_bytes())
-    for record in records:
-      if not isinstance(record, dict):
-        raise ValueError(f"{path}: a line holds a JSON {type(record).__name__}, not a record object; move the "
-                         "file aside or use a new workdir")
+    if not path.is_file():
+      raise ValueError(f"{path} is not a file (a results file of one JSON record per line)")
+    records, bad = parse_lines(path.read_bytes())
     if bad:
       warnings.warn(f"{path}: {len(bad)} unreadable line(s) skipped, {len(records)} records kept; the next run "
                     "of the experiment on this workdir moves them aside", RuntimeWarning, stacklevel=2)
@@ -397,16 +399,19 @@ def read_records(workdir) -> list[dict]:
   return out
 
 
-def _parse_lines(data: bytes) -> tuple[list, list[bytes]]:
-  """(parsed JSON values, unreadable lines) of the lines of a results file's bytes (empty lines ignored)."""
+def parse_lines(data: bytes) -> tuple[list, list[bytes]]:
+  """(JSON objects, unreadable lines) of the lines of a JSON-lines file's bytes: a line that is not UTF-8 JSON,
+  or JSON that is not an object, is unreadable; empty lines are ignored."""
   values, bad = [], []
   for line in data.split(b"\n"):
     if not line.strip():
       continue
     try:
-      values.append(json.loads(line.decode("utf-8")))
+      value = json.loads(line.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError):
       bad.append(line)
+      continue
+    (values if isinstance(value, dict) else bad).append(value if isinstance(value, dict) else line)
   return values, bad
 
 
@@ -423,7 +428,7 @@ def quarantine_unreadable(path) -> Path | None:
   if not path.is_file():
     return None
   data = path.read_bytes()
-  values, bad = _parse_lines(data)
+  values, bad = parse_lines(data)
   if not bad:
     return None
   stamp = time.strftime("%Y%m%d-%H%M%S")

@@ -170,3 +170,64 @@ def test_the_main_job_help_lists_the_experiment_overrides(capsys):
   with pytest.raises(SystemExit):
     main_job.main(["--help"])
   assert "<experiment>.<field>=value" in capsys.readouterr().out
+
+
+def test_os_errors_are_one_line_without_errno_text(capsys):
+  with pytest.raises(SystemExit) as exit_info:
+    with cli.user_errors():
+      raise PermissionError(13, "Permission denied", "/runs/locked/.lock")
+  assert exit_info.value.code == 2
+  assert capsys.readouterr().err == "error: /runs/locked/.lock: permission denied\n"
+
+
+def test_warnings_print_as_one_line_on_the_command_line():
+  default = warnings.formatwarning
+  with cli.user_errors():
+    assert warnings.formatwarning("3 records kept", RuntimeWarning, "workdir.py", 200) == "warning: 3 records kept\n"
+  assert warnings.formatwarning is default
+
+
+def test_a_list_with_an_empty_entry_is_refused():
+  with pytest.raises(ValueError, match=r"widths='16,,32' has an empty entry"):
+    config_lib.apply_overrides(main_job.main_job_configs(False)["width_sweep"], ["widths=16,,32"])
+
+
+def test_another_experiments_records_are_refused_before_anything_is_written(tmp_path):
+  wd = Workdir(tmp_path, ("dataset", "model", "width"), None)
+  wd.append({"dataset": "mnist", "model": "relu", "width": 16})
+  before = sorted(p.name for p in tmp_path.iterdir())
+  with pytest.raises(ValueError, match=r"lack the field\(s\) \['n', 'seed'\].*another experiment's results"):
+    Workdir(tmp_path, ("dataset", "n", "seed"), {"ns": [30]})
+  assert sorted(p.name for p in tmp_path.iterdir()) == before   # no config.json written
+
+
+def test_json_lines_that_are_no_record_object_are_moved_aside(tmp_path):
+  results = _records(tmp_path, 2)
+  results.write_text(results.read_text() + "42\n[\"a\"]\n")
+  with pytest.warns(RuntimeWarning, match=r"2 unreadable line\(s\) skipped, 2 records kept"):
+    assert [r["k"] for r in read_records(tmp_path)] == [0, 1]
+  with pytest.warns(RuntimeWarning, match="moved to"):
+    Workdir(tmp_path, ("k",), {"lr": 1.0})
+  (aside,) = tmp_path.glob("results.jsonl.corrupt-*")
+  assert aside.read_text() == "42\n[\"a\"]\n"
+
+
+@pytest.mark.parametrize("content,message", [(b"", "is empty"), (b'{"kind": "claim"}\n42\n{garbage\n', "2 line"),
+                                             (b'\x81\xff\n', "1 line")])
+def test_a_damaged_or_empty_claims_file_is_refused_with_the_command_that_rebuilds_it(tmp_path, content, message):
+  from experiments.claims import report as claims_report
+  (tmp_path / "claims.jsonl").write_bytes(content)
+  with pytest.raises(ValueError, match=message) as info:
+    claims_report.read_rows(tmp_path)
+  assert "--no_run rebuilds it" in str(info.value)
+
+
+def test_verdict_diff_refuses_files_that_are_no_summary(tmp_path, capsys):
+  from experiments.claims import verdict_diff
+  (tmp_path / "a.md").write_text("| claim | paper | x |\n| c | p | holds |\n")
+  (tmp_path / "results.jsonl").write_text('{"holds": 1}\n')
+  (tmp_path / "bin.md").write_bytes(b"\xf5\xff")
+  for other in ("results.jsonl", "bin.md", "missing.md"):
+    assert verdict_diff.main([str(tmp_path / "a.md"), str(tmp_path / other)]) == 2
+    assert "is not a summary.md" in capsys.readouterr().err
+  assert verdict_diff.main([str(tmp_path / "a.md"), str(tmp_path / "a.md")]) == 0
