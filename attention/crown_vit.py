@@ -87,6 +87,6 @@ def _margins(graph, gp, patches, labels, eps, norm, intermediate):
     eye = jnp.eye(c, dtype=x.dtype)
     spec = eye[y][None, :] - eye                           # row j: f_y − f_j (row y is 0 and dropped)
     lower, _ = crown.spec_bounds(graph, gp, x, spec, eps, norm, (0.0, 1.0), intermediate=intermediate)
-    keep = jnp.arange(c) != y
-    return jnp.sort(jnp.where(keep, lower, jnp.inf))[:-1]   # the C − 1 margins, the dropped row last
+    others = jnp.arange(c - 1)
+    return lower[others + (others >= y)]                    # the C − 1 margins j ≠ y, in class order
   return jax.vmap(one)(patches, labels)

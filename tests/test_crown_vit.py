@@ -1,0 +1,73 @@
+"""attention.crown_vit: the certified ViT as a CROWN graph computes the model's own logits, and its margin lower
+bounds are sound: no sampled or PGD-optimised point of the ball ∩ [0, 1] box goes below them, so no image it
+certifies is broken by PGD-L2."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from attention import crown, crown_vit
+from attention.certified_vit import CertifiedViT, CertifiedViTConfig, patchify
+
+CONFIG = CertifiedViTConfig(num_classes=3, image_size=4, channels=1, patch_size=2, dim=4, depth=1, num_heads=2,
+                            sll_hidden=4, attention_bound=1.0, value_bound=1.0)
+
+
+def _model(seed=0):
+  with jax.enable_x64(True):
+    params = CertifiedViT(CONFIG).init(jax.random.PRNGKey(seed), jnp.zeros((1, 4, 4, 1)))["params"]
+    return jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), params)
+
+
+def test_the_graph_computes_the_models_logits():
+  params = _model()
+  x = np.random.default_rng(0).uniform(0, 1, size=(5, 4, 4, 1))
+  with jax.enable_x64(True):
+    logits = CertifiedViT(CONFIG).apply({"params": params}, jnp.asarray(x))
+    graph, gp = crown_vit.certified_vit_graph(CONFIG, params)
+    mine = jnp.stack([crown.forward(graph, gp, p)[-1] for p in patchify(jnp.asarray(x), CONFIG.patch_size)])
+  np.testing.assert_allclose(np.asarray(mine), np.asarray(logits), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.long
+def test_margin_bounds_hold_against_sampled_and_pgd_points():
+  params = _model(1)
+  rng = np.random.default_rng(1)
+  x = rng.uniform(0.1, 0.9, size=(3, 4, 4, 1))
+  eps = 0.1
+  with jax.enable_x64(True):
+    model = lambda v: CertifiedViT(CONFIG).apply({"params": params}, v)  # noqa: E731
+    labels = jnp.argmax(model(jnp.asarray(x)), axis=1)
+    bounds = np.asarray(crown_vit.margin_lower_bounds(CONFIG, params, jnp.asarray(x), labels, eps))
+
+    def margins(v, y):
+      f = model(v[None])[0]
+      return f[y] - jnp.delete(f, y, assume_unique_indices=True)
+
+    for i in range(3):
+      y = int(labels[i])
+      z = rng.normal(size=(400, 16))
+      z = z / np.linalg.norm(z, axis=1, keepdims=True) * eps * rng.uniform(size=(400, 1)) ** (1 / 16)
+      pts = np.clip(x[i].ravel()[None] + z, 0, 1).reshape(400, 4, 4, 1)
+      sampled = np.asarray(jax.vmap(lambda v: margins(v, y))(jnp.asarray(pts)))
+      assert np.all(sampled >= bounds[i] - 1e-9)
+      for j in range(2):   # PGD-L2 on each margin: the smallest it finds stays above the bound
+        v = jnp.asarray(x[i])
+        for _ in range(40):
+          g = jax.grad(lambda u: margins(u, y)[j])(v)
+          v = v - 0.05 * eps * g / (jnp.linalg.norm(g) + 1e-30)
+          delta = v - x[i]
+          v = jnp.clip(x[i] + delta * jnp.minimum(1.0, eps / (jnp.linalg.norm(delta) + 1e-30)), 0, 1)
+        assert float(margins(v, y)[j]) >= bounds[i, j] - 1e-9
+  assert bounds.shape == (3, 2)
+
+
+@pytest.mark.long
+def test_at_radius_zero_the_bounds_are_the_margins():
+  params = _model(2)
+  x = np.random.default_rng(2).uniform(0, 1, size=(2, 4, 4, 1))
+  with jax.enable_x64(True):
+    f = np.asarray(CertifiedViT(CONFIG).apply({"params": params}, jnp.asarray(x)))
+    bounds = np.asarray(crown_vit.margin_lower_bounds(CONFIG, params, jnp.asarray(x), jnp.array([0, 2]), 0.0))
+  np.testing.assert_allclose(bounds[0], f[0, 0] - f[0, [1, 2]], atol=1e-8)
+  np.testing.assert_allclose(bounds[1], f[1, 2] - f[1, [0, 1]], atol=1e-8)
