@@ -294,16 +294,21 @@ def ibp(graph: Graph, params, first: Box) -> list[Box]:
 # -------------------------------------------------------------------------------------- backward (CROWN)
 
 
-def _backward(graph: Graph, params, boxes: Sequence[Box], target: int, spec):
+def _backward(graph: Graph, params, boxes: Sequence[Box], target: int, spec, cuts=None):
   """Λ·node_target bounded below and above by linear functions of the input.
 
   Args:
     spec: [m, *shape(target)] coefficients of m linear functions of the target node.
 
+    cuts: {node: (center, radius)}: nodes known to lie in the Frobenius ball ‖z − center‖ ≤ radius whatever
+      the input (e.g. an attention block's output under LoFAST's bound); the pass stops there and adds the
+      exact extreme of Λ·z over that ball, Λ·center ∓ radius·‖Λ‖.
+
   Returns:
     ((Λ_L [m, *input shape], c_L [m]), (Λ_U, c_U)): spec·node ≥ Λ_L·x + c_L and ≤ Λ_U·x + c_U for every input
-    x whose intermediate values lie in ``boxes``.
+    x whose intermediate values lie in ``boxes`` (and in the cuts' balls).
   """
+  cuts = cuts or {}
   m = spec.shape[0]
   lam = {target: [spec, spec]}          # node -> [Λ for the lower bound, Λ for the upper bound]
   const = [jnp.zeros(m, spec.dtype), jnp.zeros(m, spec.dtype)]
@@ -323,7 +328,11 @@ def _backward(graph: Graph, params, boxes: Sequence[Box], target: int, spec):
       if L is None:
         continue
       axes = tuple(range(1, L.ndim))
-      if node.op == "linear":
+      if i in cuts:
+        center, radius = cuts[i]
+        size = jnp.sqrt(jnp.sum(L * L, axis=axes))
+        const[k] = const[k] + jnp.einsum("m...,...->m", L, center) + (radius if k else -radius) * size
+      elif node.op == "linear":
         w, b = _linear_params(params, node)
         push(node.inputs[0], k, jnp.einsum("m...e,de->m...d", L, w))
         const[k] = const[k] + jnp.einsum("m...e,e->m", L, b)
@@ -431,23 +440,42 @@ def needed(graph: Graph) -> frozenset:
   return frozenset(j for node in graph.nodes if node.op in NONLINEAR for j in node.inputs)
 
 
+def live(graph: Graph, cuts=()) -> frozenset:
+  """The nodes the output's backward pass reaches without passing through a cut node (cuts included)."""
+  seen, todo = set(), [len(graph.nodes) - 1]
+  while todo:
+    i = todo.pop()
+    if i in seen:
+      continue
+    seen.add(i)
+    if i not in cuts:
+      todo.extend(graph.nodes[i].inputs)
+  return frozenset(seen)
+
+
 def node_bounds(graph: Graph, params, x0, eps, norm: str = "2", box=None, *, intermediate: str = "crown",
-                upto: Optional[int] = None) -> list[Box]:
+                upto: Optional[int] = None, cuts=None) -> list[Box]:
   """Bounds of every node (up to ``upto``, default all) over the input set: IBP, and with
   ``intermediate='crown'`` CROWN for every node a relaxation reads (``needed``) and for the last one, each
   intersected with the other."""
   _check(norm, intermediate, eps)
   x0 = jnp.asarray(x0)
+  cuts = cuts or {}
   boxes = ibp(graph, params, input_box(x0, eps, norm, box))
+  for i, (center, radius) in sorted(cuts.items()):   # a cut node's box: its ball's, intersected with interval propagation's
+    boxes[i] = Box(jnp.maximum(boxes[i].lower, center - radius), jnp.minimum(boxes[i].upper, center + radius))
+    for j in range(i + 1, len(graph.nodes)):   # the boxes after it, from the tighter one
+      boxes[j] = _ibp_node(graph.nodes[j], boxes, params) if j not in cuts else boxes[j]
   last = len(graph.nodes) - 1 if upto is None else upto
   if intermediate == "ibp":
     return boxes[:last + 1]
+  reached = live(graph, tuple(cuts))
   for i in range(1, last + 1):
-    if i not in needed(graph) and i != last:
-      continue   # no relaxation reads this node's bounds: its IBP box is kept
+    if i in cuts or i not in reached or (i not in needed(graph) and i != last):
+      continue   # no relaxation on the output's path reads this node's bounds: its box is kept
     n = int(np.prod(graph.nodes[i].shape))
     spec = jnp.eye(n, dtype=x0.dtype).reshape((n,) + graph.nodes[i].shape)
-    (cl, kl), (cu, ku) = _backward(graph, params, boxes, i, spec)
+    (cl, kl), (cu, ku) = _backward(graph, params, boxes, i, spec, cuts)
     lo = concretize(cl, kl, x0, eps, norm, box).reshape(graph.nodes[i].shape)
     hi = concretize(cu, ku, x0, eps, norm, box, upper=True).reshape(graph.nodes[i].shape)
     boxes[i] = Box(jnp.maximum(lo, boxes[i].lower), jnp.minimum(hi, boxes[i].upper))
@@ -455,17 +483,19 @@ def node_bounds(graph: Graph, params, x0, eps, norm: str = "2", box=None, *, int
 
 
 def spec_bounds(graph: Graph, params, x0, spec, eps, norm: str = "2", box=None, *,
-                intermediate: str = "crown") -> tuple[jnp.ndarray, jnp.ndarray]:
+                intermediate: str = "crown", cuts=None) -> tuple[jnp.ndarray, jnp.ndarray]:
   """Lower and upper bounds [m] of spec·f(x) over the input set (spec [m, *output shape]), never looser than
-  IBP's bounds of the same linear functions (``ibp_spec``).
+  IBP's bounds of the same linear functions (``ibp_spec``). ``cuts`` ({node: (center, Frobenius radius)})
+  replace those nodes' bounds by balls known to hold them (``_backward``; CROWN + LoFAST).
 
   Raises:
     ValueError: an unknown norm or intermediate mode, a negative or non-finite ε.
   """
-  boxes = node_bounds(graph, params, x0, eps, norm, box, intermediate=intermediate, upto=len(graph.nodes) - 2)
+  boxes = node_bounds(graph, params, x0, eps, norm, box, intermediate=intermediate, upto=len(graph.nodes) - 2,
+                      cuts=cuts)
   last = len(graph.nodes) - 1
   boxes = boxes + [_ibp_node(graph.nodes[last], boxes, params)]
-  (cl, kl), (cu, ku) = _backward(graph, params, boxes, last, spec)
+  (cl, kl), (cu, ku) = _backward(graph, params, boxes, last, spec, cuts)
   lo = concretize(cl, kl, jnp.asarray(x0), eps, norm, box)
   hi = concretize(cu, ku, jnp.asarray(x0), eps, norm, box, upper=True)
   ilo, ihi = ibp_spec(spec, boxes[last])

@@ -18,18 +18,27 @@ Sources: Zhang et al., NeurIPS 2018; Shi et al., ICLR 2020; Havens et al., ICML 
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from attention import crown
-from attention.certified_vit import CertifiedViTConfig, head_matrices, patchify
+from attention.certified_vit import CertifiedViTConfig, embedding_lipschitz, head_matrices, patchify
 from attention.lipschitz_layers import sll_scaling, spectral_normalized
 
 
-def certified_vit_graph(config: CertifiedViTConfig, params) -> tuple[crown.Graph, dict]:
-  """(graph, graph params) of ``CertifiedViT(config)`` with ``params`` (its Flax params), on patches
+class VitGraph(NamedTuple):
+  """``CertifiedViT`` as a CROWN graph: the graph, its params, and the node of each attention block's output
+  (the heads' sum with the output bias, before the residual addition)."""
+  graph: crown.Graph
+  params: dict
+  attention_outputs: tuple[int, ...]
+
+
+def certified_vit_graph(config: CertifiedViTConfig, params) -> VitGraph:
+  """``VitGraph`` of ``CertifiedViT(config)`` with ``params`` (its Flax params), on patches
   [num_tokens, patch_size²·channels]; its output is the logits [num_classes]."""
   c = config
   n, d = c.num_tokens, c.dim
@@ -37,6 +46,7 @@ def certified_vit_graph(config: CertifiedViTConfig, params) -> tuple[crown.Graph
   gp = {"embed.W": spectral_normalized(params["embed"]["kernel"]), "embed.b": params["embed"]["bias"],
         "pos": params["pos_embed"]}
   x = b.offset(b.linear(0, "embed", d), "pos")
+  outputs = []
   for layer in range(c.depth):
     name = f"block_{layer}"
     gp.update(crown.centring_params(f"{name}.norm", d))
@@ -49,7 +59,8 @@ def certified_vit_graph(config: CertifiedViTConfig, params) -> tuple[crown.Graph
       out = b.bilinear_attention(y, f"{name}.h{h}", d)
       heads = out if heads is None else b.add(heads, out)
     gp[f"{name}.b_o"] = jnp.broadcast_to(params[name]["attention"]["b_o"], (n, d))
-    x = b.add(x, b.offset(heads, f"{name}.b_o"))
+    outputs.append(b.offset(heads, f"{name}.b_o"))
+    x = b.add(x, outputs[-1])
     sll = params[f"sll_{layer}"]
     t = sll_scaling(sll["w"], sll["q_log"])
     gp.update({f"sll_{layer}.in.W": sll["w"].T, f"sll_{layer}.in.b": sll["b"],
@@ -60,33 +71,61 @@ def certified_vit_graph(config: CertifiedViTConfig, params) -> tuple[crown.Graph
   z = b.bounded_norm(b.row_mean(x), "pool.norm", c.radius)
   gp.update({"head.W": params["head"]["kernel"], "head.b": params["head"]["bias"]})
   b.linear(z, "head", c.num_classes)
-  return b.graph(), {k: jnp.asarray(v) for k, v in gp.items()}
+  return VitGraph(b.graph(), {k: jnp.asarray(v) for k, v in gp.items()}, tuple(outputs))
 
 
 def margin_lower_bounds(config: CertifiedViTConfig, params, x_BxHxWxC, labels_B, eps, *, norm: str = "2",
-                        intermediate: str = "crown") -> jnp.ndarray:
+                        intermediate: str = "crown", lofast: bool = False, key=None,
+                        power_iters: int = 100) -> jnp.ndarray:
   """CROWN lower bounds [B, C − 1] of f_y − f_j (j ≠ y, in class order) over the ``norm`` ball of radius ε
   around each image, intersected with the pixel box [0, 1]; an image is certified when all are > 0.
 
+  CROWN + LoFAST (``lofast=True``, ℓ2 only): each attention block's output is known to lie within LoFAST's
+  rigorous bound B_l(r_l) of its clean value in Frobenius norm (``attention.sensitivity.layer_bound`` with
+  ``key_norm='closed_form'``, at the radius r_l of LoFAST's own Lipschitz chain, ``certification.layer_radii``).
+  That ball *replaces* CROWN's bounds of the block's output (a cut: the backward pass stops there and takes
+  the exact extreme over the ball), so the attention's internals are never relaxed: sound because the true
+  output lies in the ball for every input of the ε-ball (LoFAST's theorem), whatever CROWN would have said.
+
   Args:
     x_BxHxWxC: images in [0, 1]; labels_B: int labels [B]; eps: the radius on the [0, 1] pixel scale (≥ 0).
+    key, power_iters: LoFAST's layer constants (``certification.layer_constants``); key is required with lofast.
 
   Raises:
-    ValueError: as ``attention.crown.spec_bounds``.
+    ValueError: lofast with the ℓ∞ norm or without a key; and as ``attention.crown.spec_bounds``.
   """
-  graph, gp = certified_vit_graph(config, params)
-  patches = patchify(jnp.asarray(x_BxHxWxC), config.patch_size)
-  return _margins(graph, gp, patches, jnp.asarray(labels_B), float(eps), norm, intermediate)
+  vg = certified_vit_graph(config, params)
+  x = jnp.asarray(x_BxHxWxC)
+  patches = patchify(x, config.patch_size)
+  labels = jnp.asarray(labels_B)
+  if not lofast:
+    return _margins(vg.graph, vg.params, patches, labels, None, float(eps), norm, intermediate, ())
+  if norm != "2" or key is None:
+    raise ValueError("lofast=True needs norm='2' (LoFAST bounds ℓ2 perturbations) and a PRNG key")
+  from attention import certification
+  _, consts = certification.layer_constants(config, params, x, key=key, power_iters=power_iters)
+  radii = certification.layer_radii(consts, eps, embed_lipschitz=embedding_lipschitz(params), mode="min",
+                                    key_norm="closed_form")                       # [L + 1, B]
+  return _margins(vg.graph, vg.params, patches, labels, (radii[1:] - radii[:-1]).T, float(eps), norm, intermediate,
+                  vg.attention_outputs)
 
 
-@functools.partial(jax.jit, static_argnames=("graph", "eps", "norm", "intermediate"))
-def _margins(graph, gp, patches, labels, eps, norm, intermediate):
+@functools.partial(jax.jit, static_argnames=("graph", "eps", "norm", "intermediate", "cut_nodes"))
+def _margins(graph, gp, patches, labels, deviations, eps, norm, intermediate, cut_nodes):
+  """The margins of every image (vmapped); ``deviations`` [B, L]: LoFAST's bound of each attention block's
+  output deviation, a cut at ``cut_nodes`` (None: CROWN alone)."""
   c = int(np.prod(graph.nodes[-1].shape))
 
-  def one(x, y):
+  def one(x, y, deviations=None):
     eye = jnp.eye(c, dtype=x.dtype)
     spec = eye[y][None, :] - eye                           # row j: f_y − f_j (row y is 0 and dropped)
-    lower, _ = crown.spec_bounds(graph, gp, x, spec, eps, norm, (0.0, 1.0), intermediate=intermediate)
+    balls = None
+    if deviations is not None:
+      values = crown.forward(graph, gp, x)
+      balls = {node: (values[node], deviations[l]) for l, node in enumerate(cut_nodes)}
+    lower, _ = crown.spec_bounds(graph, gp, x, spec, eps, norm, (0.0, 1.0), intermediate=intermediate, cuts=balls)
     others = jnp.arange(c - 1)
     return lower[others + (others >= y)]                    # the C − 1 margins j ≠ y, in class order
-  return jax.vmap(one)(patches, labels)
+  if deviations is None:
+    return jax.vmap(one)(patches, labels)
+  return jax.vmap(one)(patches, labels, deviations)

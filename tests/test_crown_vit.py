@@ -24,7 +24,7 @@ def test_the_graph_computes_the_models_logits():
   x = np.random.default_rng(0).uniform(0, 1, size=(5, 4, 4, 1))
   with jax.enable_x64(True):
     logits = CertifiedViT(CONFIG).apply({"params": params}, jnp.asarray(x))
-    graph, gp = crown_vit.certified_vit_graph(CONFIG, params)
+    graph, gp, _ = crown_vit.certified_vit_graph(CONFIG, params)
     mine = jnp.stack([crown.forward(graph, gp, p)[-1] for p in patchify(jnp.asarray(x), CONFIG.patch_size)])
   np.testing.assert_allclose(np.asarray(mine), np.asarray(logits), rtol=1e-10, atol=1e-12)
 
@@ -71,3 +71,30 @@ def test_at_radius_zero_the_bounds_are_the_margins():
     bounds = np.asarray(crown_vit.margin_lower_bounds(CONFIG, params, jnp.asarray(x), jnp.array([0, 2]), 0.0))
   np.testing.assert_allclose(bounds[0], f[0, 0] - f[0, [1, 2]], atol=1e-8)
   np.testing.assert_allclose(bounds[1], f[1, 2] - f[1, [0, 1]], atol=1e-8)
+
+
+@pytest.mark.long
+def test_crown_with_lofast_cuts_is_sound():
+  """CROWN + LoFAST: the attention blocks' outputs replaced by LoFAST's rigorous balls. Its margin bounds
+  hold against sampled points of the ball (the certificate is sound). (Whether it is tighter than either
+  alone is a measurement, not a theorem: CROWN's ReLU and normalisation relaxations can be looser than the
+  1-Lipschitz steps LoFAST uses there.)"""
+  params = _model(3)
+  rng = np.random.default_rng(3)
+  x = rng.uniform(0.1, 0.9, size=(3, 4, 4, 1))
+  eps = 0.05
+  with jax.enable_x64(True):
+    model = lambda v: CertifiedViT(CONFIG).apply({"params": params}, v)  # noqa: E731
+    f = model(jnp.asarray(x))
+    labels = jnp.argmax(f, axis=1)
+    both = np.asarray(crown_vit.margin_lower_bounds(CONFIG, params, jnp.asarray(x), labels, eps, lofast=True,
+                                                    key=jax.random.PRNGKey(0)))
+    for i in range(3):
+      y = int(labels[i])
+      z = rng.normal(size=(300, 16))
+      z = z / np.linalg.norm(z, axis=1, keepdims=True) * eps * rng.uniform(size=(300, 1)) ** (1 / 16)
+      pts = np.clip(x[i].ravel()[None] + z, 0, 1).reshape(300, 4, 4, 1)
+      out = np.asarray(model(jnp.asarray(pts)))
+      margins = out[:, [y]] - np.delete(out, y, axis=1)
+      assert np.all(margins >= both[i] - 1e-9)
+  assert both.shape == (3, 2) and np.all(np.isfinite(both))
