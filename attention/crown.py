@@ -283,11 +283,19 @@ def _ibp_node(node, boxes, params) -> Box:
   raise ValueError(f"no interval rule for {node.op!r}")
 
 
+def _sane(box: Box) -> Box:
+  """A box whose undefined ends (NaN: inf·0 where an overflowed exp met a zero) are the whole line: −∞ below,
+  +∞ above, so that intersecting it with a finite bound keeps the finite one."""
+  return Box(jnp.where(jnp.isnan(box.lower), -jnp.inf, box.lower), jnp.where(jnp.isnan(box.upper), jnp.inf,
+                                                                            box.upper))
+
+
 def ibp(graph: Graph, params, first: Box) -> list[Box]:
-  """Interval bound propagation: a box for every node from the input's box ``first``."""
+  """Interval bound propagation: a box for every node from the input's box ``first`` (deep attention stacks
+  overflow it to ±∞, which later bounds intersect away; ``_sane``)."""
   boxes = [first]
   for node in graph.nodes[1:]:
-    boxes.append(_ibp_node(node, boxes, params))
+    boxes.append(_sane(_ibp_node(node, boxes, params)))
   return boxes
 
 
@@ -465,7 +473,7 @@ def node_bounds(graph: Graph, params, x0, eps, norm: str = "2", box=None, *, int
   for i, (center, radius) in sorted(cuts.items()):   # a cut node's box: its ball's, intersected with interval propagation's
     boxes[i] = Box(jnp.maximum(boxes[i].lower, center - radius), jnp.minimum(boxes[i].upper, center + radius))
     for j in range(i + 1, len(graph.nodes)):   # the boxes after it, from the tighter one
-      boxes[j] = _ibp_node(graph.nodes[j], boxes, params) if j not in cuts else boxes[j]
+      boxes[j] = _sane(_ibp_node(graph.nodes[j], boxes, params)) if j not in cuts else boxes[j]
   last = len(graph.nodes) - 1 if upto is None else upto
   if intermediate == "ibp":
     return boxes[:last + 1]
@@ -478,7 +486,8 @@ def node_bounds(graph: Graph, params, x0, eps, norm: str = "2", box=None, *, int
     (cl, kl), (cu, ku) = _backward(graph, params, boxes, i, spec, cuts)
     lo = concretize(cl, kl, x0, eps, norm, box).reshape(graph.nodes[i].shape)
     hi = concretize(cu, ku, x0, eps, norm, box, upper=True).reshape(graph.nodes[i].shape)
-    boxes[i] = Box(jnp.maximum(lo, boxes[i].lower), jnp.minimum(hi, boxes[i].upper))
+    # fmax/fmin: a NaN end of CROWN's bound (inf·0 past an overflowed box) keeps the interval's end
+    boxes[i] = Box(jnp.fmax(lo, boxes[i].lower), jnp.fmin(hi, boxes[i].upper))
   return boxes
 
 
@@ -494,19 +503,21 @@ def spec_bounds(graph: Graph, params, x0, spec, eps, norm: str = "2", box=None, 
   boxes = node_bounds(graph, params, x0, eps, norm, box, intermediate=intermediate, upto=len(graph.nodes) - 2,
                       cuts=cuts)
   last = len(graph.nodes) - 1
-  boxes = boxes + [_ibp_node(graph.nodes[last], boxes, params)]
+  boxes = boxes + [_sane(_ibp_node(graph.nodes[last], boxes, params))]
   (cl, kl), (cu, ku) = _backward(graph, params, boxes, last, spec, cuts)
   lo = concretize(cl, kl, jnp.asarray(x0), eps, norm, box)
   hi = concretize(cu, ku, jnp.asarray(x0), eps, norm, box, upper=True)
   ilo, ihi = ibp_spec(spec, boxes[last])
-  return jnp.maximum(lo, ilo), jnp.minimum(hi, ihi)
+  return jnp.fmax(lo, ilo), jnp.fmin(hi, ihi)   # a NaN from CROWN (inf·0 past an overflowed box) keeps IBP's
 
 
 def ibp_spec(spec, out: Box):
   """Bounds of spec·y over the box of y (a linear function of a box: exact)."""
   flat = spec.reshape(spec.shape[0], -1)
   lo, hi = jnp.ravel(out.lower)[None, :], jnp.ravel(out.upper)[None, :]
-  return (jnp.where(flat > 0, flat * lo, flat * hi).sum(-1), jnp.where(flat > 0, flat * hi, flat * lo).sum(-1))
+  low = jnp.where(flat > 0, flat * lo, jnp.where(flat < 0, flat * hi, 0.0))   # a zero coefficient adds 0, also
+  high = jnp.where(flat > 0, flat * hi, jnp.where(flat < 0, flat * lo, 0.0))  # against an infinite end
+  return low.sum(-1), high.sum(-1)
 
 
 @functools.partial(jax.jit, static_argnames=("graph", "norm", "box", "intermediate"))

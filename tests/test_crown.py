@@ -370,3 +370,22 @@ def test_the_bounded_normalisation_node_is_the_models_function():
     got = crown.forward(b.graph(), {k: jnp.asarray(v) for k, v in crown.centring_params("n", 5).items()},
                         jnp.asarray(x))[-1]
     np.testing.assert_allclose(np.asarray(got), np.asarray(bounded_norm(jnp.asarray(x), 1.5)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("intermediate", ["ibp", "crown"])
+def test_an_overflowing_interval_bound_is_the_whole_line_not_nan(intermediate):
+  """Large attention logits overflow the interval bound of exp to +inf; where it meets a zero weight inf·0 is NaN.
+  Every box must then read (−inf, +inf), never NaN, and the bounds past it must stay sound (and contain the
+  network's outputs) rather than NaN."""
+  rng = np.random.default_rng(7)
+  graph, params = _net(rng, ("attention", "dense"), tokens=3)
+  params = {k: (200.0 * v if k.endswith(("Wq", "Wk")) else v) for k, v in params.items()}
+  params = {k: v.astype(jnp.float32) for k, v in params.items()}
+  x0 = jnp.asarray(rng.uniform(0.2, 0.8, size=graph.nodes[0].shape), jnp.float32)
+  boxes = crown.ibp(graph, params, crown.input_box(x0, 0.5, "inf"))
+  assert any(not np.all(np.isfinite(b.upper)) for b in boxes)   # the case this test is about: an overflow
+  assert not any(np.isnan(b.lower).any() or np.isnan(b.upper).any() for b in boxes)
+  lower, upper = crown.output_bounds(graph, params, x0, 0.5, "inf", intermediate=intermediate)
+  assert not (np.isnan(np.asarray(lower)).any() or np.isnan(np.asarray(upper)).any())
+  values = _outputs(graph, params, _ball_points(rng, np.asarray(x0), 0.5, "inf", None, 200))
+  assert np.all(values >= np.asarray(lower) - 1e-3) and np.all(values <= np.asarray(upper) + 1e-3)
