@@ -9,7 +9,8 @@ from experiments.core import rules_version, verdicts
 
 DOCS = Path(__file__).resolve().parents[3] / "docs"
 SUMMARIES = (("quick_summary.md", "core"), ("claims_summary.md", "core"),
-             ("diff_attention_summary.md", "differential_attention"), ("certify_summary.md", "certification"))
+             ("diff_attention_summary.md", "differential_attention"), ("certify_summary.md", "certification"),
+             ("claims_stability_summary.md", "core"))
 
 
 @pytest.mark.parametrize("name, scope", SUMMARIES)
