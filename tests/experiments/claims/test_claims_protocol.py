@@ -78,6 +78,7 @@ def test_the_l2_penalty_leaves_the_fixed_readout_alone():
   np.testing.assert_array_equal(trained["a"], params["a"])  # still exactly ±1
   assert not np.allclose(trained["W"], params["W"])
 
+@pytest.mark.long
 def test_converged_distance_points(tmp_path):
   config = apply_overrides(width_sweep_config.get_config(), [
       "datasets=mnist", "models=relu", "widths=64", "seeds=0", "data.n_train=16", "data.n_test=8",

@@ -68,6 +68,7 @@ def test_records_plots_and_summary(finished_run):
   assert "Lemma 1" in summary and "0.8498" in summary and "CLIP" in summary
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_resume_after_interruption_recomputes_only_missing_points(tmp_path, tiny_config, finished_run):
   workdir, records = finished_run
@@ -87,6 +88,7 @@ def test_resume_after_interruption_recomputes_only_missing_points(tmp_path, tiny
   assert len(diff_attention.run(tiny_config, tmp_path / "run")) == len(records)  # nothing left to do
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_resume_with_another_config_is_refused(finished_run, tiny_config):
   workdir, _ = finished_run

@@ -1,12 +1,15 @@
 """The sharpness experiment (experiments.landscape): the records carry the top Hessian eigenvalue and the
 adaptive sharpness for both readouts, and the report renders them."""
 
+import pytest
+
 from experiments.core.config import apply_overrides
 from experiments.landscape import config as landscape_config
 from experiments.landscape import report as landscape_report
 from experiments.landscape import run as landscape
 
 
+@pytest.mark.long
 def test_landscape_records_adaptive_sharpness_for_both_readouts(tmp_path):
   config = apply_overrides(landscape_config.get_config(), [
       "models=relu", "widths=8", "seeds=0", "data.n_train=20", "train.learning_rates=0.03", "train.max_epochs=20",

@@ -88,6 +88,7 @@ def test_foreign_model_every_section(foreign):
   assert (workdir / "summary.md").read_text() == text and (workdir / "robustness.png").exists()
 
 
+@pytest.mark.long
 def test_every_reported_layer_bound_is_above_its_pgd_deviation(foreign):
   rec = foreign[3]["attention"]
   checked = 0
@@ -102,6 +103,7 @@ def test_every_reported_layer_bound_is_above_its_pgd_deviation(foreign):
   assert checked == 10
 
 
+@pytest.mark.long
 def test_ntk_section_kernel_equals_neural_tangents(foreign):
   workdir, spec, data, rec = foreign
   arrays = np.load(workdir / rec["ntk"]["arrays"])
@@ -121,6 +123,7 @@ def test_ntk_section_kernel_equals_neural_tangents(foreign):
   assert 1 <= rec["ntk"]["kernel_effective_rank"] <= TINY["ntk_train"]
 
 
+@pytest.mark.long
 def test_resume_redoes_only_missing_sections(foreign, tmp_path):
   workdir, spec, data, _ = foreign
   before = (workdir / "results.jsonl").read_text()

@@ -159,6 +159,7 @@ def test_common_target_rule_is_fixed_before_the_common_points():
   assert width_sweep.common_target(recs, "cifar10") is None
 
 
+@pytest.mark.long
 def test_common_points_train_both_models_to_one_target_and_record_kernel_movement(tmp_path):
   config = apply_overrides(width_sweep_config.get_config(), [
       "datasets=mnist", "widths=64", "seeds=0", "data.n_train=32", "data.n_test=8", "train.enabled=false",
