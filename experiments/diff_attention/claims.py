@@ -6,14 +6,16 @@ Which models count: those whose ``train`` record says ``meets_target`` (clean te
 config's ``target_accuracy``; old records without the field count). Every row's setting says how many were
 left out.
 
-Intervals: a two-level bootstrap over training seeds and images (``seed_image_bootstrap``): each replicate
-draws the seeds with replacement, then each drawn seed's images with replacement, and recomputes the
-statistic; 95 % percentile interval, 4,000 replicates, fixed seed. An ASR is a mean of per-image success
-indicators over the model's clean-correct images (at an interpolated ε*, of the weighted per-image values,
-``weighted_indicators``); two models are resampled independently (their clean-correct sets differ), which
-ignores the positive pairing on shared images and so errs wide. With one seed (a depth trained once) it is
-an image bootstrap. With 3 seeds the seed level of the bootstrap is coarse (10
-distinct multisets) and understates between-seed spread by about (S − 1)/S; the rows give the seed count.
+Intervals: the training seed is the unit. Each seed's per-image values are averaged within the seed first
+(``experiments.core.rows.seed_means``: an ASR is a mean of per-image success indicators over the model's
+clean-correct images, at an interpolated ε* the weighted per-image values, ``weighted_indicators``); the
+interval is then over seeds: the inverted sign-flip test for a paired per-seed difference (the ViT and
+DiffViT of one training seed; ``seed_mean_interval``), Student's t for a mean of one model's per-seed values,
+and a one-level percentile bootstrap over seeds (``seed_bootstrap``, 4,000 replicates, fixed seed) for the
+statistics that are not a mean of per-seed values (the λ_init peak, the smallest layer share, D*). Images are
+nested in seeds: the seed-to-seed spread dwarfs the image-level error, so an image-level interval would
+overstate what the seeds show. As everywhere, fewer than 10 seeds is *inconclusive by design*
+(``experiments.core.verdicts.MIN_SEEDS``). The CW-L2 depth row is one seed's, over images.
 Verdicts: ``experiments.core.verdicts`` (direction; magnitude with the ×1.5 band where the paper gives a number).
 
 Primary ε (the rule, stated before the numbers): the ASR, λ_init-peak, depth-crossover and Corollary 1 rows
@@ -21,6 +23,8 @@ are read at ε* where the depth-1 ViT's mean PGD ASR reaches 0.5, interpolated l
 two grid values that bracket its first crossing; every model's ASR there is the same weighted sum of its two
 grid ASRs (``primary_eps``, ``EpsPoint``; no new ε is attacked). The paper's 1/255 rows stay as the second
 measurement choice (``measurement`` field); where the ViT never reaches 0.5 on the grid, 1/255 is primary.
+A workdir whose config sets ``primary_eps_255`` reads its rows at that frozen ε* instead (``frozen_point``):
+seeds that took no part in choosing ε* then confirm or refute the reading there.
 """
 from __future__ import annotations
 
@@ -44,9 +48,11 @@ from experiments.core.rows import (
   not_measured,
   not_run,
   not_run_reason,
-  seed_image_bootstrap,
+  seed_bootstrap,
+  seed_mean_interval,
+  seed_means,
 )
-from experiments.core.verdicts import PRIMARY_ASR, Interval
+from experiments.core.verdicts import MIN_SEEDS, PRIMARY_ASR, Interval
 
 PAPER_LAMBDA_ASR = {"0.5": 0.4074, "0.8": 0.8498, "0.95": 0.4164}  # single layer, PGD at ε = 1/255
 DA_CLAIMS = (  # (claim_id, claim, paper value) of every row, for the "not run" rows of experiments.claims
@@ -68,6 +74,7 @@ DA_CLAIMS = (  # (claim_id, claim, paper value) of every row, for the "not run" 
     ("da_corollary1", "Corollary 1's D* (from ᾱ) locates the measured ASR crossover depth", "D* (Corollary 1)"),
 )
 LOGITS = -1
+ALIGNMENT_NULL = 0.5  # the share of cos θ < 0 with no alignment either way
 
 
 def main_lambda(records) -> str:
@@ -90,8 +97,10 @@ def _interval(estimate_low_high, n_seeds: int) -> Interval:
 class _Records:
   """Index of one workdir's records by kind and model point, with the accuracy-target filter."""
 
-  def __init__(self, records: Sequence[dict]):
+  def __init__(self, records: Sequence[dict], config: Optional[dict] = None):
     self.records = records
+    self.frozen_eps_255 = (config or {}).get("primary_eps_255")
+    self.eps_grid = tuple((config or {}).get("eps_255") or (1.0, 2.0, 4.0, 8.0))
     self.train = {(r["name"] if "name" in r else (r["model"], r["depth"], r["lambda_init"], r.get("seed_index", 0))): r
                   for r in records if r.get("kind") == "train"}
     self.excluded = sorted(str(n) for n, r in self.train.items() if r.get("meets_target") is False)
@@ -189,6 +198,28 @@ def primary_eps(idx: _Records, attack: str = "pgd") -> Optional[EpsPoint]:
   return None
 
 
+def frozen_point(eps_255: float, grid: Sequence[float] = (1.0, 2.0, 4.0, 8.0)) -> EpsPoint:
+  """ε* frozen in the config (``primary_eps_255``) instead of recomputed from the records: the same log-linear
+  interpolation between the two grid values that bracket it (a grid value is the point itself), so seeds that
+  took no part in choosing ε* confirm or refute the reading at it (arXiv 2510.00517's ASR rows; the value
+  3.78/255 is the 3-seed Fashion-MNIST grid's, docs/diff_attention.md).
+
+  Raises:
+    ValueError: ``eps_255`` outside the grid's range.
+  """
+  grid = sorted(float(g) for g in grid)
+  if not grid[0] <= eps_255 <= grid[-1]:
+    raise ValueError(f"primary_eps_255 must lie within the attack grid [{grid[0]:g}, {grid[-1]:g}] (units of 1/255), "
+                     f"got {eps_255}")
+  how = f"ε* = {eps_255:.3g}/255, frozen before these seeds were trained (config primary_eps_255)"
+  if eps_255 in grid:
+    return grid_point(eps_255, how, PRIMARY_ID)
+  lo = max(g for g in grid if g < eps_255)
+  hi = min(g for g in grid if g > eps_255)
+  w = (math.log(eps_255) - math.log(lo)) / (math.log(hi) - math.log(lo))
+  return EpsPoint(float(eps_255), ((lo, 1.0 - w), (hi, w)), how, PRIMARY_ID)
+
+
 def _weighted_records(idx: _Records, point: EpsPoint, **match) -> dict:
   """{seed_index: [record at each grid ε of ``point``]} of the seeds attacked (and kept) at all of them."""
   per = [idx.by_seed("attack", eps_255=e, **match) for e, _ in point.weights]
@@ -229,19 +260,19 @@ def _attack_pair(idx: _Records, depth: int, attack: str, point: EpsPoint, lam: s
 def asr_difference(idx: _Records, depth: int, attack: str, point: EpsPoint, lam: str):
   """(Interval of the mean over seeds of ASR(DiffViT) − ASR(ViT) at ``point``, pairs) or (None, pairs).
   At an interpolated point each model's ASR is the weighted sum of its grid ASRs, per image
-  (``weighted_indicators``); the two models are resampled independently."""
+  (``weighted_indicators``). The seed is the unit: the ViT and DiffViT of one training seed form a pair, and
+  the interval inverts the sign-flip test over the per-seed differences (``seed_mean_interval``)."""
   pairs = _attack_pair(idx, depth, attack, point, lam)
   if not pairs:
     return None, pairs
-  groups = [[weighted_indicators(d, point), weighted_indicators(v, point)] for d, v in pairs.values()]
-  stat = lambda m: float(np.mean(m[:, 0] - m[:, 1]))  # noqa: E731
-  return _interval(seed_image_bootstrap(groups, stat), len(pairs)), pairs
+  differences = [weighted_asr(d, point) - weighted_asr(v, point) for d, v in pairs.values()]
+  return seed_mean_interval(differences, paired=True), pairs
 
 
 def asr_points(idx: _Records) -> list[tuple[EpsPoint, bool]]:
   """[(point, primary)]: the primary ε* (``primary_eps``) when the ViT's curve reaches 0.5, and the paper's
   1/255 (primary only when there is no ε*; one row when ε* is 1/255 itself)."""
-  star = primary_eps(idx)
+  star = frozen_point(idx.frozen_eps_255, idx.eps_grid) if idx.frozen_eps_255 is not None else primary_eps(idx)
   second = grid_point(SECONDARY_EPS_255, "ε = 1/255 (the paper's)")
   if star is None:
     return [(second, True)]
@@ -253,9 +284,9 @@ def asr_points(idx: _Records) -> list[tuple[EpsPoint, bool]]:
 
 def asr_rows(src: Source) -> list[dict]:
   """Claim: DiffViT's ASR exceeds ViT's (PGD and APGD; single layer, λ_init as trained). Statistic: mean over
-  training seeds of ASR(DiffViT) − ASR(ViT) at depth 1; two-level bootstrap. One row per ε of ``asr_points``:
+  training seeds of ASR(DiffViT) − ASR(ViT) at depth 1; sign-flip interval over the seeds. One row per ε of ``asr_points``:
   the primary ε* (the depth-1 ViT's ASR = 0.5, interpolated) and the paper's 1/255 as the second measurement."""
-  idx = _Records(src.records)
+  idx = _Records(src.records, src.config)
   lam = idx.main_lambda()
   rows = []
   for attack, name in (("pgd", "PGD"), ("apgd", "APGD-CE")):
@@ -280,9 +311,9 @@ def asr_rows(src: Source) -> list[dict]:
 
 def lambda_peak_rows(src: Source) -> list[dict]:
   """Claim: ASR peaks at λ_init = 0.8 (single layer, PGD). Statistic: mean-over-seeds ASR at 0.8 minus the
-  largest mean-over-seeds ASR of the other λ_init values; two-level bootstrap (same seeds drawn for every
+  largest mean-over-seeds ASR of the other λ_init values; bootstrap over seeds (same seeds drawn for every
   λ_init). Magnitude against the paper's +0.434 (read at its 1/255). One row per ε of ``asr_points``."""
-  idx = _Records(src.records)
+  idx = _Records(src.records, src.config)
   claim = "ASR peaks at λ_init = 0.8 (single layer, PGD)"
   paper_value = PAPER_LAMBDA_ASR["0.8"] - max(PAPER_LAMBDA_ASR["0.5"], PAPER_LAMBDA_ASR["0.95"])
   paper = f"+{paper_value:.3f} at ε = 1/255 (ASR 0.5 / 0.8 / 0.95: 0.407 / 0.850 / 0.416)"
@@ -306,7 +337,7 @@ def lambda_peak_rows(src: Source) -> list[dict]:
       means = m.mean(axis=0)
       return float(means[peak] - max(means[j] for j in range(len(lams)) if j != peak))
 
-    interval = _interval(seed_image_bootstrap(groups, stat), len(seeds))
+    interval = _interval(seed_bootstrap(groups, stat), len(seeds))
     asr = ", ".join(f"{lam}: {np.mean([weighted_asr(by_lam[lam][s], point) for s in seeds]):.3f}" for lam in lams)
     rows.append(make_row("lambda_peak", claim, ARXIV_DA, paper, interval=interval, paper_sign=+1, null=0.0,
                          paper_range=(paper_value, paper_value) if point.eps_255 == SECONDARY_EPS_255 else None,
@@ -346,10 +377,10 @@ def crossover(idx: _Records, lam: str, point: EpsPoint) -> tuple[dict, Optional[
 
 def depth_crossover_rows(src: Source, paper_depth: int = 8) -> list[dict]:
   """Claim: DiffViT's ASR drops below ViT's by depth 8 (the depth crossover; the paper's at 1/255). Statistic:
-  the ASR difference at the deepest depth ≤ 8 measured (two-level bootstrap); the setting names the largest
+  the ASR difference at the deepest depth ≤ 8 measured (sign-flip interval over seeds); the setting names the largest
   grid depth at which the sign changes, at this ε and at 4/255, or "no crossover up to depth D". One row per
   ε of ``asr_points``."""
-  idx = _Records(src.records)
+  idx = _Records(src.records, src.config)
   lam = idx.main_lambda()
   claim = f"DiffViT's ASR drops below ViT's by depth {paper_depth} (depth crossover)"
   paper = f"DiffViT − ViT < 0 by depth {paper_depth} at ε = 1/255; ≈ 0 at ε = 4/255"
@@ -386,7 +417,7 @@ def lipschitz_rows(src: Source) -> list[dict]:
   """Claim: DiffViT has the higher local Lipschitz estimate (logits, Yang et al. 2020). Statistic: mean over
   seeds of the mean over images of L̂(DiffViT) − L̂(ViT) on the same images (paired); main row depth 1 at the
   smallest ε, other depths and ε as variants."""
-  idx = _Records(src.records)
+  idx = _Records(src.records, src.config)
   lam = idx.main_lambda()
   claim = "DiffViT has the higher local Lipschitz estimate"
   paper = "DiffViT higher everywhere (no number)"
@@ -400,8 +431,8 @@ def lipschitz_rows(src: Source) -> list[dict]:
     seeds = [s for s in sorted(set(d) & set(v)) if len(d[s]["values"]) == len(v[s]["values"])]
     if not seeds:
       continue
-    groups = [[np.asarray(d[s]["values"]) - np.asarray(v[s]["values"])] for s in seeds]
-    interval = _interval(seed_image_bootstrap(groups, lambda m: float(m[:, 0].mean())), len(seeds))
+    differences = seed_means([[np.asarray(d[s]["values"]) - np.asarray(v[s]["values"])] for s in seeds])[:, 0]
+    interval = seed_mean_interval(differences, paired=True)
     main = (depth, eps) == keys[0] and not src.variant
     rows.append(make_row("da_lipschitz", claim, ARXIV_DA, paper, interval=interval, paper_sign=+1, null=0.0,
                          scale="difference", produced_by=src.command,
@@ -428,9 +459,13 @@ def _negative_share(record: dict) -> np.ndarray:
 
 def alignment_rows(src: Source) -> list[dict]:
   """Claims on negative gradient alignment (cos θ < 0 between the two maps' input Jacobians): it occurs at
-  depth 1 (share of (image, head) pairs > 0), in every layer of the deeper DiffViTs (the smallest layer
-  share > 0), and most often in the first layer (first-layer share minus the largest other layer's > 0)."""
-  idx = _Records(src.records)
+  depth 1, and in every layer of the deeper DiffViTs, and most often in the first layer. "Occurs" is tested
+  against ½, not 0: with no alignment either way (cos θ symmetric about 0) the share of pairs with cos θ < 0
+  is about ½, so any share above 0 would pass a test against 0. At depth 1 the statistic is the mean over
+  seeds of the share of (image, head) pairs (t interval over seeds); in every layer, the smallest layer
+  share of the seed means (seed bootstrap), against ½; the first-layer claim compares the first layer's
+  share with the largest other layer's (against 0)."""
+  idx = _Records(src.records, src.config)
   lam = idx.main_lambda()
   rows = []
   paper = "present in every DA layer, also in single-layer models; most frequent in the first layer"
@@ -438,17 +473,13 @@ def alignment_rows(src: Source) -> list[dict]:
   claim1 = "negative gradient alignment occurs at depth 1"
   if one:
     groups = [[_negative_share(layers[1])] for layers in one.values() if 1 in layers]
-    interval = _interval(seed_image_bootstrap(groups, lambda m: float(m[:, 0].mean())), len(groups))
+    interval = seed_mean_interval(seed_means(groups)[:, 0], paired=False)
     pairs = sum(np.size(layers[1]["cos_theta"]) for layers in one.values() if 1 in layers)
-    row = make_row("da_negative_alignment_d1", claim1, ARXIV_DA, paper, interval=interval, paper_sign=+1, null=0.0,
-                   scale="proportion", produced_by=src.command,
-                   setting=idx.setting(f"depth 1, λ_init {lam}, {len(groups)} seed(s), {pairs} (image, head) pairs; "
-                                   "share with cos θ < 0"),
-               note="flips (to holds) as soon as negative alignment is observed on enough pairs")
-    if interval.estimate == 0.0:
-      row.update(direction="fails", reason=f"no (image, head) pair of {pairs} has cos θ < 0: the share is below "
-                 f"{3.0 / pairs:.3g} at 95 % (rule of three)")
-    rows.append(row)
+    rows.append(make_row("da_negative_alignment_d1", claim1, ARXIV_DA, paper, interval=interval, paper_sign=+1,
+                         null=ALIGNMENT_NULL, scale="proportion", produced_by=src.command,
+                         setting=idx.setting(f"depth 1, λ_init {lam}, {len(groups)} seed(s), {pairs} (image, head) "
+                                             "pairs; share with cos θ < 0, against ½ (no alignment either way)"),
+                         note="flips if the share's interval lies at or below ½"))
   else:
     rows.append(not_measured("da_negative_alignment_d1", claim1, ARXIV_DA, paper,
                              idx.why("no depth-1 alignment records"), produced_by=src.command))
@@ -466,19 +497,17 @@ def alignment_rows(src: Source) -> list[dict]:
     groups = [[_negative_share(deep[s][layer]) for layer in range(1, depth + 1)] for s in seeds]
     shares = np.mean([[g.mean() for g in grp] for grp in groups], axis=0)
     text = ", ".join(f"{layer}: {v:.3f}" for layer, v in enumerate(shares, 1))
-    every = _interval(seed_image_bootstrap(groups, lambda m: float(m.mean(axis=0).min())), len(seeds))
-    first = _interval(seed_image_bootstrap(groups, lambda m: float(m.mean(axis=0)[0] - m.mean(axis=0)[1:].max())),
+    every = _interval(seed_bootstrap(groups, lambda m: float(m.mean(axis=0).min())), len(seeds))
+    first = _interval(seed_bootstrap(groups, lambda m: float(m.mean(axis=0)[0] - m.mean(axis=0)[1:].max())),
                       len(seeds))
     common = f"depth {depth}, λ_init {lam}, {len(seeds)} seed(s) × {len(groups[0][0])} images; share per layer {text}"
     main = depth == max(deep_depths) and not src.variant
     variant = "" if main else f"depth={depth}"
-    every_row = make_row("da_negative_alignment_every_layer", "negative gradient alignment occurs in every DA layer",
-                         ARXIV_DA, paper, interval=every, paper_sign=+1, null=0.0, scale="proportion", variant=variant,
-                         produced_by=src.command, setting=idx.setting(common + "; statistic: the smallest layer share"),
-                         note="flips if some layer shows no negative alignment")
-    if every.estimate == 0.0:
-      every_row.update(direction="fails", reason="some layer has no (image, head) pair with cos θ < 0")
-    rows.append(every_row)
+    rows.append(make_row("da_negative_alignment_every_layer", "negative gradient alignment occurs in every DA layer",
+                         ARXIV_DA, paper, interval=every, paper_sign=+1, null=ALIGNMENT_NULL, scale="proportion",
+                         variant=variant, produced_by=src.command,
+                         setting=idx.setting(common + "; statistic: the smallest layer share, against ½"),
+                         note="flips if some layer's share lies at or below ½"))
     rows.append(make_row("da_negative_alignment_first_layer", "negative gradient alignment is most frequent in the "
                          "first layer", ARXIV_DA, paper, interval=first, paper_sign=+1, null=0.0, scale="difference",
                          variant=variant, produced_by=src.command,
@@ -491,7 +520,7 @@ def cw_rows(src: Source) -> list[dict]:
   """Claim: deeper DiffViT needs a larger CW-L2 perturbation (median ‖δ‖₂ of the smallest adversarial found
   per clean-correct image; an image CW did not break counts as +inf). Statistic: median at the deepest
   depth minus median at depth 1 (seed 0), image bootstrap."""
-  idx = _Records(src.records)
+  idx = _Records(src.records, src.config)
   lam = idx.main_lambda()
   claim = "deeper DiffViT needs a larger CW-L2 perturbation (median ‖δ‖₂)"
   paper = "median ‖δ‖₂ grows with depth (DiffViT)"
@@ -558,7 +587,7 @@ def theory_rows(src: Source) -> list[dict]:
     the measured ASR crossover (between the two grid depths where the sign changes; beyond the deepest
     depth when it never changes while DiffViT stays the easier to attack).
   """
-  idx = _Records(src.records)
+  idx = _Records(src.records, src.config)
   lam = idx.main_lambda()
   rows = []
   one = _alignment(idx, 1, lam)
@@ -611,24 +640,16 @@ def theory_rows(src: Source) -> list[dict]:
 
 
 def _paired_stat_interval(groups, statistic) -> Interval:
-  """Mean over seeds of statistic(a, b) on each seed's paired per-image arrays; two-level bootstrap that
-  resamples seeds, then image pairs."""
-  rng = np.random.default_rng(BOOT_SEED)
-  observed = float(np.nanmean([statistic(a, b) for a, b in groups]))
-  reps = []
-  for _ in range(N_BOOT // 4):  # each replicate recomputes a rank statistic: 1,000 replicates
-    drawn = rng.integers(len(groups), size=len(groups))
-    vals = []
-    for s in drawn:
-      a, b = groups[s]
-      pick = rng.integers(len(a), size=len(a))
-      vals.append(statistic(np.asarray(a)[pick], np.asarray(b)[pick]))
-    reps.append(float(np.mean(vals)))
-  # A replicate whose statistic is undefined (an image resample holding one outcome) makes the interval
-  # undefined rather than being dropped (dropping would bias it).
-  low, high = (np.quantile(reps, [(1 - LEVEL) / 2, 1 - (1 - LEVEL) / 2]) if np.all(np.isfinite(reps))
-               else (math.nan, math.nan))
-  return Interval(observed, float(low), float(high), LEVEL, len(groups), UNIT, METHOD)
+  """Mean over seeds of statistic(a, b), each seed's value computed on its own paired per-image arrays; Student's
+  t over the seeds whose statistic is defined (a rank statistic of a seed holding one outcome is not).
+
+  Raises:
+    ValueError: no seed with a defined statistic.
+  """
+  values = [v for a, b in groups if math.isfinite(v := float(statistic(np.asarray(a), np.asarray(b))))]
+  if not values:
+    raise ValueError("no seed has a defined statistic (every seed's images hold one outcome)")
+  return seed_mean_interval(values, paired=False)
 
 
 # D* = 1 + b/|s| from the fit's intercept b = ln r₁ and slope s = ln ᾱ (least squares on the L log-ratios
@@ -663,7 +684,7 @@ def _crossover_window(idx: _Records, lam: str, point: EpsPoint) -> tuple[Optiona
 
 
 def _corollary1_rows(idx: _Records, lam: str, src: Source) -> list[dict]:
-  """Corollary 1's D* (pooled over the deepest pair's seeds; per seed in the setting; two-level bootstrap)
+  """Corollary 1's D* (pooled over the deepest pair's seeds; per seed in the setting; bootstrap over seeds)
   against the measured ASR crossover window, one row per ε of ``asr_points`` (primary ε* first)."""
   claim = "Corollary 1's D* (from ᾱ) locates the measured ASR crossover depth"
   paper = "crossover at D* (depth 8 in the paper's grid)"
@@ -698,21 +719,18 @@ def _corollary1_rows(idx: _Records, lam: str, src: Source) -> list[dict]:
   rng = np.random.default_rng(BOOT_SEED)
   names = list(per_seed)
 
-  def draw():  # two levels: seeds with replacement, then each drawn seed's images with replacement
-    picks = []
-    for s in rng.choice(names, size=len(names)):
-      n_s = per_seed[s][0].shape[1]
-      picks.append((s, rng.integers(n_s, size=n_s)))
-    return picks
+  def draw():  # the seed is the unit: seeds with replacement, each drawn seed with all its images
+    return [(s, np.arange(per_seed[s][0].shape[1])) for s in rng.choice(names, size=len(names))]
 
-  reps = [estimate(draw())[1:3] for _ in range(N_BOOT)]
-  values, tols = np.array([r[0] for r in reps]), np.array([r[1] for r in reps])
-  low, high = np.quantile(values, [(1 - LEVEL) / 2, 1 - (1 - LEVEL) / 2], method="nearest")  # D* may be +inf
-  tol_low, tol_high = float(tols[values == low].max()), float(tols[values == high].max())  # the ends' replicates
+  reps = [estimate(draw())[1:3] for _ in range(N_BOOT if len(names) > 1 else 0)]
   n_images = sum(per_seed[s][0].shape[1] for s in per_seed)
-  one = len(per_seed) == 1
-  interval = Interval(float(d_star), float(low), float(high), LEVEL, n_images if one else len(per_seed),
-                      "images" if one else UNIT, "bootstrap" if one else METHOD)
+  if reps:
+    values, tols = np.array([r[0] for r in reps]), np.array([r[1] for r in reps])
+    low, high = np.quantile(values, [(1 - LEVEL) / 2, 1 - (1 - LEVEL) / 2], method="nearest")  # D* may be +inf
+    tol_low, tol_high = float(tols[values == low].max()), float(tols[values == high].max())  # the ends' replicates
+  else:   # one seed: the seed-to-seed spread is unknown
+    low, high, tol_low, tol_high = -math.inf, math.inf, 0.0, 0.0
+  interval = Interval(float(d_star), float(low), float(high), LEVEL, len(per_seed), UNIT, METHOD)
   premise = ("" if fit.r1 > 1 and fit.alpha_bar < 1 else
              f"; the corollary's premise fails (it needs r₁ > 1 and ᾱ < 1; fitted r₁ = {fit.r1:.3g}, ᾱ = "
              f"{fit.alpha_bar:.3g}), so D* is its edge value")
@@ -734,7 +752,12 @@ def _corollary1_rows(idx: _Records, lam: str, src: Source) -> list[dict]:
 def _judge_d_star(row: dict, window, low: float, high: float, tol_low: float, tol_high: float, premise: str) -> dict:
   """``row`` with Corollary 1's direction: the window [a, b] is closed (the sign change lies somewhere between
   the two grid depths); D*'s interval meets it when high ≥ a and low ≤ b, an end on an edge within D*'s
-  rounding tolerance counting as on it."""
+  rounding tolerance counting as on it. Fewer than ``MIN_SEEDS`` seeds is inconclusive by design, as every
+  seed-level row."""
+  if row.get("n", 0) < MIN_SEEDS:
+    row.update(direction="inconclusive", reason=f"inconclusive by design: {row.get('n', 0)} seeds (< {MIN_SEEDS}); "
+                                                "no direction is read from fewer" + premise)
+    return row
   if window is None or not np.isfinite(low):
     row.update(direction="inconclusive", reason="no measured crossover window, or D*'s interval is unbounded"
                                                 + premise)

@@ -32,6 +32,9 @@ class DiffAttentionConfig(TrainViTConfig):
   alignment_samples: the first test images (≤ lipschitz_samples) for the gradient alignment;
     alignment_chunk: forward-mode directions per step (memory).
   crossover_eps_255: the (small, large) ε of the depth-crossover plot.
+  primary_eps_255: ε* frozen before the seeds are trained (units of 1/255, within the eps_255 grid), at which
+    the claim rows read the ASRs (``experiments.diff_attention.claims.frozen_point``); None recomputes ε*
+    from the records (where the depth-1 ViT's mean PGD ASR reaches 0.5). Changes no record.
   """
   depths: tuple[int, ...] = (1, 2)
   single_layer_lambda_inits: tuple[str, ...] = ("0.5", "0.95")
@@ -54,6 +57,7 @@ class DiffAttentionConfig(TrainViTConfig):
   alignment_samples: int = 8
   alignment_chunk: int = 512
   crossover_eps_255: tuple[float, ...] = (1.0, 4.0)
+  primary_eps_255: Optional[float] = None
 
   def validate(self) -> None:
     """Raises ValueError naming the field and its allowed range."""
@@ -84,6 +88,10 @@ class DiffAttentionConfig(TrainViTConfig):
     if len(self.crossover_eps_255) != 2 or any(e not in self.eps_255 for e in self.crossover_eps_255):
       raise ValueError(f"crossover_eps_255 must be two values of eps_255 {self.eps_255}, "
                        f"got {self.crossover_eps_255}")
+    if self.primary_eps_255 is not None and not (
+        np.isfinite(self.primary_eps_255) and min(self.eps_255) <= self.primary_eps_255 <= max(self.eps_255)):
+      raise ValueError(f"primary_eps_255 must be None or lie within the eps_255 grid [{min(self.eps_255):g}, "
+                       f"{max(self.eps_255):g}] (units of 1/255), got {self.primary_eps_255}")
     if set(self.models) != set(vit_training.MODELS):
       raise ValueError(f"models must be both {vit_training.MODELS} (the comparison needs the pair), "
                        f"got {self.models}")

@@ -281,15 +281,16 @@ def _scale_note(config: Optional[dict], train: list) -> str:
   return ""
 
 
-def claims_section(records) -> list[str]:
+def claims_section(records, config: Optional[dict] = None) -> list[str]:
   """The claim rows of ``experiments.diff_attention.claims`` as a table: verdict, estimate, 95 % interval,
   seeds and what the row measured."""
   from experiments.diff_attention import claims as diff_attention_claims
   from experiments.core.rows import Source
-  rows = diff_attention_claims.rows(Source("diff_attention", "", {}, list(records)))
+  rows = diff_attention_claims.rows(Source("diff_attention", "", config or {}, list(records)))
   lines = ["## The paper's claims as rows (experiments.diff_attention.claims)", "",
-           "Intervals: 95 %, two-level bootstrap over training seeds and images (one seed: images); verdicts "
-           "by the rules of experiments.verdicts. 'Flips if' says what would turn the verdict.", "",
+           "Intervals: 95 %, over training seeds (each seed's images averaged first; fewer than 10 seeds is "
+           "inconclusive by design); verdicts by the rules of experiments.core.verdicts. 'Flips if' says what "
+           "would turn the verdict.", "",
            "| claim | verdict | estimate [95 % interval] | n | setting | flips if |", "|---|---|---|---|---|---|"]
   for r in rows:
     value = ("–" if r["estimate"] is None else f"{r['estimate']:.3g} [{r['low']:.3g}, {r['high']:.3g}]")
@@ -320,7 +321,7 @@ def summary_markdown(records, config: Optional[dict] = None, crossover: Optional
   lines += _crossover_section(crossover)
   lines += _alignment_section(records)
   lines += _lipschitz_section(records)
-  lines += claims_section(records)
+  lines += claims_section(records, config)
   lines += ["", "Not reproduced here: pretrained CLIP vs DiffCLIP (the published weights cannot be fetched "
             "offline; no loader is provided).", "",
             "Plots: asr_vs_eps.png, asr_vs_lambda_init.png, depth_crossover.png, alignment.png, lipschitz.png"

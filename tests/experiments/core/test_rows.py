@@ -79,20 +79,41 @@ def test_reached_criterion_reads_the_flag_or_the_loss_within_float32_rounding():
   assert not rows.reached_criterion(dict(converged=False, train_loss=0.051, loss_target=0.05))
 
 
-def test_seed_image_bootstrap_with_identical_images_is_a_seed_bootstrap():
-  # Every image of a seed has the seed's value, so only the seed level varies: the replicates are means of
-  # seed values drawn with replacement, whose 2.5 % / 97.5 % quantiles a direct resampling reproduces.
-  values = [0.1, 0.5, 0.2, 0.4, 0.3]
-  groups = [[np.full(7, v)] for v in values]
-  est, low, high = rows.seed_image_bootstrap(groups, lambda m: float(m[:, 0].mean()), n_resamples=4000)
+def test_seed_bootstrap_averages_images_within_a_seed_then_resamples_seeds():
+  # The images of a seed enter only through their mean: spreading each seed's images around the same mean
+  # leaves the interval unchanged, and it equals a direct percentile bootstrap of the seed means.
+  values = [0.1, 0.5, 0.2, 0.4, 0.3, 0.35, 0.15, 0.45, 0.25, 0.05]
+  flat = [[np.full(7, v)] for v in values]
+  spread = [[v + np.array([-0.3, 0.3, -0.1, 0.1, 0.0, 0.2, -0.2])] for v in values]
+  stat = lambda m: float(m[:, 0].mean())  # noqa: E731
+  est, low, high = rows.seed_bootstrap(flat, stat, n_resamples=4000)
+  assert (est, low, high) == pytest.approx(rows.seed_bootstrap(spread, stat, n_resamples=4000), abs=1e-12)
   rng = np.random.default_rng(1)
-  direct = np.array(values)[rng.integers(5, size=(200_000, 5))].mean(axis=1)
-  assert est == pytest.approx(0.3)
-  assert (low, high) == pytest.approx(tuple(np.quantile(direct, [0.025, 0.975])), abs=0.02)
+  direct = np.array(values)[rng.integers(10, size=(200_000, 10))].mean(axis=1)
+  assert est == pytest.approx(np.mean(values))
+  assert (low, high) == pytest.approx(tuple(np.quantile(direct, [0.025, 0.975])), abs=0.01)
+  # One seed: its spread is unknown, whatever its images say.
+  assert rows.seed_bootstrap([[np.array([0.1, 0.9])]], stat) == (0.5, -np.inf, np.inf)
 
 
-def test_seed_image_bootstrap_refuses_bad_groups():
+def test_seed_bootstrap_refuses_bad_groups():
   with pytest.raises(ValueError, match="at least one seed"):
-    rows.seed_image_bootstrap([], lambda m: 0.0)
+    rows.seed_bootstrap([], lambda m: 0.0)
   with pytest.raises(ValueError, match="non-finite"):
-    rows.seed_image_bootstrap([[np.array([np.nan])]], lambda m: 0.0)
+    rows.seed_bootstrap([[np.array([np.nan])]], lambda m: 0.0)
+
+
+def test_seed_mean_interval_is_the_t_or_sign_flip_interval_of_the_per_seed_values():
+  import scipy.stats
+  x = np.array([0.057, 0.151, 0.226, 0.1, -0.02, 0.08, 0.12, 0.05, 0.19, 0.03])
+  t = rows.seed_mean_interval(x, paired=False)
+  half = scipy.stats.t.ppf(0.975, 9) * x.std(ddof=1) / np.sqrt(10)
+  assert (t.estimate, t.low, t.high, t.n, t.unit) == pytest.approx((x.mean(), x.mean() - half, x.mean() + half, 10,
+                                                                    "seeds"))
+  s = rows.seed_mean_interval(x, paired=True)
+  assert s.method.startswith("sign_flip") and s.unit == "seeds" and s.low < x.mean() < s.high
+  # 3 seeds: the sign-flip test can never reject at 5 %, so the interval is the whole line.
+  three = rows.seed_mean_interval(x[:3], paired=True)
+  assert (three.low, three.high) == (-np.inf, np.inf)
+  with pytest.raises(ValueError, match="finite per-seed"):
+    rows.seed_mean_interval([np.nan, 1.0], paired=False)

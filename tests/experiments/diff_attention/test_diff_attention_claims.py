@@ -1,6 +1,6 @@
 """Differential-attention claim rows on constructed records (``experiments.diff_attention.claims``): each
-verdict can come out either way, models below the accuracy target are left out, and the two-level
-bootstrap behaves as a bootstrap should."""
+verdict can come out either way, models below the accuracy target are left out, and the intervals are over
+training seeds (images averaged within a seed first), with fewer than 10 seeds inconclusive by design."""
 import math
 
 import numpy as np
@@ -26,13 +26,19 @@ def _attack(train, attack, eps_255, successes, counted=400):
               eps_255=eps_255, asr=successes / counted, n_success=successes, n_counted=counted)
 
 
-def _asr_records(asr_diff: float, asr_vit: float, seeds=3, vit_accuracy=0.9):
+JITTER = (0.03, -0.02, 0.01, -0.04, 0.02, 0.0, -0.01, 0.04, -0.03, 0.015)  # seed-to-seed spread of an ASR
+
+
+def _asr_records(asr_diff: float, asr_vit: float, seeds=10, vit_accuracy=0.9):
+  """Depth-1 pairs attacked at 1/255, each seed's ASRs moved by its own jitter (the DiffViT's by another
+  seed's), so that the per-seed differences spread by about 0.04 around asr_diff − asr_vit."""
   recs = []
   for s in range(seeds):
     vit, diff = _train("vit", 1, "-", s, vit_accuracy), _train("diffvit", 1, "0.8", s)
     recs += [vit, diff]
+    a_vit, a_diff = asr_vit + JITTER[s % 10], asr_diff + JITTER[(s + 3) % 10]
     for attack in ("pgd", "apgd"):
-      recs += [_attack(vit, attack, 1.0, int(asr_vit * 400)), _attack(diff, attack, 1.0, int(asr_diff * 400))]
+      recs += [_attack(vit, attack, 1.0, round(a_vit * 400)), _attack(diff, attack, 1.0, round(a_diff * 400))]
   return recs
 
 
@@ -44,7 +50,26 @@ def test_asr_row_verdict_goes_either_way(asr_diff, asr_vit, expected):
   for row in rows:
     assert row["direction"] == expected
     assert row["estimate"] == pytest.approx(asr_diff - asr_vit, abs=1e-2)
-    assert row["n"] == 3 and row["unit"] == dc.UNIT
+    assert row["n"] == 10 and row["unit"] == "seeds"
+
+
+def test_asr_interval_is_the_sign_flip_interval_of_the_per_seed_differences():
+  """Independent computation: the per-seed ASR differences by hand from the counts, and the inverted
+  sign-flip interval of those 10 values; the images of a seed enter only through its ASR."""
+  from experiments.core import intervals
+  recs = _asr_records(0.55, 0.45)
+  row = dc.asr_rows(Source("diff_attention", "wd", {}, recs))[0]
+  by = {(r["model"], r["seed_index"]): r["n_success"] / r["n_counted"] for r in recs
+        if r.get("kind") == "attack" and r["attack"] == "pgd"}
+  d = np.array([by["diffvit", s] - by["vit", s] for s in range(10)])
+  expected = intervals.sign_flip_interval(d, level=0.95, unit="seeds")
+  assert (row["estimate"], row["low"], row["high"]) == pytest.approx((d.mean(), expected.low, expected.high),
+                                                                     abs=1e-12)
+
+
+def test_three_seeds_are_inconclusive_by_design_however_large_the_effect():
+  for claim_row in dc.asr_rows(Source("diff_attention", "wd", {}, _asr_records(0.9, 0.1, seeds=3))):
+    assert claim_row["direction"] == "inconclusive" and "by design" in claim_row["reason"]
 
 
 def test_models_below_the_accuracy_target_are_left_out():
@@ -56,10 +81,10 @@ def test_models_below_the_accuracy_target_are_left_out():
 def test_lambda_peak_row_both_ways():
   def records(asr):
     recs = []
-    for s in range(3):
-      for lam, a in asr.items():
+    for s in range(10):
+      for k, (lam, a) in enumerate(asr.items()):
         t = _train("diffvit", 1, lam, s)
-        recs += [t, _attack(t, "pgd", 1.0, int(a * 400))]
+        recs += [t, _attack(t, "pgd", 1.0, round((a + JITTER[(s + k) % 10]) * 400))]
     return recs
   peak = dc.lambda_peak_rows(Source("diff_attention", "wd", {}, records({"0.5": 0.4, "0.8": 0.85, "0.95": 0.42})))[0]
   assert peak["direction"] == "holds" and peak["magnitude"] == "matches"
@@ -67,46 +92,45 @@ def test_lambda_peak_row_both_ways():
   assert flat["direction"] == "fails"
 
 
-def test_seed_image_bootstrap_reduces_to_an_image_bootstrap_and_widens_with_seed_spread():
-  rng = np.random.default_rng(0)
-  one = [[rng.normal(1.0, 1.0, 400)]]
-  est, low, high = dc.seed_image_bootstrap(one, lambda m: float(m[:, 0].mean()))
-  se = one[0][0].std(ddof=1) / np.sqrt(400)
-  assert low < est < high and (high - low) == pytest.approx(2 * 1.96 * se, rel=0.15)
-  # Three seeds whose means differ by much more than their image noise: the interval spans the seeds.
-  spread = [[rng.normal(mu, 0.1, 400)] for mu in (0.0, 1.0, 2.0)]
-  est, low, high = dc.seed_image_bootstrap(spread, lambda m: float(m[:, 0].mean()))
-  assert est == pytest.approx(1.0, abs=0.02) and high - low > 1.0
-  with pytest.raises(ValueError, match="at least one seed"):
-    dc.seed_image_bootstrap([], lambda m: 0.0)
-
-
-def test_negative_alignment_at_depth_one_fails_when_never_observed():
+def _alignment_records(negative_share_by_seed):
+  """Depth-1 DiffViT alignment records: per seed, 20 images × 2 heads with the given share of cos θ < 0."""
   recs = []
-  for s in range(3):
+  for s, share in enumerate(negative_share_by_seed):
     t = _train("diffvit", 1, "0.8", s)
+    k = round(share * 40)
+    cos = np.where(np.arange(40) < k, -0.2, 0.3).reshape(20, 2)
     recs += [t, dict(kind="alignment", model="diffvit", depth=1, lambda_init="0.8", seed_index=s, name=t["name"],
-                     layer=1, cos_theta=np.full((20, 2), 0.3).tolist())]
-  row = dc.alignment_rows(Source("diff_attention", "wd", {}, recs))[0]
-  assert row["claim_id"] == "da_negative_alignment_d1" and row["direction"] == "fails"
-  recs[1]["cos_theta"] = np.where(np.arange(40).reshape(20, 2) % 3 == 0, -0.2, 0.3).tolist()
-  recs[3]["cos_theta"] = recs[5]["cos_theta"] = recs[1]["cos_theta"]
-  assert dc.alignment_rows(Source("diff_attention", "wd", {}, recs))[0]["direction"] == "holds"
+                     layer=1, cos_theta=cos.tolist())]
+  return recs
 
 
-def _corollary1_records(asr_by_depth, r1=2.0, alpha_bar=0.25):
-  """ASR records per depth {depth: (ASR DiffViT, ASR ViT)} and a depth-8 pair whose token L̂ ratios are
-  r1·alpha_bar^(l−1) per layer, so that D* = 1 + ln r1 / ln(1/alpha_bar) (1.5 for the defaults)."""
+@pytest.mark.parametrize("share, expected", [(0.0, "fails"), (0.35, "fails"), (0.5, "inconclusive"),
+                                             (0.8, "holds")])
+def test_negative_alignment_at_depth_one_is_tested_against_one_half(share, expected):
+  """Under no alignment either way the share of cos θ < 0 is about ½: "occurs" holds only above ½. A share of
+  0.35 (above 0, which a test against 0 read as holds) fails."""
+  shares = [share + (JITTER[s] / 2 if 0 < share else 0.0) for s in range(10)]
+  row = dc.alignment_rows(Source("diff_attention", "wd", {}, _alignment_records(shares)))[0]
+  assert row["claim_id"] == "da_negative_alignment_d1" and row["direction"] == expected, row.get("reason")
+  assert row["estimate"] == pytest.approx(np.mean([round(v * 40) / 40 for v in shares]), abs=1e-12)
+
+
+def _corollary1_records(asr_by_depth, r1=2.0, alpha_bar=0.25, seeds=10):
+  """ASR records per depth {depth: (ASR DiffViT, ASR ViT)} and ``seeds`` depth-8 pairs (the same images' L̂ on
+  every seed) whose token L̂ ratios are r1·alpha_bar^(l−1) per layer, so that D* = 1 + ln r1 / ln(1/alpha_bar)
+  (1.5 for the defaults) on every seed and every bootstrap replicate."""
   recs = []
   for depth, (a_diff, a_vit) in asr_by_depth.items():
     vit, diff = _train("vit", depth, "-", 0), _train("diffvit", depth, "0.8", 0)
     recs += [vit, diff, _attack(vit, "pgd", 1.0, int(a_vit * 400)), _attack(diff, "pgd", 1.0, int(a_diff * 400))]
   rng = np.random.default_rng(1)
   base = rng.uniform(1.0, 2.0, 50)
-  for layer in range(1, 9):
-    for t, scale in ((_train("vit", 8, "-", 0), 1.0), (_train("diffvit", 8, "0.8", 0), r1 * alpha_bar ** (layer - 1))):
-      recs.append(dict(kind="lipschitz", model=t["model"], depth=8, lambda_init=t["lambda_init"], seed_index=0,
-                       name=t["name"], layer=layer, eps=1 / 255, eps_255=1.0, values=(base * scale).tolist()))
+  for seed in range(seeds):
+    for layer in range(1, 9):
+      for t, scale in ((_train("vit", 8, "-", seed), 1.0),
+                       (_train("diffvit", 8, "0.8", seed), r1 * alpha_bar ** (layer - 1))):
+        recs.append(dict(kind="lipschitz", model=t["model"], depth=8, lambda_init=t["lambda_init"], seed_index=seed,
+                         name=t["name"], layer=layer, eps=1 / 255, eps_255=1.0, values=(base * scale).tolist()))
   return recs
 
 
@@ -182,7 +206,7 @@ def test_corollary1_with_alpha_bar_within_rounding_of_one_is_inconclusive():
   assert row["direction"] == "inconclusive", row["reason"]
 
 
-def _curve_records(vit_asr: dict, diff_asr: dict, seeds=3, counted=400):
+def _curve_records(vit_asr: dict, diff_asr: dict, seeds=10, counted=400):
   """Depth-1 ViT / DiffViT (λ_init 0.8) attacked with PGD and APGD at every ε of the dicts (ε in 1/255 → ASR)."""
   recs = []
   for s in range(seeds):
@@ -227,7 +251,7 @@ def test_primary_eps_on_a_grid_value_and_when_the_curve_never_reaches_half():
 
 def test_lambda_peak_and_crossover_are_read_at_the_primary_eps():
   recs = []
-  for s in range(3):
+  for s in range(10):
     vit = _train("vit", 1, "-", s)
     recs += [vit] + [_attack(vit, "pgd", e, round(a * 400)) for e, a in {1.0: 0.1, 2.0: 0.3, 4.0: 0.7}.items()]
     for lam, curve in {"0.5": {1.0: 0.2, 2.0: 0.3, 4.0: 0.6}, "0.8": {1.0: 0.1, 2.0: 0.4, 4.0: 0.8},
@@ -262,8 +286,9 @@ def test_primary_eps_with_an_asymmetric_bracket_and_the_weighted_per_image_value
 
 def test_corollary1_pools_seeds_and_lists_d_star_per_seed():
   """Three depth-8 seeds with r₁ = 2 and ᾱ = 0.25, 0.5, 0.125 per seed (D* = 1.5, 2, 4/3 alone); the pooled D*
-  comes from the mean ratios over all seeds' images, the interval is over seeds (n = 3, two-level bootstrap)."""
-  recs = _corollary1_records(EARLY)
+  comes from the mean ratios over all seeds' images, the interval is over seeds (n = 3: inconclusive by design,
+  though D* meets the window)."""
+  recs = _corollary1_records(EARLY, seeds=1)
   rng = np.random.default_rng(2)
   for seed, alpha_bar in ((1, 0.5), (2, 0.125)):
     base = rng.uniform(1.0, 2.0, 50)
@@ -282,15 +307,21 @@ def test_corollary1_pools_seeds_and_lists_d_star_per_seed():
   fit = da_theory.noise_cancellation_fit(ratio)
   assert row["estimate"] == pytest.approx(da_theory.crossover_depth_estimate(fit.r1, fit.alpha_bar), rel=1e-12)
   assert row["low"] <= row["estimate"] <= row["high"]
-  one = _corollary1(_corollary1_records(EARLY))
-  assert one["n"] == 50 and one["unit"] == "images"   # one seed: an image bootstrap, n = its images
+  assert row["direction"] == "inconclusive" and "by design" in row["reason"]
+  one = _corollary1(_corollary1_records(EARLY, seeds=1))
+  assert one["n"] == 1 and one["unit"] == "seeds" and (one["low"], one["high"]) == (-np.inf, np.inf)
 
 
 # ----------------------------------------------------------------------------- through the claims job
 
 
-def _da_records(depths=(1, 2, 4), asr=None, lam_asr=None):
-  """Differential-attention records: PGD attack records at ε = 1/255 and logits Lipschitz values."""
+def _da_records(depths=(1, 2, 4), asr=None, lam_asr=None, seeds=10):
+  """Differential-attention records, the same on each of ``seeds`` training seeds: PGD attack records at
+  ε = 1/255 and logits Lipschitz values."""
+  return [dict(r, seed_index=s) for s in range(seeds) for r in _da_seed_records(depths, asr, lam_asr)]
+
+
+def _da_seed_records(depths, asr, lam_asr):
   out = []
   rng = np.random.default_rng(2)
   vit_values = rng.uniform(1, 2, size=40)
@@ -311,10 +342,11 @@ def _da_records(depths=(1, 2, 4), asr=None, lam_asr=None):
 def test_diff_attention_rows(tmp_path):
   asr = {("vit", 4): 150, ("diffvit", 4): 60}
   rows = claim_rows_of(tmp_path, "da", _da_records(asr=asr, lam_asr={"0.5": 80, "0.95": 82}))
-  lip = main_row(rows, "da_lipschitz")  # one seed: the seed × image bootstrap is an image bootstrap
-  assert lip["estimate"] == pytest.approx(0.5) and lip["n"] == 1 and lip["direction"] == "holds"
+  lip = main_row(rows, "da_lipschitz")  # 10 identical seeds: the interval over seeds is the point
+  assert (lip["estimate"], lip["low"], lip["high"]) == pytest.approx((0.5, 0.5, 0.5))
+  assert lip["n"] == 10 and lip["direction"] == "holds"
   peak = main_row(rows, "lambda_peak")  # ASR(0.8) = 100/200 vs 82/200
-  assert peak["estimate"] == pytest.approx((100 - 82) / 200) and peak["low"] < peak["estimate"] < peak["high"]
+  assert peak["estimate"] == pytest.approx((100 - 82) / 200) and peak["low"] <= peak["estimate"] <= peak["high"]
   cross = main_row(rows, "depth_crossover")
   assert cross["high"] < 0  # DiffViT is far below ViT at depth 4 ...
   assert cross["direction"] == "inconclusive" and "depth 4 < 8" in cross["reason"]  # ... but 8 is not measured
@@ -343,7 +375,7 @@ def test_the_d_star_interval_resamples_seeds():
   seeds can fall outside that range, the fit being nonlinear in the pooled ratios). A bootstrap that
   iterated over the seeds instead of resampling them would give every replicate the pooled D*, an interval
   of width 0."""
-  recs = [r for r in _corollary1_records(EARLY) if r.get("kind") != "lipschitz"]
+  recs = [r for r in _corollary1_records(EARLY, seeds=1) if r.get("kind") != "lipschitz"]
   for seed, alpha_bar in ((0, 0.25), (1, 0.5), (2, 0.125)):
     for layer in range(1, 9):
       for model, lam, scale in (("vit", "-", 1.0), ("diffvit", "0.8", 2.0 * alpha_bar ** (layer - 1))):
