@@ -140,7 +140,7 @@ CONFIGS: dict[str, dict] = {
                            pgd_step_ratio=0.25, apgd_steps=3, apgd_restarts=1, cw_depths=(), cw_samples=4,
                            cw_steps=5, cw_search_steps=1, cw_l2_grid=(0.1, 0.5), lipschitz_samples=4,
                            lipschitz_layer_eps_255=1.0, alignment_samples=2, alignment_chunk=392,
-                           crossover_eps_255=(1.0, 8.0)),
+                           crossover_eps_255=(1.0, 8.0), primary_eps_255=None),
     "certify": dict(datasets=("mnist",), attention_bounds=(0.25,), epsilons=(0.05,),
                     data=dict(n_train=32, n_test=8, source="embedded", dir=None, seed=0, holdout=None,
                                 preprocessing="raw"),
