@@ -198,11 +198,11 @@ def primary_eps(idx: _Records, attack: str = "pgd") -> Optional[EpsPoint]:
   return None
 
 
-def frozen_point(eps_255: float, grid: Sequence[float] = (1.0, 2.0, 4.0, 8.0)) -> EpsPoint:
+def frozen_point(eps_255: float, grid: Sequence[float]) -> EpsPoint:
   """ε* frozen in the config (``primary_eps_255``) instead of recomputed from the records: the same log-linear
   interpolation between the two grid values that bracket it (a grid value is the point itself), so seeds that
   took no part in choosing ε* confirm or refute the reading at it (arXiv 2510.00517's ASR rows; the value
-  3.78/255 is the 3-seed Fashion-MNIST grid's, docs/diff_attention.md).
+  3.78/255 is the 3-seed Fashion-MNIST grid's, docs/diff_attention.md); ``grid``: the attack grid (eps_255).
 
   Raises:
     ValueError: ``eps_255`` outside the grid's range.
