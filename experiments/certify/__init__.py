@@ -23,8 +23,5 @@ SPEC = ExperimentSpec(
     record_signature=("attention_bound",),
     single_process=True,
     standard=config.STANDARD,
-    claim_rows=claims.claim_rows,
-    not_run_rows=claims.not_run_rows,
-    claim_prefixes=("certified",),
     standard_runs=(("certify", partial(config.get_config, standard=True)),),
 )

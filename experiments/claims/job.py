@@ -46,6 +46,7 @@ from experiments import registry
 from experiments.claims import protocol, stability
 from experiments.core import cli
 from experiments.core import config as config_lib
+from experiments.core.claim import judge
 from experiments.core.rows import Source, not_run_reason
 from experiments.core.spec import ExperimentSpec
 from experiments.core.workdir import jsonable, read_records, removed_if_unused
@@ -54,32 +55,39 @@ ROWS_NAME = "claims.jsonl"
 
 
 def claim_experiments() -> list[ExperimentSpec]:
-  """The registered experiments that have claim rows, in registry order."""
-  return [s for s in registry.experiments() if s.claim_rows is not None]
+  """The registered experiments that have claims, in registry order."""
+  return [spec for spec, _ in registry.with_claims()]
+
+
+def runs_in_claims_job(experiment: str) -> bool:
+  """Whether the claims job runs ``experiment``'s quick config when it is missing (its claims'
+  ``claims_config``)."""
+  claims = registry.claims_of(experiment)
+  return claims is not None and claims.claims_config is not None
 
 
 def run_here() -> list[ExperimentSpec]:
   """The experiments the claims job runs when their quick-setting workdir is missing (``claims_config``)."""
-  return [s for s in registry.experiments() if s.runs_in_claims_job]
+  return [s for s in registry.experiments() if runs_in_claims_job(s.name)]
 
 
 def experiment_of(claim_id: str) -> str:
-  """The experiment whose records a claim row is built from (by its spec's ``claim_prefixes``).
+  """The experiment whose records a claim row is built from: the one that declares it
+  (``experiments.registry.declaration``).
 
   Raises:
-    ValueError: no registered experiment claims that prefix.
+    ValueError: no registered experiment declares it.
   """
-  for spec in registry.experiments():
-    if claim_id.startswith(spec.claim_prefixes):  # () matches nothing
-      return spec.name
-  raise ValueError(f"claim_id {claim_id!r}: no registered experiment has its prefix")
+  return registry.declaration(claim_id)[0]
 
 
 def quick_config(experiment: str):
-  """The config the claims job runs for ``experiment`` (its spec's ``claims_config``), or that
+  """The config the claims job runs for ``experiment`` (its claims' ``claims_config``), or that
   experiment's quick config (``get_config()``) when the claims job does not run it."""
-  spec = registry.get(experiment)
-  return spec.claims_config() if spec.claims_config is not None else spec.get_config()
+  claims = registry.claims_of(experiment)
+  if claims is not None and claims.claims_config is not None:
+    return claims.claims_config()
+  return registry.get(experiment).get_config()
 
 
 def identify(path) -> Optional[str]:
@@ -129,7 +137,7 @@ def load_source(path, experiment: Optional[str] = None) -> Source:
   config = json.loads(cfg_path.read_text()) if cfg_path.exists() else {}
   records = read_records(path)
   variant, overrides = (), []
-  if spec.runs_in_claims_job and config:
+  if runs_in_claims_job(experiment) and config:
     variant = (tuple(protocol.diffs(config, quick_config(experiment), spec.grid_fields))
                or _standard_label(experiment, config))
     overrides = protocol.diffs(config, spec.get_config())
@@ -226,15 +234,16 @@ def build_rows(sources: Sequence[Source], root: str = "DIR", *, include_not_run:
   for s in sorted(sources, key=lambda s: (not is_quick(s), s.path)):
     by_exp.setdefault(s.experiment, []).append(s)
   rows: list[dict] = []
-  for spec in claim_experiments():
+  for spec, claims in registry.with_claims():
     srcs = by_exp.get(spec.name, [])
     if srcs:
-      rows += spec.claim_rows(srcs, root, include_not_run)
-    elif include_not_run and spec.not_run_rows is not None:
-      rows += spec.not_run_rows(root, not_run_reason(spec.name, run_here=spec.runs_in_claims_job))
-  for spec in claim_experiments():
-    if spec.joint_rows is not None:
-      rows += spec.joint_rows(by_exp)
+      rows += claims.claim_rows(srcs, root, include_not_run)
+    elif include_not_run and claims.not_run_rows is not None:
+      rows += claims.not_run_rows(root, not_run_reason(spec.name, run_here=runs_in_claims_job(spec.name)))
+  for spec, claims in registry.with_claims():
+    if claims.joint_rows is not None:
+      rows += claims.joint_rows(by_exp)
+  rows = [judge(r, registry.declaration(r["claim_id"])[1]) for r in rows]
   return _order(rows)
 
 

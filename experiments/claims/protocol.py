@@ -1,7 +1,7 @@
 """Protocol variants and protocol choices of the claims job.
 
 A workdir whose protocol fields (``data.*``, ``train.*``, readout, adversarial training, ...) differ from the
-config the claims job runs (``claims_config`` of its ``ExperimentSpec``) is a *variant*: its rows stand under
+config the claims job runs (``claims_config`` of its ``claims.CLAIMS``) is a *variant*: its rows stand under
 the quick setting's rows. The protocol choices each spec declares (``protocol_choices``) are flipped one at a
 time from that config; each is measured (a variant workdir carries its overrides), not run (with the command
 that runs it) or not available in this version (a field the config lacks).
@@ -66,7 +66,7 @@ def protocol_choices(sources: Sequence[Source], root: str) -> list[dict]:
   for spec in sorted(registry.experiments(), key=lambda s: s.name):
     if not spec.protocol_choices:
       continue
-    quick_config = spec.claims_config()
+    quick_config = registry.claims_of(spec.name).claims_config()
     quick = {k: format_value(v) for k, v in config_lib.fields_of(quick_config).items()}
     for choice, overrides in spec.protocol_choices:
       overrides = resolve(quick_config, overrides) or overrides

@@ -131,9 +131,9 @@ def perturbed(config, perturbation: float):
 
 
 def stability_config(experiment: str, perturbation: float = PERTURBATION):
-  """The config the claims job runs for ``experiment`` (its spec's ``claims_config``), ``perturbed``."""
+  """The config the claims job runs for ``experiment`` (its claims' ``claims_config``), ``perturbed``."""
   from experiments import registry
-  return perturbed(registry.get(experiment).claims_config(), perturbation)
+  return perturbed(registry.claims_of(experiment).claims_config(), perturbation)
 
 
 def in_process(m: Mode) -> bool:
@@ -181,7 +181,8 @@ def _rerun(experiment: str, workdir, m: Mode, overwrite_config: bool, config=Non
       mode=m.name, description=m.description, perturbation=m.perturbation,
       environment={k: os.environ.get(k) for k in keys}, versions=versions()), indent=1, sort_keys=True) + "\n")
   spec = registry.get(experiment)
-  spec.run(perturbed(config if config is not None else spec.claims_config(), m.perturbation), path,
+  config = config if config is not None else registry.claims_of(experiment).claims_config()
+  spec.run(perturbed(config, m.perturbation), path,
            overwrite_config=overwrite_config)
 
 

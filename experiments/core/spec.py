@@ -3,11 +3,14 @@
 Every experiment package ``experiments/<name>/`` exports one ``SPEC`` (its ``__init__.py``), and
 ``experiments.registry.EXPERIMENTS`` lists them. The main job, the claims job and the command line find
 experiments only through these specs: a new experiment is one folder plus one registry line (docs/layout.md).
+A spec holds only what running an experiment needs; what the claims job reads (the declared claims and the
+hooks that build their rows) is the experiment's ``claims.CLAIMS`` (``experiments.core.claim.ExperimentClaims``),
+registered beside the spec.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Optional
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,20 +31,11 @@ class ExperimentSpec:
     single_process: refuses more than one process (e.g. its orbax checkpoints are collective across
       processes); ``experiments.core.cli.experiment_main`` enforces it.
     standard: the data sets of its standard grids (``--standard [DATASET]``); () when it has none.
-    claims_config: ``() -> config`` the claims job runs when no quick-setting workdir of this experiment is
-      found; None for experiments the claims job never runs by itself.
-    claim_rows: ``(sources, root, include_not_run) -> rows`` from every ``Source`` of this experiment (the
-      quick setting first); None for experiments without claims.
-    not_run_rows: ``(root, why) -> rows`` of its claims when it has no workdir (status 'not run', with the
-      command that fills them; ``why`` is the claims job's reason).
-    joint_rows: ``(sources_by_experiment) -> rows`` of claims that also read other experiments' sources,
-      appended after every experiment's own rows.
     variant_of: ``(config dict) -> ('field=value', ...)``, the protocol variant of a workdir of an
-      experiment without ``claims_config`` (e.g. another data set than its standard grid); () if none.
+      experiment the claims job does not run itself (e.g. another data set than its standard grid); () if none.
     grid_fields: config fields (dotted) that are sweep grids or bookkeeping: a workdir differing from
-      ``claims_config`` only in these is the quick setting, not a variant.
-    protocol_choices: ((choice, (field=value, ...)), ...) flipped one at a time from ``claims_config``.
-    claim_prefixes: the ``claim_id`` prefixes of its rows.
+      the claims job's config only in these is the quick setting, not a variant.
+    protocol_choices: ((choice, (field=value, ...)), ...) flipped one at a time from the claims job's config.
     standard_runs: ((sub-workdir, () -> config), ...) of the standard grids ``--standard`` runs when missing.
     stability: trained by full-batch L-BFGS, so rerun by the claims job's stability pass.
     main_job: part of the main job ``python -m experiments`` (its quick config, or with ``--full`` its full one).
@@ -56,14 +50,9 @@ class ExperimentSpec:
   record_signature: tuple[str, ...] = ()
   single_process: bool = False
   standard: tuple[str, ...] = ()
-  claims_config: Optional[Callable[[], Any]] = None
-  claim_rows: Optional[Callable[[Sequence, str, bool], list]] = None
-  not_run_rows: Optional[Callable[[str, str], list]] = None
-  joint_rows: Optional[Callable[[Mapping[str, Sequence]], list]] = None
   variant_of: Optional[Callable[[dict], tuple]] = None
   grid_fields: frozenset = frozenset()
   protocol_choices: tuple = ()
-  claim_prefixes: tuple[str, ...] = ()
   standard_runs: tuple = ()
   stability: bool = False
   main_job: bool = False
@@ -73,11 +62,6 @@ class ExperimentSpec:
       raise ValueError(f"ExperimentSpec name {self.name!r}: must be a Python identifier (a package name)")
     if bool(self.config_signature) != bool(self.record_signature):
       raise ValueError(f"ExperimentSpec {self.name}: give both config_signature and record_signature, or neither")
-
-  @property
-  def runs_in_claims_job(self) -> bool:
-    """Whether the claims job runs this experiment's quick config when it is missing."""
-    return self.claims_config is not None
 
   def command(self, workdir) -> str:
     """The command line that runs this experiment into ``workdir``."""

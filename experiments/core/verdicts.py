@@ -431,7 +431,20 @@ def magnitude_verdict(interval: Interval, paper_range, scale: str = "ratio") -> 
   Raises:
     ValueError: as ``magnitude_band``.
   """
-  band_lo, band_hi = magnitude_band(paper_range, scale)
+  return band_magnitude(interval, *magnitude_band(paper_range, scale))
+
+
+def band_magnitude(interval: Interval, band_lo: float, band_hi: float) -> str:
+  """``'matches'`` when the whole interval lies inside the closed band [band_lo, band_hi], ``'differs'`` when
+  it is disjoint from it, ``'undetermined'`` otherwise or for NaN ends; an end on an edge within rounding
+  (``interval_tolerance``) counts as on it. The band is the magnitude rule's (``magnitude_band``) or a
+  declared tolerance around a predicted value (``experiments.core.claim``).
+
+  Raises:
+    ValueError: a band that is not finite with band_lo ≤ band_hi.
+  """
+  if not (math.isfinite(band_lo) and math.isfinite(band_hi) and band_lo <= band_hi):
+    raise ValueError(f"band must be finite with low ≤ high, got [{band_lo}, {band_hi}]")
   low, high = interval.low, interval.high
   if math.isnan(low) or math.isnan(high):
     return "undetermined"

@@ -19,11 +19,6 @@ SPEC = ExperimentSpec(
     report_description="Redraw the condition-number cubing plot and summary.md.",
     config_signature=("ns", "layers"),
     record_signature=("log10_kappa_G",),
-    claims_config=claims.claims_config,
-    claim_rows=claims.claim_rows,
-    not_run_rows=claims.not_run_rows,
-    joint_rows=claims.joint_rows,
     grid_fields=frozenset({"data.dir", "data.source", "datasets", "eps", "layers", "ns", "seeds"}),
-    claim_prefixes=("cubing", "implied_width", "kernel_conditioning"),
     main_job=True,
 )

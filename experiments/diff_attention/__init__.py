@@ -23,10 +23,7 @@ SPEC = ExperimentSpec(
     record_signature=("kind", "lambda_init", "attack"),
     single_process=True,
     standard=config.STANDARD,
-    claim_rows=claims.claim_rows,
-    not_run_rows=claims.not_run_rows,
     variant_of=claims.variant_of,
-    claim_prefixes=("da_", "lambda_peak", "depth_crossover"),
     standard_runs=(("diff_attention", partial(config.standard_config, "fashion_mnist")),
                    ("diff_attention_cifar10", partial(config.standard_config, "cifar10"))),
 )

@@ -36,6 +36,7 @@ import numpy as np
 
 from attention import da_theory
 from experiments.core import tolerance
+from experiments.core.claim import Case, Claim, ExperimentClaims, around, direction_cases
 from experiments.core.rows import (
   ARXIV_DA,
   BOOT_SEED,
@@ -45,6 +46,7 @@ from experiments.core.rows import (
   UNIT,
   Source,
   make_row,
+  mean_interval,
   not_measured,
   not_run,
   not_run_reason,
@@ -71,6 +73,7 @@ DA_CLAIMS = (  # (claim_id, claim, paper value) of every row, for the "not run" 
     ("da_theorem2", "Theorem 2's ratio predicts the measured sensitivity ratio (depth 1, per image)", "Theorem 2"),
     ("da_theorem3_auc", "Theorem 3's condition predicts on which images DiffViT is more sensitive (AUC > ½)",
      "Theorem 3"),
+    ("da_corollary1_premise", "Corollary 1's premise: r₁ > 1 and ᾱ < 1", "r₁ > 1 and ᾱ < 1"),
     ("da_corollary1", "Corollary 1's D* (from ᾱ) locates the measured ASR crossover depth", "D* (Corollary 1)"),
 )
 LOGITS = -1
@@ -722,18 +725,27 @@ def _corollary1_rows(idx: _Records, lam: str, src: Source) -> list[dict]:
   def draw():  # the seed is the unit: seeds with replacement, each drawn seed with all its images
     return [(s, np.arange(per_seed[s][0].shape[1])) for s in rng.choice(names, size=len(names))]
 
-  reps = [estimate(draw())[1:3] for _ in range(N_BOOT if len(names) > 1 else 0)]
+  reps = [(e[1], e[2], premise_margin(e[0])) for e in (estimate(draw()) for _ in range(N_BOOT if len(names) > 1
+                                                                                       else 0))]
   n_images = sum(per_seed[s][0].shape[1] for s in per_seed)
+  quantiles = [(1 - LEVEL) / 2, 1 - (1 - LEVEL) / 2]
   if reps:
     values, tols = np.array([r[0] for r in reps]), np.array([r[1] for r in reps])
-    low, high = np.quantile(values, [(1 - LEVEL) / 2, 1 - (1 - LEVEL) / 2], method="nearest")  # D* may be +inf
+    low, high = np.quantile(values, quantiles, method="nearest")  # D* may be +inf
     tol_low, tol_high = float(tols[values == low].max()), float(tols[values == high].max())  # the ends' replicates
+    m_low, m_high = np.quantile([r[2] for r in reps], quantiles, method="nearest")
   else:   # one seed: the seed-to-seed spread is unknown
-    low, high, tol_low, tol_high = -math.inf, math.inf, 0.0, 0.0
+    low, high, tol_low, tol_high, m_low, m_high = -math.inf, math.inf, 0.0, 0.0, -math.inf, math.inf
   interval = Interval(float(d_star), float(low), float(high), LEVEL, len(per_seed), UNIT, METHOD)
+  premise_row = make_row(
+      "da_corollary1_premise", "Corollary 1's premise: r₁ > 1 and ᾱ < 1, i.e. min(ln r₁, −ln ᾱ) > 0", ARXIV_DA,
+      "r₁ > 1 and ᾱ < 1 (the corollary's precondition)", scale="log margin", produced_by=src.command,
+      interval=Interval(premise_margin(fit), float(m_low), float(m_high), LEVEL, len(per_seed), UNIT, METHOD),
+      paper_sign=+1, null=0.0, setting=idx.setting(f"depth-{depth} pair, λ_init {lam}, {len(per_seed)} seed(s); fit "
+                                                    f"r₁ = {fit.r1:.3g}, ᾱ = {fit.alpha_bar:.3g}"))
   premise = ("" if fit.r1 > 1 and fit.alpha_bar < 1 else
-             f"; the corollary's premise fails (it needs r₁ > 1 and ᾱ < 1; fitted r₁ = {fit.r1:.3g}, ᾱ = "
-             f"{fit.alpha_bar:.3g}), so D* is its edge value")
+             f"; the corollary's premise fails on the pooled fit (it needs r₁ > 1 and ᾱ < 1; fitted r₁ = "
+             f"{fit.r1:.3g}, ᾱ = {fit.alpha_bar:.3g}), so D* is its edge value")
   fitted = (f"depth-{depth} pair, λ_init {lam}, {len(per_seed)} seed(s), {n_images} (seed, image) pairs; "
             "relative token L̂ per layer (ε = 1/255) " + ", ".join(f"{x:.3g}" for x in ratio_all)
             + f"; fit r₁ = {fit.r1:.3g}, ᾱ = {fit.alpha_bar:.3g}; D* per seed "
@@ -745,18 +757,35 @@ def _corollary1_rows(idx: _Records, lam: str, src: Source) -> list[dict]:
                    setting=idx.setting(f"{fitted}; crossover measured at {point.how}: {measured}"),
                    measurement=f"crossover at {point.how}", measurement_id=f"crossover at {point.id}", primary=primary,
                    note="flips if D*'s interval leaves the measured crossover window")
-    rows.append(_judge_d_star(row, window, low, high, tol_low, tol_high, premise))
-  return rows
+    rows.append(_judge_d_star(row, window, low, high, tol_low, tol_high, premise, premise_row))
+  return [premise_row] + rows
 
 
-def _judge_d_star(row: dict, window, low: float, high: float, tol_low: float, tol_high: float, premise: str) -> dict:
+def premise_margin(fit: da_theory.NoiseCancellationFit) -> float:
+  """min(ln r₁, −ln ᾱ): positive exactly when Corollary 1's premise r₁ > 1 and ᾱ < 1 holds."""
+  return float(min(math.log(fit.r1), -math.log(fit.alpha_bar))) if fit.r1 > 0 and fit.alpha_bar > 0 else -math.inf
+
+
+def _judge_d_star(row: dict, window, low: float, high: float, tol_low: float, tol_high: float, premise: str,
+                  premise_row: Optional[dict] = None) -> dict:
   """``row`` with Corollary 1's direction: the window [a, b] is closed (the sign change lies somewhere between
   the two grid depths); D*'s interval meets it when high ≥ a and low ≤ b, an end on an edge within D*'s
   rounding tolerance counting as on it. Fewer than ``MIN_SEEDS`` seeds is inconclusive by design, as every
-  seed-level row."""
+  seed-level row. The corollary is tested only where its premise is (``premise_row``, the interval of
+  min(ln r₁, −ln ᾱ) over seeds): *premise fails* where that interval lies below 0, *inconclusive* where it
+  contains 0, never *fails*."""
   if row.get("n", 0) < MIN_SEEDS:
     row.update(direction="inconclusive", reason=f"inconclusive by design: {row.get('n', 0)} seeds (< {MIN_SEEDS}); "
                                                 "no direction is read from fewer" + premise)
+    return row
+  if premise_row is not None and premise_row["direction"] != "holds":
+    measured = (f"min(ln r₁, −ln ᾱ) = {premise_row['estimate']:.3g} [{premise_row['low']:.3g}, "
+                f"{premise_row['high']:.3g}] over {premise_row['n']} seeds")
+    if premise_row["direction"] == "fails":
+      row.update(direction="premise fails", reason=f"the premise r₁ > 1 and ᾱ < 1 fails: {measured} lies below 0, "
+                                                   "so D* says nothing about the crossover")
+    else:
+      row.update(direction="inconclusive", reason=f"the premise r₁ > 1 and ᾱ < 1 is not established: {measured}")
     return row
   if window is None or not np.isfinite(low):
     row.update(direction="inconclusive", reason="no measured crossover window, or D*'s interval is unbounded"
@@ -788,7 +817,7 @@ BUILDERS = (  # (builder, the claim_ids it writes)
     (lambda s: alignment_rows(s), ("da_negative_alignment_d1", "da_negative_alignment_every_layer",
                                    "da_negative_alignment_first_layer")),
     (lambda s: cw_rows(s), ("da_cw_depth",)),
-    (lambda s: theory_rows(s), ("da_theorem2", "da_theorem3_auc", "da_corollary1")))
+    (lambda s: theory_rows(s), ("da_theorem2", "da_theorem3_auc", "da_corollary1_premise", "da_corollary1")))
 
 
 def rows(src: Source) -> list[dict]:
@@ -839,3 +868,78 @@ def variant_of(config: dict) -> tuple:
   """A workdir on another data set than the standard grid's Fashion-MNIST is a variant: ('dataset=…',)."""
   dataset = config.get("dataset", "fashion_mnist")
   return (f"dataset={dataset}",) if dataset != "fashion_mnist" else ()
+
+
+# ----------------------------------------------------------------------------- declared claims
+
+def _corollary1_case_row(case: Case) -> dict:
+  """Corollary 1's row for synthetic per-seed D* values (Student's t interval) against the depth window [4, 8],
+  through ``_judge_d_star``; the premise from the case's per-seed margins (holds when none are given)."""
+  interval = mean_interval(case.values)
+  premise = make_row("da_corollary1_premise", "premise", ARXIV_DA, "", interval=mean_interval(case.premise or
+                                                                                              around(1.0)),
+                     paper_sign=+1, null=0.0)
+  row = make_row("da_corollary1", "synthetic", ARXIV_DA, "", interval=interval, scale="depth")
+  return _judge_d_star(row, (4.0, 8.0), interval.low, interval.high, 0.0, 0.0, "", premise)
+
+
+_DA = f"{ARXIV_DA}, the ViT vs DiffViT robustness results"
+_ALIGN = f"{ARXIV_DA}, the gradient-alignment analysis (Lemma 1, Theorem 3)"
+CLAIMS = ExperimentClaims(
+    claims=(
+        Claim("da_asr_*", "differential attention is more fragile: DiffViT's attack success rate exceeds ViT's",
+              f"{_DA} (single layer, λ_init 0.8: ASR 0.850 at ε = 1/255 on CIFAR-10)",
+              "per seed, DiffViT's minus ViT's ASR over the clean-correct images", "direction",
+              "the sign-flip interval over seeds excludes 0 above (10 seeds), at the frozen ε* and at 1/255",
+              interval="paired", paper_sign=+1, null=0.0, cases=direction_cases()),
+        Claim("lambda_peak", "ASR rises with λ_init from 0.5 to 0.8, then falls (0.407 / 0.850 / 0.416)",
+              f"{_DA} (λ_init sweep)", "λ_init 0.8's mean ASR minus the larger of λ_init 0.5's and 0.95's",
+              "direction", "the percentile interval over seeds excludes 0 above (10 seeds)", paper_sign=+1,
+              null=0.0, cases=direction_cases()),
+        Claim("depth_crossover", "DiffViT's ASR falls with depth and drops below ViT's by depth 8 at ε = 1/255",
+              f"{_DA} (depths 1–12)", "DiffViT's minus ViT's ASR at the deepest pair", "direction",
+              "the interval over seeds excludes 0 below (10 seeds)", interval="paired", paper_sign=-1, null=0.0,
+              cases=direction_cases(sign=-1)),
+        Claim("da_lipschitz", "DA models have higher local Lipschitz estimates everywhere", _DA,
+              "per seed, DiffViT's minus ViT's local Lipschitz estimate", "direction",
+              "the sign-flip interval over seeds excludes 0 above (10 seeds)", interval="paired", paper_sign=+1,
+              null=0.0, cases=direction_cases()),
+        Claim("da_negative_alignment_d1", "negative gradient alignment of the two attention maps occurs, also in "
+              "single-layer models", _ALIGN, "per seed, the share of images with cos θ < 0 at depth 1",
+              "direction", "Student's t interval over seeds lies above ½, the share with no alignment either way",
+              paper_sign=+1, null=0.5, scale="proportion", cases=direction_cases(0.5)),
+        Claim("da_negative_alignment_every_layer", "negative gradient alignment is present in every DA layer",
+              _ALIGN, "the smallest per-layer share of cos θ < 0", "direction",
+              "the interval over seeds lies above ½", paper_sign=+1, null=0.5, scale="proportion",
+              cases=direction_cases(0.5)),
+        Claim("da_negative_alignment_first_layer", "negative gradient alignment is most frequent in the first layer",
+              _ALIGN, "the first layer's share of cos θ < 0 minus the largest other layer's", "direction",
+              "the interval over seeds excludes 0 above", interval="paired", paper_sign=+1, null=0.0,
+              cases=direction_cases()),
+        Claim("da_cw_depth", "deeper DiffViT needs a larger CW-L2 perturbation", _DA,
+              "the deepest DiffViT's minus the depth-1 DiffViT's median ‖δ‖₂", "direction",
+              "the interval over images excludes 0 above", paper_sign=+1, null=0.0, cases=direction_cases()),
+        Claim("da_theorem2", "Theorem 2: the sensitivity ratio is γ√(1 + λ²ρ² − 2λρ cos θ)", _ALIGN,
+              "per seed, Spearman's ρ between the predicted and the measured per-image sensitivity ratio",
+              "direction", "Student's t interval over seeds excludes 0 above", paper_sign=+1, null=0.0,
+              scale="correlation", cases=direction_cases()),
+        Claim("da_theorem3_auc", "Theorem 3: DA is more sensitive than standard attention iff cos θ < (1 + λ²ρ² − "
+              "γ⁻²)/(2λρ)", _ALIGN, "per seed, the AUC of Theorem 3's condition for the images where DiffViT is "
+              "the more sensitive", "direction", "Student's t interval over seeds excludes ½ above", paper_sign=+1,
+              null=0.5, scale="auc", cases=direction_cases(0.5)),
+        Claim("da_corollary1_premise", "Corollary 1 assumes a per-layer amplification r₁ > 1 and a noise-"
+              "cancellation factor ᾱ < 1", f"{ARXIV_DA}, Corollary 1", "min(ln r₁, −ln ᾱ) of the per-layer "
+              "sensitivity-ratio fit, bootstrap over seeds", "premise",
+              "premise holds when the interval lies above 0, premise fails when below 0 (10 seeds)",
+              paper_sign=+1, null=0.0, scale="log margin", cases=direction_cases()),
+        Claim("da_corollary1", "Corollary 1: DiffViT's advantage in sensitivity reverses at the depth D* = 1 + "
+              "ln r₁/|ln ᾱ|", f"{ARXIV_DA}, Corollary 1", "D* from the per-layer fit, bootstrap over seeds, against "
+              "the measured ASR crossover window", "direction",
+              "holds when D*'s interval meets the measured crossover window, fails when it misses it; premise "
+              "fails (never fails) where the premise's interval lies below 0, inconclusive where it contains 0",
+              paper_sign=+1, null=0.0, scale="depth", row_of=_corollary1_case_row,
+              cases=(Case("false", around(20.0, 0.5)), Case("true", around(6.0, 0.5)),
+                     Case("boundary", around(20.0, 0.5), premise=around(0.0, 1.0)),
+                     Case("false", around(20.0, 0.5), premise=around(-1.0), expect="premise fails"))),
+    ),
+    claim_rows=claim_rows, not_run_rows=not_run_rows)

@@ -19,11 +19,7 @@ SPEC = ExperimentSpec(
     report_description="Rebuild the dual-implications plot and summary from results.jsonl.",
     config_signature=("targets", "network_seeds"),
     record_signature=("kernel_error", "alignment"),
-    claims_config=claims.claims_config,
-    claim_rows=claims.claim_rows,
-    not_run_rows=claims.not_run_rows,
     grid_fields=frozenset({"data.dir", "data.source", "datasets", "draws", "models", "network_seeds", "seeds",
         "targets"}),
-    claim_prefixes=("dual",),
     stability=True,
 )

@@ -9,6 +9,7 @@ from typing import Sequence
 import numpy as np
 
 from experiments.core import seed_subsets
+from experiments.core.claim import Claim, ExperimentClaims, direction_cases
 from experiments.core.rows import (
   ARXIV_NTK,
   MODEL_NAMES,
@@ -126,3 +127,24 @@ def not_run_rows(root: str, why: str) -> list[dict]:
   return [not_run(cid, claim, ARXIV_NTK, "see docs/theory.md#reported-figures", command, why) for cid, claim in (
       ("dual_top", "MLP-Attn fits top-mode targets better than 2L-ReLU"),
       ("dual_bottom", "MLP-Attn fits bottom-mode targets worse than 2L-ReLU"))]
+
+
+# ----------------------------------------------------------------------------- declared claims
+
+_DUAL = f"{ARXIV_NTK}, the dual implications of the cubed spectrum"
+CLAIMS = ExperimentClaims(
+    claims=(
+        Claim("dual_top", "the cubed spectrum helps MLP-Attn fit targets in the top kernel modes", _DUAL,
+              "per seed, 2L-ReLU's minus MLP-Attn's test relative error on top-mode targets", "direction",
+              "the sign-flip interval of the paired differences excludes 0 above (10 seeds)", interval="paired",
+              paper_sign=+1, null=0.0, cases=direction_cases()),
+        Claim("dual_bottom", "the cubed spectrum costs MLP-Attn on targets in the bottom kernel modes", _DUAL,
+              "per seed, 2L-ReLU's minus MLP-Attn's test relative error on bottom-mode targets", "direction",
+              "the sign-flip interval of the paired differences excludes 0 below (10 seeds)", interval="paired",
+              paper_sign=-1, null=0.0, cases=direction_cases(sign=-1)),
+        Claim("dual_random", "no claim: random-direction targets", _DUAL, "the same difference on random targets",
+              "context", "no test"),
+        Claim("dual_labels", "no claim: the real one-hot labels", _DUAL, "the same difference on the labels",
+              "context", "no test"),
+    ),
+    claim_rows=claim_rows, not_run_rows=not_run_rows, claims_config=claims_config)

@@ -23,9 +23,6 @@ SPEC = ExperimentSpec(
     config_signature=("attacks", "top_fraction"),
     record_signature=("flip_rate", "attack"),
     standard=config.STANDARD,
-    claims_config=claims.claims_config,
-    claim_rows=claims.claim_rows,
-    not_run_rows=claims.not_run_rows,
     grid_fields=frozenset({"attacks", "data.dir", "data.source", "eps", "models", "seed_floor", "seeds", "tasks",
         "widths"}),
     protocol_choices=(
@@ -44,7 +41,6 @@ SPEC = ExperimentSpec(
         ("adversarial training (PGD, ε = 0.3)", ("adversarial_training=true",)),
         ("task: CIFAR-10", ("tasks=cifar10",)),
     ),
-    claim_prefixes=("flip_ratio", "adv_training", "flip_excess"),
     standard_runs=(("flip_rate_standard", partial(config.standard_config, "mnist")),
                    ("flip_rate_standard_cifar10", partial(config.standard_config, "cifar10"))),
     stability=True,

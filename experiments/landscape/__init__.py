@@ -19,9 +19,6 @@ SPEC = ExperimentSpec(
     report_description="Redraw the loss-landscape plots and summary.md.",
     config_signature=("lanczos_iters",),
     record_signature=("top_eigenvalues",),
-    claims_config=claims.claims_config,
-    claim_rows=claims.claim_rows,
-    not_run_rows=claims.not_run_rows,
     grid_fields=frozenset({"data.dir", "data.source", "grid_1d", "grid_2d", "lanczos_iters", "models", "seeds",
         "span", "tasks", "top_k", "widths"}),
     protocol_choices=(
@@ -30,6 +27,5 @@ SPEC = ExperimentSpec(
          ("train.optimizer=adam", "train.learning_rates=0.001", "train.max_epochs=500")),
         ("training: L-BFGS with L2 1e-3 (the paper's penalty)", ("train.l2=0.001",)),
     ),
-    claim_prefixes=("sharpness",),
     stability=True,
 )

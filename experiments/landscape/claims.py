@@ -9,6 +9,7 @@ from typing import Sequence
 import numpy as np
 
 from experiments.core import seed_subsets, tolerance
+from experiments.core.claim import Claim, ExperimentClaims, ratio_cases
 from experiments.core.rows import (
   ARXIV_NTK,
   Source,
@@ -111,3 +112,16 @@ def not_run_rows(root: str, why: str) -> list[dict]:
   return [not_run("sharpness", "2L-ReLU sits in sharper minima than MLP-Attn", ARXIV_NTK,
                   "see docs/theory.md#reported-figures", f"python -m experiments.landscape --workdir {root}/landscape",
                   why)]
+
+
+# ----------------------------------------------------------------------------- declared claims
+
+CLAIMS = ExperimentClaims(
+    claims=(
+        Claim("sharpness", "2L-ReLU sits in sharper minima; MLP-Attn in wider, flatter basins",
+              f"{ARXIV_NTK}, the loss-landscape comparison", "per seed, 2L-ReLU's top Hessian eigenvalue over "
+              "MLP-Attn's at a common train loss (geometric mean)", "direction",
+              "Student's t interval of the log ratio excludes 0 above, i.e. the ratio's excludes 1 (10 seeds)",
+              interval="ratio", paper_sign=+1, null=1.0, scale="ratio", cases=ratio_cases()),
+    ),
+    claim_rows=claim_rows, not_run_rows=not_run_rows, claims_config=claims_config)

@@ -19,9 +19,6 @@ SPEC = ExperimentSpec(
     report_description="Redraw the width-sweep plots and summary.md.",
     config_signature=("kernel_path",),
     record_signature=("kernel_path",),
-    claims_config=claims.claims_config,
-    claim_rows=claims.claim_rows,
-    not_run_rows=claims.not_run_rows,
     grid_fields=frozenset({"converged.common", "data.dir", "data.source", "datasets", "kernel_path", "models",
         "save_arrays", "seeds", "train.datasets", "train.matched_fraction", "train.max_width", "train.seeds",
         "widths"}),
@@ -29,7 +26,6 @@ SPEC = ExperimentSpec(
         ("n: 1,000 training images", ("data.n_train=1000",)),
         ("ridge: λ = 1e-4·tr(K₀)/n", ("ridge_scale=0.0001",)),
     ),
-    claim_prefixes=("ntk_distance", "feature_learning", "implied_vs_measured"),
     stability=True,
     main_job=True,
 )

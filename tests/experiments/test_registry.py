@@ -4,6 +4,7 @@ follows ``SPEC.single_process``; every registered spec identifies its own workdi
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import json
 
 import numpy as np
@@ -14,6 +15,7 @@ from experiments.claims import job
 from experiments.core import cli, distributed
 from experiments.core.report import write_summary
 from experiments.core.rows import make_row, mean_interval, not_run
+from experiments.core.claim import Claim, ExperimentClaims, direction_cases
 from experiments.core.spec import ExperimentSpec
 from experiments.core.workdir import Workdir, jsonable
 
@@ -61,11 +63,15 @@ def toy_not_run(root, why) -> list[dict]:
                   f"python -m experiments.toy --workdir {root}/toy", why)]
 
 
-TOY = ExperimentSpec(
+TOY_SPEC = ExperimentSpec(
     name="toy", description="A toy experiment.", get_config=lambda full=False: ToyConfig(), run=toy_run,
     write_report=toy_report, config_signature=("toy_tag",), record_signature=("toy_mean",),
-    claims_config=ToyConfig, claim_rows=toy_claim_rows, not_run_rows=toy_not_run,
-    grid_fields=frozenset({"seeds"}), protocol_choices=(("shift: −1", ("shift=-1.0",)),), claim_prefixes=("toy_",))
+    grid_fields=frozenset({"seeds"}), protocol_choices=(("shift: −1", ("shift=-1.0",)),))
+TOY_CLAIMS = ExperimentClaims(
+    claims=(Claim("toy_mean", "the toy's mean is positive", "a test", "the mean of N(shift, 1) draws", "direction",
+                  "Student's t interval above 0", paper_sign=+1, cases=direction_cases()),),
+    claim_rows=toy_claim_rows, not_run_rows=toy_not_run, claims_config=ToyConfig)
+TOY = (TOY_SPEC, TOY_CLAIMS)
 
 
 def _claims(path):
@@ -115,7 +121,7 @@ def test_the_single_process_guard_follows_the_spec(tmp_path, monkeypatch, capsys
   """A spec marked single_process refuses a second process before running a point; any other runs. The
   runner here lives in this test module, so a guard keyed on module names could not see it."""
   ran = []
-  spec = dataclasses.replace(TOY, single_process=single_process,
+  spec = dataclasses.replace(TOY_SPEC, single_process=single_process,
                              run=lambda config, workdir, overwrite_config=False: ran.append(workdir))
   monkeypatch.setattr(distributed, "initialize", lambda *args, **kwargs: 2)
   monkeypatch.setattr(distributed, "barrier", lambda *args, **kwargs: None)
@@ -140,7 +146,7 @@ def test_every_registered_workdir_is_identified_as_its_own_experiment(spec, tmp_
   registry), and so does a record holding its record signature without config.json."""
   config_dir, records_dir = tmp_path / "config", tmp_path / "records"
   config_dir.mkdir()
-  config = spec.claims_config() if spec.claims_config else spec.get_config()
+  config = job.quick_config(spec.name)
   (config_dir / "config.json").write_text(json.dumps(jsonable(config)))
   assert job.identify(config_dir) == spec.name
   Workdir(records_dir, ("i",), {"unrelated": 1}).append({"i": 0, **{f: 1 for f in spec.record_signature}})
@@ -148,12 +154,13 @@ def test_every_registered_workdir_is_identified_as_its_own_experiment(spec, tmp_
   assert job.identify(records_dir) == spec.name
 
 
-def test_registry_names_and_claim_prefixes_are_unambiguous():
+def test_registry_names_are_unique_and_every_claim_id_has_one_declaration():
   names = [s.name for s in registry.EXPERIMENTS]
   assert len(set(names)) == len(names)
-  prefixes = [(p, s.name) for s in registry.EXPERIMENTS for p in s.claim_prefixes]
-  for p, name in prefixes:
-    assert all(not q.startswith(p) or other == name for q, other in prefixes), p
+  patterns = [(c.id, spec.name) for spec, claims in registry.with_claims() for c in claims.claims]
+  for pattern, name in patterns:  # no declared id is also covered by another experiment's declaration
+    concrete = pattern.replace("*", "x")
+    assert [n for p, n in patterns if fnmatch.fnmatchcase(concrete, p)] == [name], pattern
   with pytest.raises(ValueError, match="duplicate"):
     with registry.registered((TOY, TOY)):
       pass

@@ -28,7 +28,9 @@ def test_certified_rows_put_rigorous_and_krylov_side_by_side_with_clopper_pearso
   assert krylov["method"] == "clopper_pearson" and krylov["n"] == 500
   # paper: 29.1 %, band ± 5 points = [24.1, 34.1] %: 0.29 [0.25, 0.33] lies inside, 0.145 [0.12, 0.18] outside
   assert krylov["magnitude"] == "matches" and rigorous["magnitude"] == "differs"
-  assert krylov["direction"] == "holds" and rigorous["direction"] == "holds"
+  # No direction is claimed ("above 0" could never fail): the direction cell is context, the magnitude heads.
+  assert krylov["direction"] == "context" and rigorous["direction"] == "context"
+  assert (krylov["kind"], krylov["verdict"], rigorous["verdict"]) == ("magnitude", "matches", "differs")
 
 
 def test_certify_claim_rows_main_is_the_validation_selected_rigorous_row():

@@ -136,8 +136,8 @@ def _corollary1_records(asr_by_depth, r1=2.0, alpha_bar=0.25, seeds=10):
 
 def _corollary1(recs):
   rows = dc._corollary1_rows(dc._Records(recs), "0.8", Source("diff_attention", "wd", {}, []))
-  assert rows[0]["primary"]
-  return rows[0]
+  assert rows[0]["claim_id"] == "da_corollary1_premise" and rows[1]["primary"]
+  return rows[1]
 
 
 EARLY = {1: (0.6, 0.4), 2: (0.3, 0.5), 8: (0.2, 0.5)}   # the ASR sign changes between depths 1 and 2
