@@ -8,19 +8,20 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
 
 from experiments.core.report import report_cli
-from experiments.core.plotting import plt, save
+from experiments.core.claim import heading
+from experiments.core.plotting import plt, save, wrap
 from experiments.core.rules_version import stamp
-from experiments.claims.specification_curve import plot_specification_curve, summaries
+from experiments.claims.specification_curve import VERDICT_COLORS, plot_specification_curve, summaries
 from experiments.core.workdir import decode, parse_lines
 
 ROWS_NAME = "claims.jsonl"
-DIRECTION_COLORS = {"holds": "tab:green", "fails": "tab:red", "inconclusive": "tab:gray", "unstable": "tab:orange",
-                    "context": "tab:blue"}
+DIRECTION_COLORS = VERDICT_COLORS
 SCALE_ORDER = ("ratio", "slope", "exponent", "log10 width", "log10 κ gap", "difference", "proportion")
 SCALE_LABELS = {"ratio": "ratio (log axis; null 1)", "slope": "log-log slope against width (null 0)",
                 "exponent": "log κ(G̃) / log κ(G) (null 1)", "log10 width": "log10 implied width",
@@ -161,8 +162,8 @@ def rows_markdown(rows: Sequence[dict], *, only_measured: bool = False) -> str:
   reason behind each verdict."""
   shown = [r for r in rows if not only_measured or r["status"] == "measured"]
   across = summaries(shown)
-  lines = ["| claim | paper | our setting | ours [95 % interval] | n | direction | magnitude | "
-           "choices that change the verdict |", "|---|---|---|---|---|---|---|---|"]
+  lines = ["| claim | paper | our setting | ours [95 % interval] | n | kind | verdict | direction | magnitude | "
+           "choices that change the verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
   for r in shown:
     claim = f"↳ {r['variant']}" if r["variant"] else f"**{r['claim']}** ({r['source']})"
     if r.get("measurement") and not r.get("primary", True):
@@ -172,7 +173,8 @@ def rows_markdown(rows: Sequence[dict], *, only_measured: bool = False) -> str:
     n = f"{r['n']} {r['unit']}" if r["status"] == "measured" else "–"
     note = f" ({r['note']})" if r.get("note") else ""
     cells = [claim, r["paper_value"] if not r["variant"] else "", f"{r['setting']}{note}", value_text(r), n,
-             _direction_text(r), r["magnitude"] or "–", _protocol_text(r, across)]
+             r.get("kind") or "direction", heading(r), _direction_text(r), r["magnitude"] or "–",
+             _protocol_text(r, across)]
     # A '|' inside a cell (e.g. diag|θ|) would end the cell in Markdown: escape it.
     lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
   return "\n".join(lines) + "\n"
@@ -196,80 +198,189 @@ def _reasons(rows: Sequence[dict]) -> list[str]:
   for r in rows:
     label = r["claim"] + (f" [{r['variant']}]" if r["variant"] else "")
     produced = f" Produced by `{r['produced_by']}`." if r.get("produced_by") else ""
-    out.append(f"- {label}: {r['direction']} — {r['reason']}.{produced}")
+    test = f" Test ({r.get('kind') or 'direction'}): {r['test']}." if r.get("test") else ""
+    out.append(f"- {label}: {heading(r)} — {r['reason']}.{test}{produced}")
   return out
 
 
-def plot_forest(rows: Sequence[dict], path) -> bool:
-  """Forest plot: one panel per scale, one line per measured row: its interval and estimate (coloured by
-  direction), the paper's value or range (black ×, or a bar), the no-effect value (grey tick). Infinite
-  interval ends are drawn to the panel's edge with an arrow. Returns False when no row was measured."""
-  measured = [r for r in rows if r["status"] == "measured" and r["estimate"] is not None]
-  scales = [s for s in SCALE_ORDER if any(r["scale"] == s for r in measured)]
-  if not scales:
-    return False
-  heights = [max(1.5, 0.32 * sum(r["scale"] == s for r in measured) + 0.8) for s in scales]
-  fig, axes = plt.subplots(len(scales), 1, figsize=(9, sum(heights)), squeeze=False,
+EPS_MEASUREMENT = re.compile(r"^ε = ([0-9.e+-]+) on \[0, 1\]$")
+
+
+def _family(row: dict) -> str:
+  """The claim family a row belongs to: its declared claim (``family``, e.g. 'flip_ratio_*'), else its id."""
+  return row.get("family") or row["claim_id"]
+
+
+def _eps_of(row: dict) -> Optional[float]:
+  """The ε of a row measured at one point of an ε grid ('ε = 0.05 on [0, 1]'), else None."""
+  m = EPS_MEASUREMENT.match(row.get("measurement") or "")
+  return float(m.group(1)) if m else None
+
+
+def row_label(row: dict) -> str:
+  """A forest row's label: the claim, its measurement choice and its protocol variant, so that rows of one
+  claim are told apart."""
+  parts = [row["claim"]]
+  if row.get("measurement"):
+    parts.append(f"measured as {row['measurement']}")
+  if row.get("variant"):
+    parts.append(f"[{row['variant']}]")
+  return " — ".join(parts)
+
+
+def _unique(labels: list[str]) -> list[str]:
+  seen: dict[str, int] = {}
+  out = []
+  for label in labels:
+    seen[label] = seen.get(label, 0) + 1
+    out.append(label if seen[label] == 1 else f"{label} (#{seen[label]})")
+  return out
+
+
+def forest_figure(rows: Sequence[dict]):
+  """The forest: one panel per claim family (its declared claim), one line per measured row, the points of an
+  ε grid other than the primary ε left to their curves (``eps_figure``): its interval and estimate coloured by the verdict that heads
+  it, the paper's value (×) or range (shaded), the no-effect value (grey line). Every label names the row's
+  measurement choice and variant and is wrapped whole onto the canvas. Returns the laid-out figure, or None
+  when no such row was measured."""
+  measured = [r for r in rows if r["status"] == "measured" and r["estimate"] is not None
+              and (_eps_of(r) is None or r.get("primary", True))]
+  families = list(dict.fromkeys(_family(r) for r in measured))
+  if not families:
+    return None
+  panels = [[r for r in measured if _family(r) == f] for f in families]
+  labels = [_unique([wrap(row_label(r), 60) for r in rs]) for rs in panels]
+  heights = [0.3 + sum(0.14 * (label.count("\n") + 1) + 0.08 for label in ls) + 0.5 for ls in labels]
+  fig, axes = plt.subplots(len(panels), 1, figsize=(10, sum(heights)), squeeze=False,
                            gridspec_kw=dict(height_ratios=heights))
-  for ax, scale in zip(axes[:, 0], scales):
-    rs = [r for r in measured if r["scale"] == scale]
-    finite = [float(v) for r in rs for v in (r["low"], r["high"], r["estimate"], r["null"],
-                                            *(r["paper_range"] or ())) if v is not None and math.isfinite(float(v))]
-    if scale == "ratio":
-      finite = [v for v in finite if v > 0]
+  for ax, rs, ls in zip(axes[:, 0], panels, labels):
+    scale = rs[0]["scale"]
+    log = scale == "ratio"
+    finite = [float(v) for r in rs for v in (r["low"], r["high"], r["estimate"], r["null"], *(r["paper_range"] or ()))
+              if v is not None and math.isfinite(float(v)) and (not log or float(v) > 0)]
     lo, hi = (min(finite), max(finite)) if finite else (0.0, 1.0)
-    if scale == "ratio":
+    if log:
       ax.set_xscale("log")
       edge_lo, edge_hi = lo / 1.5, hi * 1.5
     else:
       pad = 0.08 * (hi - lo or 1.0)
       edge_lo, edge_hi = lo - pad, hi + pad
+    clip = lambda v: min(max(v, edge_lo), edge_hi)  # noqa: E731
     for y, r in enumerate(rs):
-      low, high = float(r["low"]), float(r["high"])
-      clip = lambda v: min(max(v, edge_lo), edge_hi)  # noqa: E731
-      if scale == "ratio":
-        low = low if low > 0 else edge_lo
-      color = DIRECTION_COLORS.get(r["direction"], "tab:gray")
-      if math.isfinite(low) or math.isfinite(high):
-        ax.plot([clip(low if math.isfinite(low) else edge_lo), clip(high if math.isfinite(high) else edge_hi)],
-                [y, y], color=color, lw=2)
-        if math.isinf(high):
-          ax.annotate("", xy=(edge_hi, y), xytext=(edge_hi * 0.9 if scale == "ratio" else edge_hi - 0.05 *
-                                                   (edge_hi - edge_lo), y), arrowprops=dict(arrowstyle="->", color=color))
+      color = DIRECTION_COLORS.get(heading(r), "tab:gray")
+      low = float(r["low"]) if math.isfinite(float(r["low"])) and (not log or float(r["low"]) > 0) else edge_lo
+      high = float(r["high"]) if math.isfinite(float(r["high"])) else edge_hi
+      ax.plot([clip(low), clip(high)], [y, y], color=color, lw=2)
       if math.isfinite(float(r["estimate"])):
         ax.plot([clip(float(r["estimate"]))], [y], "o", color=color, ms=4)
-      ax.plot([r["null"]], [y], "|", color="0.5", ms=10)
       if r["paper_range"]:
         p_lo, p_hi = r["paper_range"]
         if p_lo == p_hi:
-          ax.plot([p_lo], [y], "x", color="k", ms=6)
+          ax.plot([clip(p_lo)], [y], "x", color="k", ms=6)
         else:
-          ax.plot([p_lo, p_hi], [y + 0.25, y + 0.25], color="k", lw=1)
+          ax.fill_betweenx([y - 0.35, y + 0.35], clip(p_lo), clip(p_hi), color="0.85", zorder=0)
+    ax.axvline(rs[0]["null"], color="0.5", lw=0.8)
     ax.set_xlim(edge_lo, edge_hi)
+    ax.set_ylim(len(rs) - 0.5, -0.5)
     ax.set_yticks(range(len(rs)))
-    ax.set_yticklabels([(("↳ " + r["variant"]) if r["variant"] else r["claim"])[:70] for r in rs], fontsize=6)
-    ax.invert_yaxis()
-    ax.set_xlabel(SCALE_LABELS[scale], fontsize=8)
-  axes[0, 0].set_title("Claims: 95 % intervals (green holds, red fails, grey inconclusive); "
-                       "paper ×/bar, no-effect |", fontsize=8)
+    ax.set_yticklabels(ls, fontsize=6)
+    ax.set_title(wrap(f"{rs[0].get('statement') or rs[0]['claim']} ({rs[0].get('kind') or 'direction'})", 110),
+                 fontsize=7, loc="left")
+    ax.set_xlabel(SCALE_LABELS.get(scale, scale), fontsize=7)
+  fig.suptitle(wrap("Claims: 95 % intervals coloured by the verdict that heads each row (green holds / matches, "
+                    "red fails / differs, grey inconclusive); paper × or shaded range; grey line: no effect", 120),
+               fontsize=8)
+  fig.tight_layout()
+  return fig
+
+
+def eps_figure(rows: Sequence[dict]):
+  """The ε grids: for each claim family measured at several ε (the flip-rate ratio and excess rows), one panel
+  per family and data set, a curve per attack of the estimate against ε with its 95 % interval as a band, the
+  paper's range shaded and the no-effect value as a grey line. Returns the laid-out figure, or None without
+  such rows."""
+  grid = [r for r in rows if r["status"] == "measured" and _eps_of(r) is not None and not r["variant"]
+          and r["estimate"] is not None]
+  keys = list(dict.fromkeys((_family(r), r["claim_id"].split("_")[-2]) for r in grid))
+  if not keys:
+    return None
+  fig, axes = plt.subplots(1, len(keys), figsize=(5.2 * len(keys), 4.2), squeeze=False)
+  for ax, (family, task) in zip(axes[0], keys):
+    rs = [r for r in grid if _family(r) == family and r["claim_id"].split("_")[-2] == task]
+    log = rs[0]["scale"] == "ratio"
+    for claim_id in dict.fromkeys(r["claim_id"] for r in rs):
+      pts = sorted((_eps_of(r), r) for r in rs if r["claim_id"] == claim_id)
+      eps = [e for e, _ in pts]
+      est = [float(r["estimate"]) for _, r in pts]
+      cap = (lambda v: v if math.isfinite(v) and (not log or v > 0) else math.nan)  # noqa: E731
+      line, = ax.plot(eps, [cap(v) for v in est], "o-", ms=3, label=claim_id.split("_")[-1].upper())
+      ax.fill_between(eps, [cap(float(r["low"])) for _, r in pts], [cap(float(r["high"])) for _, r in pts],
+                      color=line.get_color(), alpha=0.2)
+    if rs[0]["paper_range"]:
+      ax.axhspan(*rs[0]["paper_range"], color="0.85", zorder=0, label="paper's range")
+    ax.axhline(rs[0]["null"], color="0.5", lw=0.8)
+    if log:
+      ax.set_yscale("log")
+    ax.set_xlabel("ε on [0, 1]", fontsize=8)
+    ax.set_ylabel(SCALE_LABELS.get(rs[0]["scale"], rs[0]["scale"]), fontsize=7)
+    ax.set_title(wrap(f"{rs[0].get('statement') or rs[0]['claim']} ({task})", 60), fontsize=7, loc="left")
+    ax.legend(fontsize=6)
+  fig.tight_layout()
+  return fig
+
+
+def plot_forest(rows: Sequence[dict], path) -> bool:
+  """Saves ``forest_figure(rows)`` to ``path`` and ``eps_figure(rows)`` beside it (``claims_eps_grid.png``,
+  removed when there is none). Returns False when no row was measured."""
+  eps_path = Path(path).with_name("claims_eps_grid.png")
+  curve = eps_figure(rows)
+  if curve is None:
+    eps_path.unlink(missing_ok=True)
+  else:
+    save(curve, eps_path)
+  fig = forest_figure(rows)
+  if fig is None:
+    return False
   save(fig, path)
   return True
 
 
-def headline_markdown(rows: Sequence[dict]) -> str:
-  """The short table: each claim's primary row at the quick setting (no variant) with its verdict and, where
-  the claim was measured under several choices, its verdict across them; rows not run are left out."""
+def headline_markdown(rows: Sequence[dict], choices: Sequence[dict] = ()) -> str:
+  """The short table: each claim's primary row at the quick setting (no variant) with its kind, the verdict
+  that heads it (``experiments.core.claim.heading``: the direction for a direction claim, the magnitude for a
+  magnitude or equality claim, ...), its magnitude beside it, and, where the claim was measured under several
+  choices, its verdict across them, naming its experiment's protocol choices that were not run (``choices``);
+  rows not run are left out."""
   across = summaries(rows)
-  lines = ["| claim | paper | ours [95 % interval] | n | direction | across measurement choices |",
-           "|---|---|---|---|---|---|"]
+  from experiments.claims.job import experiment_of
+  not_run: dict[str, list[str]] = {}
+  for c in choices:
+    if c.get("status") == "not run":
+      not_run.setdefault(c["experiment"], []).append(c["choice"])
+  lines = ["| claim | paper | ours [95 % interval] | n | kind | verdict | magnitude | across measurement choices |",
+           "|---|---|---|---|---|---|---|---|"]
   for r in rows:
     if r["variant"] or not r.get("primary", True) or r["status"] == "not run":
       continue
     n = f"{r['n']} {r['unit']}" if r["status"] == "measured" else "–"
-    cells = [r["claim"], r["paper_value"], value_text(r), n, r["direction"],
-             across.get((r["claim_id"], r["variant"]), "–")]
+    summary = across.get((r["claim_id"], r["variant"]), "–")
+    try:
+      missing = not_run.get(experiment_of(r["claim_id"]), [])
+    except ValueError:  # a row of an experiment this version no longer declares
+      missing = []
+    if missing:
+      summary += "; protocol choices not run: " + "; ".join(missing)
+    cells = [r["claim"], r["paper_value"], value_text(r), n, r.get("kind") or "direction", _verdict_text(r),
+             r["magnitude"] or "–", summary]
     lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
   return "\n".join(lines) + "\n"
+
+
+def _verdict_text(row: dict) -> str:
+  """The headline's verdict cell: the heading verdict; an unstable row gives its outcomes."""
+  if row["direction"] == "unstable":
+    return _direction_text(row)
+  return heading(row)
 
 
 def _choices_section(rows: Sequence[dict]) -> list[str]:
@@ -294,7 +405,7 @@ def summary_markdown(rows: Sequence[dict], choices: Sequence[dict] = ()) -> str:
            "on the embedded subsets: the paper's value (docs/theory.md#reported-figures), our setting, our "
            "value with its 95 % interval and the units behind it, and the verdict by the rules below.", "",
            "## Headline", "", "Each claim's primary row (the paper's own quantity, at the quick setting) and its verdict "
-           "across the measurement choices; the full table follows.", "", headline_markdown(rows),
+           "across the measurement choices; the full table follows.", "", headline_markdown(rows, choices),
            "## Every row", "", rows_markdown(rows), *_choices_section(rows), "## Why each verdict", "",
            *_reasons(rows), ""]
   if choices:

@@ -12,9 +12,13 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from experiments.core.plotting import plt, save
+from experiments.core.claim import heading
+from experiments.core.plotting import plt, save, wrap
 
-COLORS = {"holds": "tab:green", "fails": "tab:red", "inconclusive": "tab:gray", "unstable": "tab:orange"}
+VERDICT_COLORS = {  # by the verdict that heads a row (experiments.core.claim.heading)
+          "holds": "tab:green", "fails": "tab:red", "inconclusive": "tab:gray", "unstable": "tab:orange",
+          "matches": "tab:green", "differs": "tab:red", "undetermined": "tab:gray", "verified": "tab:green",
+          "violated": "tab:red", "premise holds": "tab:green", "premise fails": "tab:purple", "context": "tab:blue"}
 
 
 def choice_groups(rows: Sequence[dict]) -> dict[tuple[str, str], list[dict]]:
@@ -29,21 +33,23 @@ def choice_groups(rows: Sequence[dict]) -> dict[tuple[str, str], list[dict]]:
 
 
 def choice_summary(group: Sequence[dict]) -> str:
-  """One claim's verdict across its measurement choices: 'holds under every choice', 'fails under every
-  choice', 'inconclusive under every choice', or 'depends on: <choice> (<its direction>), …' naming each
-  choice whose direction differs from the primary row's (the first row when none is marked primary).
+  """One claim's verdict across its measurement choices, by the verdict that heads each row
+  (``experiments.core.claim.heading``): '<verdict> under every choice run (k)' (k the number of choices
+  measured: only the choices that were run are counted), or '<verdict> under <primary>; depends on:
+  <choice> (<its verdict>), …' naming each choice whose verdict differs from the primary row's (the first row
+  when none is marked primary).
 
   Raises:
     ValueError: ``group`` is empty.
   """
   if not group:
     raise ValueError("group: expected at least one measured row")
-  directions = {r["direction"] for r in group}
-  if len(directions) == 1:
-    return f"{group[0]['direction']} under every choice"
+  verdicts = {heading(r) for r in group}
+  if len(verdicts) == 1:
+    return f"{heading(group[0])} under every choice run ({len(group)})"
   primary = next((r for r in group if r.get("primary", True)), group[0])
-  flips = [f"{r['measurement']} ({r['direction']})" for r in group if r["direction"] != primary["direction"]]
-  return f"{primary['direction']} under {primary['measurement']}; depends on: " + "; ".join(flips)
+  flips = [f"{r['measurement']} ({heading(r)})" for r in group if heading(r) != heading(primary)]
+  return f"{heading(primary)} under {primary['measurement']}; depends on: " + "; ".join(flips)
 
 
 def summaries(rows: Sequence[dict]) -> dict[tuple[str, str], str]:
@@ -52,13 +58,24 @@ def summaries(rows: Sequence[dict]) -> dict[tuple[str, str], str]:
 
 
 def plot_specification_curve(rows: Sequence[dict], path) -> bool:
+  """Saves ``specification_figure(rows)`` to ``path``; False (and nothing drawn) without a claim measured
+  under several choices."""
+  fig = specification_figure(rows)
+  if fig is None:
+    return False
+  save(fig, path)
+  return True
+
+
+def specification_figure(rows: Sequence[dict]):
   """One panel per claim measured under several choices: each choice's interval and estimate in its own
   units (all are differences or ratios against the row's no-effect value, drawn as a grey line), coloured by
-  its direction verdict, the primary choice in bold. Returns False (and draws nothing) without such a claim."""
+  the verdict that heads it, the primary choice in bold; labels and titles wrapped whole onto the canvas.
+  Returns the figure (laid out), or None without such a claim."""
   groups = choice_groups(rows)
   if not groups:
-    return False
-  heights = [0.35 * len(g) + 0.9 for g in groups.values()]
+    return None
+  heights = [0.45 * len(g) + 1.3 for g in groups.values()]
   fig, axes = plt.subplots(len(groups), 1, figsize=(9, sum(heights)), squeeze=False,
                            gridspec_kw=dict(height_ratios=heights))
   for ax, ((claim_id, variant), group) in zip(axes[:, 0], groups.items()):
@@ -69,7 +86,7 @@ def plot_specification_curve(rows: Sequence[dict], path) -> bool:
     pad = (hi / lo) ** 0.08 if log and lo > 0 else 0.08 * (hi - lo or 1.0)
     edge = (lo / pad, hi * pad) if log and lo > 0 else (lo - pad, hi + pad)
     for y, r in enumerate(group):
-      color = COLORS.get(r["direction"], "tab:gray")
+      color = VERDICT_COLORS.get(heading(r), "tab:gray")
       low = float(r["low"]) if math.isfinite(float(r["low"])) else edge[0]
       high = float(r["high"]) if math.isfinite(float(r["high"])) else edge[1]
       ax.plot([max(low, edge[0]), min(high, edge[1])], [y, y], color=color, lw=3 if r.get("primary") else 1.5)
@@ -80,11 +97,12 @@ def plot_specification_curve(rows: Sequence[dict], path) -> bool:
       ax.set_xscale("log")
     ax.set_xlim(*edge)
     ax.set_yticks(range(len(group)))
-    ax.set_yticklabels([("★ " if r.get("primary") else "") + r["measurement"][:60] for r in group], fontsize=6)
+    ax.set_yticklabels([wrap(("★ " if r.get("primary") else "") + r["measurement"], 45) for r in group], fontsize=6)
     ax.invert_yaxis()
-    title = group[0]["claim"][:80] + (f" [{variant[:40]}]" if variant else "")
-    ax.set_title(f"{title}: {choice_summary(group)[:90]}", fontsize=7)
-  axes[-1, 0].set_xlabel("each choice's interval in its own units (grey: no effect; ★ the paper's quantity; "
-                         "green holds, red fails, grey inconclusive)", fontsize=7)
-  save(fig, path)
-  return True
+    title = group[0]["claim"] + (f" [{variant}]" if variant else "")
+    ax.set_title(wrap(title, 95) + "\n" + wrap(choice_summary(group), 110), fontsize=6.5, loc="left")
+  axes[-1, 0].set_xlabel(wrap("each choice's interval in its own units (grey line: no effect; ★ the paper's "
+                              "quantity; green holds / matches, red fails / differs, grey inconclusive)", 100),
+                         fontsize=7)
+  fig.tight_layout()
+  return fig

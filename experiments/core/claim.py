@@ -190,7 +190,8 @@ def judge(row: dict, claim: Claim) -> dict:
 
   A magnitude-type row with no paper range (a data set the paper reports nothing on) reads *no paper value*.
   """
-  row = dict(row, kind=claim.kind, statement=claim.statement, statement_source=claim.source, test=claim.test)
+  row = dict(row, kind=claim.kind, family=claim.id, statement=claim.statement, statement_source=claim.source,
+             test=claim.test)
   if row.get("status") == "measured" and claim.kind in ("magnitude", "equality", "identity") \
       and row.get("low") is not None:
     paper_range = row.get("paper_range") or claim.paper_range

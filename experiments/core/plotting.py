@@ -1,6 +1,7 @@
 """Matplotlib helpers shared by the experiment reports: grouping records, mean ± std over seeds."""
 from __future__ import annotations
 
+import textwrap
 from collections import defaultdict
 from typing import Iterable
 
@@ -52,6 +53,12 @@ def grouped(records: Iterable[dict], x: str, y: str, **match) -> tuple[np.ndarra
 def subplots(n_panels: int, *, width: float = 4.2, height: float = 3.4):
   fig, axes = plt.subplots(1, n_panels, figsize=(width * n_panels, height), squeeze=False)
   return fig, axes[0]
+
+
+def wrap(text: str, width: int) -> str:
+  """``text`` broken into lines of at most ``width`` characters at spaces (a label that stays on the canvas
+  whole, where cutting it at a character count would leave a word or a bracket half-printed)."""
+  return "\n".join(textwrap.wrap(str(text), width, break_long_words=False, break_on_hyphens=False)) or str(text)
 
 
 def save(fig, path) -> None:

@@ -16,9 +16,9 @@ def _measured(measurement, low, high, *, primary=False, claim_id="feature_learni
 
 def test_one_direction_under_every_choice_says_so():
   group = [_measured("raw", 0.1, 0.3, primary=True), _measured("centred", 0.2, 0.5)]
-  assert specification_curve.choice_summary(group) == "holds under every choice"
+  assert specification_curve.choice_summary(group) == "holds under every choice run (2)"
   group = [_measured("raw", -0.3, -0.1, primary=True), _measured("centred", -0.5, -0.2)]
-  assert specification_curve.choice_summary(group) == "fails under every choice"
+  assert specification_curve.choice_summary(group) == "fails under every choice run (2)"
 
 
 def test_a_choice_that_flips_the_verdict_is_named_with_its_direction():
