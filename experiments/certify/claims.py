@@ -8,14 +8,15 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from experiments.papers import lofast
 from experiments.core import verdicts
 from experiments.core.claim import Case, Claim, ExperimentClaims, direction_cases, images
 from experiments.core.rows import LEVEL, LOFAST, Source, make_row, not_measured, not_run
 from experiments.core.verdicts import Interval
 
-PAPER_CERTIFIED = {0.02: 0.291, 0.05: 0.160}  # LoFAST, 3-layer ViT, CIFAR-10, ℓ2
+PAPER_CERTIFIED = lofast.LOFAST_CERTIFIED  # LoFAST, 3-layer ViT, CIFAR-10, ℓ2, as fractions (experiments.papers)
 KRYLOV_CERT = "Krylov estimate (not rigorous: approaches the top singular value from below)"
-STRICT_ALPHA = 0.25  # the paper's strict attention-norm bound: ‖A_h‖₂ ≤ 0.25
+STRICT_ALPHA = lofast.STRICT_ALPHA  # the paper's strict attention-norm bound: ‖A_h‖₂ ≤ 0.25
 
 
 def _certify_by_key(records) -> dict:

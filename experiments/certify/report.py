@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.papers import lofast
 from experiments.core import tolerance
 from experiments.core.report import report_main, write_summary
 from experiments.core.plotting import finite, save, subplots
@@ -22,14 +23,7 @@ from experiments.core.rules_version import stamp
 SELECTION_RULE = ("the α with the highest rigorous certified accuracy on the validation split (held out of the "
                   "training images) at that ε; ties: the higher validation clean accuracy, then the smaller α")
 
-# Havens et al. (ICML 2024), docs/theory.md#lofast-figures: 3-layer ViT on CIFAR-10, certified ℓ2 accuracy (%)
-# by ε. Targets to compare against, never used in a computation.
-PAPER_CERTIFIED = {
-    "LoFAST (paper)": {0.02: 29.1, 0.05: 16.0},
-    "α,β-CROWN (paper)": {0.02: 41.2, 0.05: 14.1},
-    "CROWN+LoFAST (paper)": {0.05: 20.03},
-    "CROWN (paper)": {0.05: 14.35},
-}
+PAPER_CERTIFIED = lofast.CERTIFIED  # the paper's certified accuracies in % (experiments.papers)
 PAPER_SECONDS_PER_SAMPLE = {"LoFAST": 0.055, "CROWN+LoFAST": 1.71, "α,β-CROWN": 4.33}
 PAPER_MARKERS = {"LoFAST (paper)": "*", "α,β-CROWN (paper)": "X", "CROWN+LoFAST (paper)": "P",
                  "CROWN (paper)": "D"}

@@ -9,6 +9,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from experiments.papers import influence_malleability
 from experiments.core import tolerance
 from experiments.core.claim import Case, Claim, ExperimentClaims, around, direction_cases
 from experiments.core.rows import (
@@ -23,8 +24,8 @@ from experiments.core.rows import (
 
 CUBING_TOLERANCE = 0.01    # |exponent − 3| within which κ(G̃) = κ(G)³ "matches"
 FLOAT64_LOG10_LIMIT = 13.0  # float64 resolves κ(G)³ while log10 κ(G)³ ≲ 13 (docs/theory.md#condition-number-cubing)
-PAPER_LOG10_KAPPA = {"mnist": math.log10(1.2e3), "cifar10": math.log10(8.7e3)}
-PAPER_WIDTH_EXPONENT = {"mnist": 18.0, "cifar10": 24.0}  # "m ≫ 1e18 / 1e24"
+PAPER_LOG10_KAPPA = {d: math.log10(k) for d, k in influence_malleability.KAPPA.items()}
+PAPER_WIDTH_EXPONENT = influence_malleability.WIDTH_EXPONENT  # "m ≫ 1e18 / 1e24"
 
 
 def cubing_rows(src: Source) -> list[dict]:

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.papers import influence_malleability
 from experiments.core.report import report_main, write_summary
 from experiments.core.plotting import save, subplots
 
-PAPER_KAPPA = {"mnist": 1.2e3, "cifar10": 8.7e3}  # (paper) κ(G), docs/theory.md#influence-malleability-figures; n not stated.
+PAPER_KAPPA = influence_malleability.KAPPA  # (paper) κ(G), docs/theory.md#influence-malleability-figures; n not stated.
 REQUIRED_FIELDS = ("dataset", "n", "seed", "log10_kappa_G")
 
 

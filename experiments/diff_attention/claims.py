@@ -35,6 +35,7 @@ from typing import NamedTuple, Optional, Sequence
 import numpy as np
 
 from attention import da_theory
+from experiments.papers import differential_attention
 from experiments.core import tolerance
 from experiments.core.claim import Case, Claim, ExperimentClaims, around, direction_cases
 from experiments.core.rows import (
@@ -56,7 +57,7 @@ from experiments.core.rows import (
 )
 from experiments.core.verdicts import MIN_SEEDS, PRIMARY_ASR, Interval
 
-PAPER_LAMBDA_ASR = {"0.5": 0.4074, "0.8": 0.8498, "0.95": 0.4164}  # single layer, PGD at ε = 1/255
+PAPER_LAMBDA_ASR = differential_attention.LAMBDA_ASR  # single layer, PGD at ε = 1/255 (experiments.papers)
 DA_CLAIMS = (  # (claim_id, claim, paper value) of every row, for the "not run" rows of experiments.claims
     ("da_asr_pgd", "DiffViT's ASR exceeds ViT's (PGD, depth 1)", "DiffViT higher"),
     ("da_asr_apgd", "DiffViT's ASR exceeds ViT's (APGD-CE, depth 1)", "DiffViT higher"),

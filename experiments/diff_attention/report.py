@@ -13,6 +13,7 @@ from typing import Optional
 
 import numpy as np
 
+from experiments.papers import differential_attention
 from experiments.core.report import report_main, write_summary
 from experiments.diff_attention.claims import main_lambda
 from experiments.core.plotting import save, subplots
@@ -21,8 +22,7 @@ from experiments.core.workdir import write_derived
 
 REQUIRED_FIELDS = ("kind", "model", "depth", "lambda_init", "attack", "eps", "layer")  # its KEY_FIELDS
 
-# Single-layer CIFAR-10, PGD at ε = 1/255: λ_init -> (ASR, clean accuracy); the ViT's clean accuracy ~0.86.
-PAPER_SINGLE_LAYER = {"0.5": (0.4074, 0.8605), "0.8": (0.8498, 0.8700), "0.95": (0.4164, 0.8468)}
+PAPER_SINGLE_LAYER = differential_attention.SINGLE_LAYER  # λ_init -> (ASR, clean accuracy) (experiments.papers)
 COLORS = {"vit": "tab:blue", "diffvit": "tab:red"}
 
 

@@ -9,6 +9,7 @@ from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
 
+from experiments.papers import influence_malleability
 from experiments.core import seed_subsets, tolerance, verdicts
 from experiments.core.claim import Claim, ExperimentClaims, direction_cases, ratio_cases
 from experiments.core.rows import (
@@ -25,15 +26,10 @@ from experiments.core.rows import (
 )
 from experiments.core.verdicts import Interval
 
-PAPER_EPS = 0.3            # the paper's flip-rate budget, unit not stated
-RATIO_RANGE = (6.0, 9.0)   # "MLP-Attn flips 6–9× more often than 2L-ReLU"
-PAPER_FLIP = {  # (task, model): FGSM / PGD / MIM flip rate in %, ε = 0.3
-    ("mnist", "relu"): (4.1, 3.3, 3.4), ("mnist", "mlp_attn"): (34.6, 28.9, 21.9),
-    ("cifar10", "relu"): (3.3, 3.1, 3.2), ("cifar10", "mlp_attn"): (26.4, 19.1, 20.5)}
-
-
-PAPER_AT_PGD = {("mnist", "relu"): (3.3, 43.4), ("mnist", "mlp_attn"): (28.9, 42.2),
-                ("cifar10", "relu"): (3.1, 36.5), ("cifar10", "mlp_attn"): (19.1, 38.6)}
+PAPER_EPS = influence_malleability.EPS  # the paper's flip-rate budget, unit not stated
+RATIO_RANGE = influence_malleability.RATIO_RANGE  # "MLP-Attn flips 6–9× more often than 2L-ReLU"
+PAPER_FLIP = influence_malleability.FLIP_RATES  # (task, model): FGSM / PGD / MIM flip rate in %, ε = 0.3
+PAPER_AT_PGD = influence_malleability.AT_PGD
 
 
 ATTACKS = ("fgsm", "pgd", "mim")

@@ -20,6 +20,7 @@ import matplotlib.ticker
 import numpy as np
 import scipy.stats
 
+from experiments.papers import influence_malleability
 from experiments.core.plotting import MODEL_COLORS, MODEL_LABELS, save, subplots
 from experiments.core.report import report_main, write_summary
 from experiments.core.workdir import write_derived
@@ -29,17 +30,8 @@ from experiments.flip_rate.claims import ratio_ceiling
 
 REQUIRED_FIELDS = ("task", "model", "width", "seed", "adversarial_training", "attack", "eps", "flip_rate")
 
-# arXiv 2603.13085 (docs/theory.md#influence-malleability-figures), 10-class unless named, ε = 0.3,
-# flip rate in % for FGSM / PGD / MIM.
-# Targets to compare with, never used in a computation.
-PAPER_FLIP_RATES = {
-    ("mnist", "relu"): (4.1, 3.3, 3.4), ("mnist", "mlp_attn"): (34.6, 28.9, 21.9),
-    ("cifar10", "relu"): (3.3, 3.1, 3.2), ("cifar10", "mlp_attn"): (26.4, 19.1, 20.5),
-    ("mnist_3v8", "relu"): (8.4, 8.4, 8.6), ("mnist_3v8", "mlp_attn"): (25.9, 41.0, 40.5),
-    ("cifar_cars_planes", "relu"): (15.2, 15.5, 15.3), ("cifar_cars_planes", "mlp_attn"): (14.3, 14.0, 14.8),
-}
-PAPER_AT_PGD = {("mnist", "relu"): (3.3, 43.4), ("mnist", "mlp_attn"): (28.9, 42.2),
-                ("cifar10", "relu"): (3.1, 36.5), ("cifar10", "mlp_attn"): (19.1, 38.6)}
+PAPER_FLIP_RATES = influence_malleability.FLIP_RATES  # the paper's figures (experiments.papers)
+PAPER_AT_PGD = influence_malleability.AT_PGD
 ATTACK_LABELS = {"fgsm": "FGSM", "pgd": "PGD-L∞", "mim": "MIM", "random_sign": "random sign (control)"}
 
 

@@ -10,6 +10,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from experiments.papers import influence_malleability
 from experiments.core.claim import Claim, ExperimentClaims, direction_cases
 from experiments.core.rows import (
   ARXIV_NTK,
@@ -25,10 +26,7 @@ from experiments.core.rows import (
 
 DIFFERENCE_CLAIM = ("MLP-Attn's NTK distance has the larger log-log slope against width: it falls more slowly (or "
                     "rises faster) than 2L-ReLU's (paired slope difference)")
-PAPER_DISTANCE = {("mnist", "relu"): {16: 45.1, 1024: 39.9, 4096: 39.2},
-                  ("mnist", "mlp_attn"): {16: 10.3, 1024: 33.3, 4096: 43.4},
-                  ("cifar10", "relu"): {16: 246.2, 1024: 101.7, 4096: 56.9},
-                  ("cifar10", "mlp_attn"): {16: 3.7, 1024: 10.4, 4096: 12.6}}
+PAPER_DISTANCE = influence_malleability.FUNCTION_DISTANCE
 
 
 def per_seed_slopes(records, field: str) -> dict:

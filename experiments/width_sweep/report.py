@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ntk.distance import loglog_fit
+from experiments.papers import influence_malleability
 from experiments.core.plotting import (MODEL_COLORS, MODEL_LABELS, finite, grouped, log_errorbar, save, series,
                                   subplots)
 from experiments.width_sweep import claims as width_sweep_claims
@@ -21,14 +22,7 @@ from experiments.core.workdir import write_derived
 KEY_FIELDS = ("dataset", "model", "readout", "width", "seed", "kind")  # as experiments.width_sweep
 FITTED = ("rel_frobenius_train", "spectral_ratio")  # the kernel-distance measures fitted against width
 
-# arXiv 2603.13085, Table (NTK distance ‖f_m − f_NTK‖ by width), as in
-# docs/theory.md#influence-malleability-figures. Targets to compare against, never used in a computation.
-PAPER_FUNCTION_DISTANCE = {
-    ("mnist", "relu"): {16: 45.1, 1024: 39.9, 4096: 39.2},
-    ("mnist", "mlp_attn"): {16: 10.3, 1024: 33.3, 4096: 43.4},
-    ("cifar10", "relu"): {16: 246.2, 1024: 101.7, 4096: 56.9},
-    ("cifar10", "mlp_attn"): {16: 3.7, 1024: 10.4, 4096: 12.6},
-}
+PAPER_FUNCTION_DISTANCE = influence_malleability.FUNCTION_DISTANCE  # the paper's table (experiments.papers)
 
 
 def _datasets(records):
