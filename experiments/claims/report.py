@@ -173,7 +173,7 @@ def rows_markdown(rows: Sequence[dict], *, only_measured: bool = False) -> str:
     n = f"{r['n']} {r['unit']}" if r["status"] == "measured" else "–"
     note = f" ({r['note']})" if r.get("note") else ""
     cells = [claim, r["paper_value"] if not r["variant"] else "", f"{r['setting']}{note}", value_text(r), n,
-             r.get("kind") or "direction", heading(r), _direction_text(r), r["magnitude"] or "–",
+             r.get("claim_kind") or "direction", heading(r), _direction_text(r), r["magnitude"] or "–",
              _protocol_text(r, across)]
     # A '|' inside a cell (e.g. diag|θ|) would end the cell in Markdown: escape it.
     lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
@@ -198,7 +198,7 @@ def _reasons(rows: Sequence[dict]) -> list[str]:
   for r in rows:
     label = r["claim"] + (f" [{r['variant']}]" if r["variant"] else "")
     produced = f" Produced by `{r['produced_by']}`." if r.get("produced_by") else ""
-    test = f" Test ({r.get('kind') or 'direction'}): {r['test']}." if r.get("test") else ""
+    test = f" Test ({r.get('claim_kind') or 'direction'}): {r['test']}." if r.get("test") else ""
     out.append(f"- {label}: {heading(r)} — {r['reason']}.{test}{produced}")
   return out
 
@@ -284,7 +284,7 @@ def forest_figure(rows: Sequence[dict]):
     ax.set_ylim(len(rs) - 0.5, -0.5)
     ax.set_yticks(range(len(rs)))
     ax.set_yticklabels(ls, fontsize=6)
-    ax.set_title(wrap(f"{rs[0].get('statement') or rs[0]['claim']} ({rs[0].get('kind') or 'direction'})", 110),
+    ax.set_title(wrap(f"{rs[0].get('statement') or rs[0]['claim']} ({rs[0].get('claim_kind') or 'direction'})", 110),
                  fontsize=7, loc="left")
     ax.set_xlabel(SCALE_LABELS.get(scale, scale), fontsize=7)
   fig.suptitle(wrap("Claims: 95 % intervals coloured by the verdict that heads each row (green holds / matches, "
@@ -370,7 +370,7 @@ def headline_markdown(rows: Sequence[dict], choices: Sequence[dict] = ()) -> str
       missing = []
     if missing:
       summary += "; protocol choices not run: " + "; ".join(missing)
-    cells = [r["claim"], r["paper_value"], value_text(r), n, r.get("kind") or "direction", _verdict_text(r),
+    cells = [r["claim"], r["paper_value"], value_text(r), n, r.get("claim_kind") or "direction", _verdict_text(r),
              r["magnitude"] or "–", summary]
     lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
   return "\n".join(lines) + "\n"

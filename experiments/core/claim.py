@@ -181,7 +181,8 @@ def _band(claim: Claim, paper_range, scale: str) -> tuple[float, float]:
 
 
 def judge(row: dict, claim: Claim) -> dict:
-  """``row`` with the claim's kind and the verdict that heads it (``heading``).
+  """``row`` with the claim's kind (field ``claim_kind``; a claims.jsonl record's own ``kind`` is 'claim') and the
+  verdict that heads it (``heading``).
 
   For ``magnitude``, ``equality`` and ``identity`` the row's magnitude is read against the claim's band
   (its tolerance where declared, else the magnitude rule's), from the row's ``paper_range`` (or the claim's);
@@ -190,7 +191,7 @@ def judge(row: dict, claim: Claim) -> dict:
 
   A magnitude-type row with no paper range (a data set the paper reports nothing on) reads *no paper value*.
   """
-  row = dict(row, kind=claim.kind, family=claim.id, statement=claim.statement, statement_source=claim.source,
+  row = dict(row, claim_kind=claim.kind, family=claim.id, statement=claim.statement, statement_source=claim.source,
              test=claim.test)
   if row.get("status") == "measured" and claim.kind in ("magnitude", "equality", "identity") \
       and row.get("low") is not None:
@@ -219,7 +220,7 @@ def heading(row: dict) -> str:
   claims.jsonl) is read as a direction row."""
   if row.get("status", "measured") != "measured":
     return row["status"]
-  kind = row.get("kind") or "direction"
+  kind = row.get("claim_kind") or "direction"
   direction = row.get("direction")
   if kind == "context":
     return "context"

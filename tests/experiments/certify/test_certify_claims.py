@@ -30,7 +30,7 @@ def test_certified_rows_put_rigorous_and_krylov_side_by_side_with_clopper_pearso
   assert krylov["magnitude"] == "matches" and rigorous["magnitude"] == "differs"
   # No direction is claimed ("above 0" could never fail): the direction cell is context, the magnitude heads.
   assert krylov["direction"] == "context" and rigorous["direction"] == "context"
-  assert (krylov["kind"], krylov["verdict"], rigorous["verdict"]) == ("magnitude", "matches", "differs")
+  assert (krylov["claim_kind"], krylov["verdict"], rigorous["verdict"]) == ("magnitude", "matches", "differs")
 
 
 def test_certify_claim_rows_main_is_the_validation_selected_rigorous_row():
