@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Optional, Sequence
 
+import numpy as np
 
 from experiments.core.report import report_cli
 from experiments.core.claim import heading
@@ -217,15 +218,15 @@ def _eps_of(row: dict) -> Optional[float]:
   return float(m.group(1)) if m else None
 
 
-def row_label(row: dict) -> str:
-  """A forest row's label: the claim, its measurement choice and its protocol variant, so that rows of one
-  claim are told apart."""
-  parts = [row["claim"]]
+def row_label(row: dict, with_claim: bool = True) -> str:
+  """A forest row's label: the claim (unless ``with_claim`` is false: the panel's rows share it), its
+  measurement choice and its protocol variant, so that rows of one claim are told apart."""
+  parts = [row["claim"]] if with_claim else []
   if row.get("measurement"):
     parts.append(f"measured as {row['measurement']}")
   if row.get("variant"):
     parts.append(f"[{row['variant']}]")
-  return " — ".join(parts)
+  return " — ".join(parts) or "the quick setting"
 
 
 def _unique(labels: list[str]) -> list[str]:
@@ -249,11 +250,17 @@ def forest_figure(rows: Sequence[dict]):
   if not families:
     return None
   panels = [[r for r in measured if _family(r) == f] for f in families]
-  labels = [_unique([wrap(row_label(r), 60) for r in rs]) for rs in panels]
-  heights = [0.3 + sum(0.14 * (label.count("\n") + 1) + 0.08 for label in ls) + 0.5 for ls in labels]
-  fig, axes = plt.subplots(len(panels), 1, figsize=(10, sum(heights)), squeeze=False,
+  labels = [_unique([wrap(row_label(r, len({q["claim"] for q in rs}) > 1), 60) for r in rs]) for rs in panels]
+  # Rows sit at y positions in units of a label line (0.13 in at 6 pt), each as far from the next as their
+  # labels need (half of each one's lines plus one line between them); each panel adds its title (0.3 in per
+  # line) and its axis (0.5 in).
+  lines = [[label.count("\n") + 1 for label in ls] for ls in labels]
+  positions = [list(np.cumsum([0.0] + [(a + b) / 2 + 1 for a, b in zip(ns, ns[1:])])) for ns in lines]
+  spans = [(-ns[0] / 2 - 0.5, ys[-1] + ns[-1] / 2 + 0.5) for ns, ys in zip(lines, positions)]
+  heights = [0.13 * (hi - lo) + 0.5 + 0.3 * (3 + (i == 0) * 2) for i, (lo, hi) in enumerate(spans)]
+  fig, axes = plt.subplots(len(panels), 1, figsize=(10, sum(heights) + 0.4), squeeze=False,
                            gridspec_kw=dict(height_ratios=heights))
-  for ax, rs, ls in zip(axes[:, 0], panels, labels):
+  for ax, rs, ls, ys, span in zip(axes[:, 0], panels, labels, positions, spans):
     scale = rs[0]["scale"]
     log = scale == "ratio"
     finite = [float(v) for r in rs for v in (r["low"], r["high"], r["estimate"], r["null"], *(r["paper_range"] or ()))
@@ -266,7 +273,7 @@ def forest_figure(rows: Sequence[dict]):
       pad = 0.08 * (hi - lo or 1.0)
       edge_lo, edge_hi = lo - pad, hi + pad
     clip = lambda v: min(max(v, edge_lo), edge_hi)  # noqa: E731
-    for y, r in enumerate(rs):
+    for y, r in zip(ys, rs):
       color = DIRECTION_COLORS.get(heading(r), "tab:gray")
       low = float(r["low"]) if math.isfinite(float(r["low"])) and (not log or float(r["low"]) > 0) else edge_lo
       high = float(r["high"]) if math.isfinite(float(r["high"])) else edge_hi
@@ -278,18 +285,19 @@ def forest_figure(rows: Sequence[dict]):
         if p_lo == p_hi:
           ax.plot([clip(p_lo)], [y], "x", color="k", ms=6)
         else:
-          ax.fill_betweenx([y - 0.35, y + 0.35], clip(p_lo), clip(p_hi), color="0.85", zorder=0)
+          ax.fill_betweenx([y - 0.5, y + 0.5], clip(p_lo), clip(p_hi), color="0.85", zorder=0)
     ax.axvline(rs[0]["null"], color="0.5", lw=0.8)
     ax.set_xlim(edge_lo, edge_hi)
-    ax.set_ylim(len(rs) - 0.5, -0.5)
-    ax.set_yticks(range(len(rs)))
+    ax.set_ylim(span[1], span[0])
+    ax.set_yticks(ys)
     ax.set_yticklabels(ls, fontsize=6)
-    ax.set_title(wrap(f"{rs[0].get('statement') or rs[0]['claim']} ({rs[0].get('claim_kind') or 'direction'})", 110),
-                 fontsize=7, loc="left")
+    shared = rs[0]["claim"] if len({q["claim"] for q in rs}) == 1 else None
+    title = f"{rs[0].get('statement') or rs[0]['claim']} ({rs[0].get('claim_kind') or 'direction'})"
+    ax.set_title(wrap(title, 110) + (f"\nrows: {wrap(shared, 110)}" if shared else ""), fontsize=7, loc="left")
     ax.set_xlabel(SCALE_LABELS.get(scale, scale), fontsize=7)
-  fig.suptitle(wrap("Claims: 95 % intervals coloured by the verdict that heads each row (green holds / matches, "
-                    "red fails / differs, grey inconclusive); paper × or shaded range; grey line: no effect", 120),
-               fontsize=8)
+  axes[0, 0].set_title(axes[0, 0].get_title(loc="left") + "\n" + wrap(
+      "95 % intervals coloured by the verdict that heads each row (green holds / matches, red fails / differs, "
+      "grey inconclusive); paper × or shaded range; grey line: no effect", 110), fontsize=7, loc="left")
   fig.tight_layout()
   return fig
 

@@ -54,11 +54,20 @@ def _check_readable(fig):
     extent = t.get_window_extent(renderer)
     assert (extent.x0 >= box.x0 - 1 and extent.y0 >= box.y0 - 1 and extent.x1 <= box.x1 + 1
             and extent.y1 <= box.y1 + 1), f"text leaves the canvas: {t.get_text()!r} at {extent} in {box}"
+  headings = [t for ax in fig.axes for t in (ax.title, ax._left_title, ax.xaxis.label)] + (
+      [fig._suptitle] if fig._suptitle else [])
+  headings = [(t, t.get_window_extent(renderer)) for t in headings if t.get_visible() and t.get_text().strip()]
+  for i, (a, box_a) in enumerate(headings):
+    for b, box_b in headings[i + 1:]:
+      assert not box_a.overlaps(box_b), f"texts overlap: {a.get_text()!r} and {b.get_text()!r}"
   for t in texts:
     assert t.get_text().startswith("$") or not SLOT.search(t.get_text()), f"unfilled slot in {t.get_text()!r}"
   for ax in fig.axes:
     labels = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
     assert len(labels) == len(set(labels)), labels
+    ticks = [(t, t.get_window_extent(renderer)) for t in ax.get_yticklabels() if t.get_text() and in_view(ax, t)]
+    for (a, box_a), (b, box_b) in zip(ticks, ticks[1:]):
+      assert not box_a.overlaps(box_b), f"texts overlap: {a.get_text()!r} and {b.get_text()!r}"
   plt.close(fig)
   return texts
 
@@ -66,8 +75,7 @@ def _check_readable(fig):
 def test_forest_labels_are_unique_inside_the_canvas_and_name_the_measurement(rows):
   fig = report.forest_figure(rows)
   labels = [t.get_text().replace("\n", " ") for ax in fig.axes for t in ax.get_yticklabels()]
-  texts = _check_readable(fig)
-  assert len(labels) == len(set(labels))
+  texts = _check_readable(fig)  # unique within each panel; the panel's title names the claim
   chosen = [r for r in rows if r["status"] == "measured" and r.get("measurement") and r.get("primary", True)
             and r["claim_id"] == "flip_ratio_mnist_pgd"]
   assert chosen and all(any(r["measurement"] in label for label in labels) for r in chosen)
@@ -87,6 +95,14 @@ def test_specification_curve_is_inside_the_canvas_with_whole_labels(rows):
   fig = specification_curve.specification_figure(rows)
   texts = [t.get_text() for t in _check_readable(fig)]
   assert any("again" in t for t in texts)  # the long label is wrapped whole, not cut
+
+
+def test_titles_drawn_over_each_other_are_caught():
+  fig = plt.figure(figsize=(6, 3))
+  for shift in (0.0, 0.02):  # two panels whose titles land on each other
+    fig.add_axes((0.1 + shift, 0.1, 0.8, 0.6)).set_title("a panel's title, long enough to collide", loc="left")
+  with pytest.raises(AssertionError, match="overlap"):
+    _check_readable(fig)
 
 
 def test_a_label_cut_off_the_canvas_is_caught():
