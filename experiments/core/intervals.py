@@ -104,7 +104,9 @@ def _t_ends(x: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray, np.nda
 
 
 def t_interval(values, *, scale: str = "identity", level: float = 0.95, unit: str = "seeds") -> Interval:
-  """Student's t interval of the mean of ``values`` on the named scale.
+  """Student's t interval of the mean of ``values`` on the named scale: ``scipy.stats.ttest_1samp``'s
+  confidence interval (the project's one t interval: ``experiments.core.rows`` and the reports call it; the
+  batched ``_t_ends`` of the coverage simulations computes the same ends, which a test shows).
 
   ``scale='identity'``: m ± t_{1−α/2, n−1}·s/√n, with m the sample mean and s the standard deviation (n − 1
   in the denominator): exact when the values are independent draws from a normal population.
@@ -147,12 +149,12 @@ def t_interval(values, *, scale: str = "identity", level: float = 0.95, unit: st
   if (v == v[0]).all():  # no spread: the value itself (the mean of equal floats can differ from it by rounding)
     return Interval(float(v[0]), float(v[0]), float(v[0]), level, int(v.size), unit,
                     "student_t_log" if scale == "log" else "student_t")
+  x = np.log(v) if scale == "log" else v
+  ci = scipy.stats.ttest_1samp(x, 0.0).confidence_interval(confidence_level=level)  # scipy's Student's t
+  m, lo, hi = float(x.mean()), float(ci.low), float(ci.high)
   if scale == "log":
-    m, lo, hi = _t_ends(np.log(v), level)
-    return Interval(float(np.exp(m)), float(np.exp(lo)), float(np.exp(hi)), level, int(v.size), unit,
-                    "student_t_log")
-  m, lo, hi = _t_ends(v, level)
-  return Interval(float(m), float(lo), float(hi), level, int(v.size), unit, "student_t")
+    return Interval(math.exp(m), math.exp(lo), math.exp(hi), level, int(v.size), unit, "student_t_log")
+  return Interval(m, lo, hi, level, int(v.size), unit, "student_t")
 
 
 # ------------------------------------------------------------------------------------------ sign flip

@@ -218,9 +218,9 @@ def seed_bootstrap(groups: Sequence[Sequence[np.ndarray]], statistic: Callable, 
 
 
 def seed_mean_interval(values, *, paired: bool) -> Interval:
-  """The interval of the mean over training seeds of one value per seed: the inverted sign-flip test for a
-  paired difference (``paired``), Student's t otherwise (``experiments.core.intervals``); unit 'seeds'. One
-  seed gives the whole line (the spread is unknown).
+  """The interval of the mean over training seeds of one value per seed: ``paired_interval`` (the inverted
+  sign-flip test) for a paired difference (``paired``), ``mean_interval`` (Student's t) otherwise; unit
+  'seeds'. One seed gives the whole line (the spread is unknown).
 
   Raises:
     ValueError: non-finite or empty ``values``.
@@ -228,12 +228,8 @@ def seed_mean_interval(values, *, paired: bool) -> Interval:
   x = np.asarray(values, np.float64)
   if x.ndim != 1 or x.size == 0 or not np.all(np.isfinite(x)):
     raise ValueError(f"seed_mean_interval needs finite per-seed values, got {x!r}")
-  if x.size < 2:
-    return Interval(float(x.mean()), -math.inf, math.inf, LEVEL, int(x.size), UNIT,
-                    "sign_flip_exact" if paired else "student_t")
-  if paired:
-    return intervals.sign_flip_interval(x, level=LEVEL, unit=UNIT)
-  return intervals.t_interval(x, level=LEVEL, unit=UNIT)
+  interval = paired_interval(x, np.zeros_like(x)) if paired else mean_interval(x)
+  return interval._replace(unit=UNIT)
 
 
 def not_run_reason(experiment: str, *, run_here: bool) -> str:

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import matplotlib.ticker
 import numpy as np
-import scipy.stats
 
 from experiments.papers import influence_malleability
 from experiments.core.plotting import MODEL_COLORS, MODEL_LABELS, save, subplots
 from experiments.core.report import report_main, write_summary
 from experiments.core.workdir import write_derived
+from experiments.core import intervals as core_intervals
 from experiments.core import rows as core_rows
 from experiments.core import tolerance
 from experiments.flip_rate.claims import ratio_ceiling
@@ -36,12 +36,13 @@ ATTACK_LABELS = {"fgsm": "FGSM", "pgd": "PGD-L∞", "mim": "MIM", "random_sign":
 
 
 def mean_ci(values, level: float = 0.95):
-  """Mean and half-width of the two-sided t confidence interval (0 for a single value)."""
+  """Mean and half-width of the two-sided Student's t interval (``experiments.core.intervals.t_interval``; 0 for
+  a single value)."""
   v = np.asarray(values, float)
   if v.size < 2:
     return float(v.mean()), 0.0
-  return float(v.mean()), float(scipy.stats.t.ppf(0.5 + level / 2, v.size - 1) * v.std(ddof=1)
-                                / np.sqrt(v.size))
+  interval = core_intervals.t_interval(v, level=level)
+  return interval.estimate, (interval.high - interval.low) / 2
 
 
 def _group(records, keys, value="flip_rate"):

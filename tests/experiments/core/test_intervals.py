@@ -275,3 +275,23 @@ def test_coverage_script_writes_its_table(tmp_path):
 def test_bad_input_raises_value_error_naming_the_argument(call, match):
   with pytest.raises(ValueError, match=match):
     call()
+
+
+def test_the_one_t_interval_is_scipys_and_the_batched_ends_agree():
+  """intervals.t_interval is scipy.stats.ttest_1samp's interval; the batched ends of the coverage simulations
+  (_t_ends) and the closed form m ± t_{1−α/2, n−1}·s/√n give the same numbers (float64 rounding)."""
+  import scipy.stats
+  from experiments.core import rows
+  rng = np.random.default_rng(3)
+  for n in (2, 5, 10, 30):
+    x = rng.lognormal(size=n)
+    for scale, v in (("identity", x), ("log", np.log(x))):
+      got = intervals.t_interval(x, scale=scale, level=0.9)
+      half = scipy.stats.t.ppf(0.95, n - 1) * v.std(ddof=1) / np.sqrt(n)
+      m, lo, hi = intervals._t_ends(v[None], 0.9)
+      back = np.exp if scale == "log" else (lambda t: t)
+      np.testing.assert_allclose([got.low, got.high], back(np.array([v.mean() - half, v.mean() + half])), rtol=1e-12)
+      np.testing.assert_allclose([got.low, got.high], back(np.array([lo[0], hi[0]])), rtol=1e-12)
+    # the rows' helpers are the same intervals: seed-level (paired or not) and per-seed statistics
+    assert rows.seed_mean_interval(x, paired=False)[:3] == rows.mean_interval(x)[:3]
+    assert rows.seed_mean_interval(x - 1, paired=True)[:3] == rows.paired_interval(x, np.ones(n))[:3]
