@@ -49,10 +49,11 @@ def _single(values, method: str) -> Optional[Interval]:
   return None
 
 
-def paired_interval(a, b) -> Interval:
-  """Interval of the mean paired difference a − b over seeds (the inverted sign-flip test; one seed: (−∞, ∞))."""
+def paired_interval(a, b, *, level: float = LEVEL) -> Interval:
+  """Interval of the mean paired difference a − b over seeds (the inverted sign-flip test; one seed: (−∞, ∞)),
+  at ``level`` (0.95; a family's Bonferroni level where one is read as a family)."""
   d = np.asarray(a, float) - np.asarray(b, float)
-  return _single(d, "sign_flip") or intervals.sign_flip_interval(d, level=LEVEL)
+  return _single(d, "sign_flip") or intervals.sign_flip_interval(d, level=level)
 
 
 def mean_interval(values) -> Interval:
@@ -66,13 +67,13 @@ def ratio_interval(ratios) -> Interval:
   return _single(ratios, "student_t_log") or intervals.t_interval(ratios, scale="log", level=LEVEL)
 
 
-def pooled_interval(counts_a, counts_b, totals_a, totals_b) -> "verdicts.Interval":
+def pooled_interval(counts_a, counts_b, totals_a, totals_b, *, level: float = LEVEL) -> "verdicts.Interval":
   """Interval of the ratio of pooled rates of model A over model B across seeds (delta-t on the log ratio;
-  one seed: its ratio with (−∞, ∞))."""
+  one seed: its ratio with (−∞, ∞)), at ``level`` (0.95; a family's Bonferroni level)."""
   if len(counts_a) == 1 and min(float(counts_b[0]), float(totals_a[0]), float(totals_b[0])) > 0:
     return _single([(float(counts_a[0]) / float(totals_a[0])) / (float(counts_b[0]) / float(totals_b[0]))],
                    "pooled_ratio_delta_t")
-  return intervals.pooled_ratio_interval(counts_a, counts_b, totals_a, totals_b, level=LEVEL)
+  return intervals.pooled_ratio_interval(counts_a, counts_b, totals_a, totals_b, level=level)
 
 
 MODEL_NAMES = {"relu": "2L-ReLU", "mlp_attn": "MLP-Attn"}

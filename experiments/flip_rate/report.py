@@ -24,6 +24,7 @@ from experiments.core.plotting import MODEL_COLORS, MODEL_LABELS, save, subplots
 from experiments.core.report import report_main, write_summary
 from experiments.core.workdir import write_derived
 from experiments.core import intervals as core_intervals
+from influence.malleability import CONTROLS
 from experiments.core import rows as core_rows
 from experiments.core import tolerance
 from experiments.flip_rate.claims import ratio_ceiling
@@ -32,7 +33,8 @@ REQUIRED_FIELDS = ("task", "model", "width", "seed", "adversarial_training", "at
 
 PAPER_FLIP_RATES = influence_malleability.FLIP_RATES  # the paper's figures (experiments.papers)
 PAPER_AT_PGD = influence_malleability.AT_PGD
-ATTACK_LABELS = {"fgsm": "FGSM", "pgd": "PGD-L∞", "mim": "MIM", "random_sign": "random sign (control)"}
+ATTACK_LABELS = {"fgsm": "FGSM", "pgd": "PGD-L∞", "mim": "MIM", "random_sign": "random sign (clipped control)",
+                 "interior_sign": "interior random sign (neutral control)"}
 
 
 def mean_ci(values, level: float = 0.95):
@@ -94,22 +96,24 @@ def converged(records) -> list[dict]:
 
 
 def gaps(records) -> list[dict]:
-  """At each (adversarial_training, task, model, width, attack ≠ random_sign, ε): the mean over seeds of
-  the attack's flip rate minus the random-sign control's at the same seed, in % (gap_pct), with its 95 %
-  interval over seeds, paired by seed (low_pct, high_pct; ``experiments.core.rows.paired_interval``, the
-  inverted sign-flip test) and n_seeds. Pass converged records only."""
+  """At each (adversarial_training, task, model, width, attack (not a control), ε): the mean over seeds of
+  the attack's flip rate minus the control's at the same seed, in % (gap_pct), with its 95 % interval over
+  seeds, paired by seed (low_pct, high_pct; ``experiments.core.rows.paired_interval``, the inverted sign-flip
+  test) and n_seeds; the control is the neutral interior random sign where the records have it, else the
+  clipped random sign (``control``). Pass converged records only."""
   by = {(r["adversarial_training"], r["task"], r["model"], r["width"], r["seed"], r["attack"], float(r["eps"])):
         float(r["flip_rate"]) for r in records}
+  control_name = "interior_sign" if any(r["attack"] == "interior_sign" for r in records) else "random_sign"
   diffs = defaultdict(list)
   for (at, task, model, width, seed, attack, eps), rate in sorted(by.items(), key=lambda kv: str(kv[0])):
-    control = by.get((at, task, model, width, seed, "random_sign", eps))
-    if attack != "random_sign" and control is not None:
+    control = by.get((at, task, model, width, seed, control_name, eps))
+    if attack not in CONTROLS and control is not None:
       diffs[at, task, model, width, attack, eps].append(100 * (rate - control))
   out = []
   for (at, task, model, width, attack, eps), values in sorted(diffs.items(), key=lambda kv: str(kv[0])):
     iv = core_rows.paired_interval(values, np.zeros(len(values)))
     out.append(dict(adversarial_training=at, task=task, model=model, width=width, attack=attack, eps=eps,
-                    gap_pct=iv.estimate, low_pct=iv.low, high_pct=iv.high, n_seeds=iv.n))
+                    gap_pct=iv.estimate, low_pct=iv.low, high_pct=iv.high, n_seeds=iv.n, control=control_name))
   return out
 
 
@@ -166,10 +170,10 @@ def plot_ratio(curve: list[dict], calibration: list[dict], path) -> None:
   cal = {(c["task"], c["width"]): c for c in calibration}
   fig, axes = subplots(len(panels), width=6.0, height=5.6)
   for ax, (task, width) in zip(axes, panels):
-    finite = [v for c in curve if (c["task"], c["width"]) == (task, width) and c["attack"] != "random_sign"
+    finite = [v for c in curve if (c["task"], c["width"]) == (task, width) and c["attack"] not in CONTROLS
               for v in (c["low"], c["high"], c["ratio"]) if np.isfinite(v) and v > 0]
     top, bottom = max(finite + [9.0]) * 2, min(finite + [1.0]) / 2
-    for i, attack in enumerate(sorted({c["attack"] for c in curve if c["attack"] != "random_sign"})):
+    for i, attack in enumerate(sorted({c["attack"] for c in curve if c["attack"] not in CONTROLS})):
       pts = [c for c in curve if (c["task"], c["width"], c["attack"]) == (task, width, attack)]
       if not pts:
         continue
@@ -394,7 +398,7 @@ def _calibration_sentence(c: dict) -> str:
   if c.get("eps") is None:
     return f"{head} ε* not reached on this grid; {grid}."
   ratios = ", ".join(f"{ATTACK_LABELS.get(a, a)} {v['ratio']:.2f} [{v['low']:.2f}, {v['high']:.2f}]"
-                     for a, v in c["ratios"].items() if a != "random_sign")
+                     for a, v in c["ratios"].items() if a not in CONTROLS)
   return (f"{head} ε* = {c['eps']:.3g} [{c['low']:.3g}, {c['high']:.3g}] ({c['n_seeds']} seeds), the ratio there "
           f"{ratios}; {grid}.")
 

@@ -228,7 +228,9 @@ def run(config: FlipRateConfig, workdir, *, overwrite_config: bool = False) -> l
                        influence_norm=float(np.linalg.norm(before.scores)),
                        influence_shift=relative_shift(before.scores, after.scores),
                        spearman=fr.spearman, mean_linf_over_eps=float(np.mean(linf) / eps) if eps else 0.0,
-                       attacked_row_accuracy=adv_acc, ridge=before.ridge, wall_time_s=time.perf_counter() - t0))
+                       attacked_row_accuracy=adv_acc, ridge=before.ridge,
+                       gram_shift=malleability.gram_shift(train.x, x_adv) if eps else 0.0,
+                       wall_time_s=time.perf_counter() - t0))
         bar.update()
   bar.close()
   return wd.records()
