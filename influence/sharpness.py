@@ -5,6 +5,7 @@ Also the elementwise adaptive sharpness of Kwon et al. (arXiv 2102.11600), invar
 """
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Callable
 
@@ -160,3 +161,48 @@ def adaptive_sharpness(objective: Callable, params, *, k: int = 1, num_iters: in
 
   return hessian_top_eigenvalues(normalised, jax.tree_util.tree_map(jnp.zeros_like, params), k=k,
                                  num_iters=num_iters, key=key)
+
+
+def matched_loss_scale(loss_of_scale: Callable[[float], float], target: float) -> float:
+  """The scale c ∈ [0, 1] of the first layer at which a 2-layer ReLU network's train loss equals ``target``:
+  loss_of_scale(c) = target, found by Brent's method (``scipy.optimize.brentq``) between c = 0 (zero output)
+  and c = 1 (the trained weights). For f(x) = (1/√m) Σ_r a_r relu(c·w_rᵀx) the output is c·f(x) (ReLU is
+  positively homogeneous), so the activation pattern is unchanged: the network is compared with another at
+  equal train loss without retraining it (the sharpness comparison of arXiv 2603.13085 at matched loss).
+
+  Args:
+    loss_of_scale: c -> train loss of the network with its first layer scaled by c.
+    target: the train loss to reach, between loss_of_scale(1) and loss_of_scale(0).
+
+  Returns:
+    c; 1.0 when loss_of_scale(1) already equals ``target`` (to 1e-12 relative).
+
+  Raises:
+    ValueError: a non-finite target, or one outside the losses at c = 0 and c = 1 (no root on [0, 1]).
+  """
+  import scipy.optimize
+  target = float(target)
+  if not math.isfinite(target):
+    raise ValueError(f"target must be a finite train loss, got {target!r}")
+  at_one, at_zero = float(loss_of_scale(1.0)), float(loss_of_scale(0.0))
+  if abs(at_one - target) <= 1e-12 * max(1.0, abs(target)):
+    return 1.0
+  if not min(at_one, at_zero) <= target <= max(at_one, at_zero):
+    raise ValueError(f"target loss {target:.6g} lies outside [{min(at_one, at_zero):.6g}, "
+                     f"{max(at_one, at_zero):.6g}], the losses at scales 1 and 0: no scale in [0, 1] reaches it")
+  return float(scipy.optimize.brentq(lambda c: float(loss_of_scale(c)) - target, 0.0, 1.0, xtol=1e-12, rtol=1e-10))
+
+
+def filter_normalized_rise(objective: Callable, params, key, step: float = 1.0) -> float:
+  """The filter-normalised loss rise: ½[L(θ + step·d) + L(θ − step·d)] − L(θ) along a random filter-normalised
+  direction d (``filter_normalized_direction``; Li et al. 2018, "Visualizing the Loss Landscape of Neural
+  Nets", §4), a sharpness measure that filter normalisation makes insensitive to the weights' scale.
+
+  Raises:
+    ValueError: a non-finite or non-positive step.
+  """
+  if not (math.isfinite(step) and step > 0):
+    raise ValueError(f"step must be finite and > 0, got {step!r}")
+  d = filter_normalized_direction(params, key)
+  losses = loss_landscape(objective, params, [d], [-step, 0.0, step])
+  return float((losses[0] + losses[2]) / 2 - losses[1])

@@ -56,3 +56,27 @@ def test_adaptive_sharpness_equals_the_top_eigenvalues_of_the_dense_normalised_h
     np.testing.assert_allclose(lanczos, dense[:3], rtol=1e-8)
     raw = np.sort(np.linalg.eigvalsh(np.asarray(hessian)))[::-1]
     assert abs(dense[0] / raw[0] - 1) > 0.05  # the normalisation is not a no-op here
+
+
+def test_matched_loss_scale_reaches_the_target_and_keeps_the_activation_pattern():
+  """A 2-layer ReLU net with its first layer scaled by c outputs c·f(x): the loss ½·mean((c·f − y)²) is a
+  quadratic in c, whose root the scale must equal (closed form); the pattern relu(c·Wx) > 0 is that of Wx."""
+  import math
+  import numpy as np
+  import pytest
+  from influence.sharpness import matched_loss_scale
+  rng = np.random.default_rng(0)
+  w, a, x = rng.normal(size=(16, 5)), rng.choice([-1.0, 1.0], 16), rng.normal(size=(30, 5))
+  f = np.maximum(x @ w.T, 0) @ a / 4
+  y = f + 0.05 * rng.normal(size=30)
+  loss = lambda c: 0.5 * np.mean((np.maximum(c * x @ w.T, 0) @ a / 4 - y) ** 2)  # noqa: E731
+  target = 2 * loss(1.0) + 0.01
+  c = matched_loss_scale(loss, target)
+  # ½·mean((c f − y)²) = target: A c² − 2 B c + C − 2·target = 0 with A = mean f², B = mean f y, C = mean y²
+  A, B, C = np.mean(f * f), np.mean(f * y), np.mean(y * y)
+  roots = [(B - s * math.sqrt(B * B - A * (C - 2 * target))) / A for s in (1, -1)]
+  assert any(abs(c - r) < 1e-9 for r in roots if 0 <= r <= 1)
+  assert np.array_equal(c * x @ w.T > 0, x @ w.T > 0)
+  assert matched_loss_scale(loss, loss(1.0)) == 1.0
+  with pytest.raises(ValueError, match="outside"):
+    matched_loss_scale(loss, loss(1.0) / 2)

@@ -12,7 +12,10 @@ records carry the final loss and ``converged``. Beside the raw top eigenvalues o
 network (Hessian w.r.t. W), each record holds the elementwise adaptive sharpness, the top eigenvalues of
 diag|θ| H diag|θ| (Kwon et al. 2021, arXiv 2102.11600), and, with ``readouts`` holding 'trained', the same
 numbers (``trained_*`` fields) for the trained-readout network (Hessian w.r.t. W and V), where a layer
-rescaling changes the raw eigenvalue but not the adaptive sharpness.
+rescaling changes the raw eigenvalue but not the adaptive sharpness. L-BFGS stops both models at or below the
+target, not at one loss, so each fixed-readout record also holds its numbers at the other model's train loss
+(``rescaled_*``: the lower-loss model's first layer scaled until the two losses are equal, activation patterns
+unchanged) and the filter-normalised ±1-step loss rise (Li et al. 2018).
 Each seed trains on its own training subset (``experiments.core.seed_subsets.seed_splits``: block s of a
 partition of the full training files, disjoint across seeds; from the embedded subsets an independent draw
 with seed s, two seeds sharing n/N of their images in expectation), so the seed intervals cover the data.
@@ -33,7 +36,7 @@ from tqdm.auto import tqdm
 
 import ntk
 from influence import filter_normalized_direction, hessian_top_eigenvalues, loss_landscape
-from influence.sharpness import adaptive_sharpness
+from influence.sharpness import adaptive_sharpness, filter_normalized_rise, matched_loss_scale
 from ntk.training import LOSSES
 from experiments.core import distributed
 from experiments.trainers import network as network_training
@@ -107,6 +110,8 @@ def run(config: LandscapeConfig, workdir, *, overwrite_config: bool = False) -> 
       fields = dict(network_training.criterion_fields(result, config.train), matched_loss=matched,
                     top_eigenvalues=eig, adaptive_sharpness=adaptive, train_loss=float(objective(trainable)))
       if readout == "fixed":
+        fields.update(_at_matched_loss(objective, trainable, fields, config, key,
+                                       [train_as(m).train_loss for m in config.models if m != model_name]))
         d1 = filter_normalized_direction(trainable, jax.random.fold_in(key, 2))
         d2 = filter_normalized_direction(trainable, jax.random.fold_in(key, 3))
         fields.update(alphas=alphas, landscape_1d=loss_landscape(objective, trainable, [d1], alphas),
@@ -117,3 +122,30 @@ def run(config: LandscapeConfig, workdir, *, overwrite_config: bool = False) -> 
     record["wall_time_s"] = time.perf_counter() - start
     wd.append(record)
   return wd.records()
+
+
+MATCH_RTOL = 0.02  # two train losses are equal when they differ by at most 2 % of the larger
+
+
+def _at_matched_loss(objective, trainable, fields: dict, config, key, other_losses) -> dict:
+  """The sharpness of this model at the other model's train loss: when this one's loss lies more than
+  ``MATCH_RTOL`` below the other's, its first layer is scaled by c < 1 until the losses are equal
+  (``influence.sharpness.matched_loss_scale``; the activation pattern is unchanged), else c = 1. Records the
+  scale, the loss there, the top Hessian eigenvalues, the adaptive sharpness and the filter-normalised ±1-step
+  loss rise at that point (``rescaled_*``), and the rise as trained (``loss_rise``)."""
+  own = fields["train_loss"]
+  finite = [v for v in other_losses if math.isfinite(v)]
+  target = max(finite) if finite else own
+  scale = 1.0
+  if target > own * (1 + MATCH_RTOL) or (target > own and own <= 0):
+    scale = matched_loss_scale(lambda c: objective({"W": c * trainable["W"]}), target)
+  point = {"W": scale * trainable["W"]}
+  same = scale == 1.0
+  rise = filter_normalized_rise(objective, trainable, jax.random.fold_in(key, 5))
+  return dict(
+      loss_rise=rise, rescale_factor=scale, rescaled_train_loss=float(objective(point)),
+      rescaled_top_eigenvalues=fields["top_eigenvalues"] if same else hessian_top_eigenvalues(
+          objective, point, k=config.top_k, num_iters=config.lanczos_iters, key=jax.random.fold_in(key, 1)),
+      rescaled_adaptive_sharpness=fields["adaptive_sharpness"] if same else adaptive_sharpness(
+          objective, point, k=config.top_k, num_iters=config.lanczos_iters, key=jax.random.fold_in(key, 4)),
+      rescaled_loss_rise=rise if same else filter_normalized_rise(objective, point, jax.random.fold_in(key, 5)))
