@@ -217,10 +217,14 @@ def _replace_sources(sources: Sequence[Source], root: Path, names: Sequence[str]
 
 
 def run_missing(root, sources: Sequence[Source], *, overwrite_config: bool = False) -> list[Source]:
-  """Runs (or resumes) each missing quick experiment into ``root/<name>`` with ``quick_config`` and its
-  report; returns the sources with the new workdirs read in."""
+  """Runs (or resumes) each missing quick experiment into ``root/<name>`` with ``quick_config``, and each
+  claims' ``extra_runs`` that no source holds (e.g. the adversarially trained flip-rate run), with its report;
+  returns the sources with the new workdirs read in."""
   root = Path(root)
   todo = [(name, name, quick_config(name)) for name in missing_experiments(sources)]
+  extra = [(name, spec.name, make()) for spec, claims in registry.with_claims() for name, make in claims.extra_runs]
+  todo += [(name, experiment, config) for name, experiment, config in extra
+           if not any(_holds(experiment, config)(s) for s in sources)]
   fresh = _run_into(root, todo, "quick config", overwrite_config=overwrite_config)
   return _replace_sources(sources, root, [name for name, _, _ in todo], fresh)
 
@@ -303,11 +307,14 @@ def standard_runs() -> list[tuple]:
     warnings.simplefilter("ignore", RuntimeWarning)  # the missing-ATTN_DATA_DIR warning comes when it runs
     out = [(name, spec.name, make()) for spec in registry.experiments() for name, make in spec.standard_runs]
 
-  def holds(experiment, config):
-    """A source holds a standard grid when its config equals it in every field but the data's location."""
-    return lambda s: s.experiment == experiment and bool(s.config) and not [
-        d for d in protocol.diffs(s.config, config) if not d.startswith(("data.source=", "data.dir="))]
-  return [(name, experiment, config, holds(experiment, config)) for name, experiment, config in out]
+  return [(name, experiment, config, _holds(experiment, config)) for name, experiment, config in out]
+
+
+def _holds(experiment: str, config):
+  """``source -> bool``: a source holds a run when its config equals ``config`` in every field but the data's
+  location."""
+  return lambda s: s.experiment == experiment and bool(s.config) and not [
+      d for d in protocol.diffs(s.config, config) if not d.startswith(("data.source=", "data.dir="))]
 
 
 def run_standard(root, sources: Sequence[Source], *, overwrite_config: bool = False) -> list[Source]:

@@ -154,12 +154,15 @@ class ExperimentClaims:
       found (the stability pass reruns it); None for experiments the claims job never runs by itself.
     joint_rows: ``(sources_by_experiment) -> rows`` of claims that also read other experiments' sources,
       appended after every experiment's own rows.
+    extra_runs: ((sub-workdir, () -> config), ...) the claims job also runs when no source holds them (a
+      protocol setting a claim needs beside the quick config, e.g. adversarial training).
   """
   claims: tuple
   claim_rows: Callable[[Sequence, str, bool], list]
   not_run_rows: Optional[Callable[[str, str], list]] = None
   claims_config: Optional[Callable[[], Any]] = None
   joint_rows: Optional[Callable[[Mapping[str, Sequence]], list]] = None
+  extra_runs: tuple = ()
 
   def declaration(self, claim_id: str) -> Optional[Claim]:
     """The claim covering ``claim_id``, or None.

@@ -680,4 +680,11 @@ CLAIMS = ExperimentClaims(
               "standard MLP-Attn)", "direction", "the delta-t interval of the pooled ratio excludes 1 above",
               interval="ratio", paper_sign=+1, null=1.0, scale="ratio", cases=ratio_cases()),
     ),
-    claim_rows=claim_rows, not_run_rows=not_run_rows, claims_config=claims_config)
+    claim_rows=claim_rows, not_run_rows=not_run_rows, claims_config=claims_config,
+    extra_runs=(("flip_rate_adversarial_training", lambda: adversarial_training_config()),))
+
+
+def adversarial_training_config():
+  """The adversarial-training flip-rate run the claims job adds (its rows ``adv_training_*``): the claims
+  config with PGD adversarial training (``at_eps`` 0.3) and the PGD attack at the paper's ε only."""
+  return dataclasses.replace(claims_config(), adversarial_training=True, attacks=("pgd",), eps=(0.0, PAPER_EPS))

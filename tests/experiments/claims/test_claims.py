@@ -103,3 +103,21 @@ def test_a_standard_flip_rate_grid_is_a_labelled_variant_not_a_second_quick_sour
       "standard grid (flip_rate_standard: 30 seeds, disjoint subsets of the full training files)",)
   assert claims.load_source(tmp_path / "quick", "flip_rate").variant == ()
   assert claims.load_source(tmp_path / "fewer_seeds", "flip_rate").variant == ()   # not the standard grid
+
+
+def test_the_claims_job_runs_the_adversarial_training_flip_rate_run_when_missing(tmp_path, monkeypatch):
+  """The adversarial-training row is no longer left 'not run': run_missing adds the flip-rate claims'
+  extra run (adversarial_training=true) unless a source already holds that config."""
+  from experiments.claims import job
+  from experiments.flip_rate.claims import adversarial_training_config
+  seen = []
+  monkeypatch.setattr(job, "_run_into", lambda root, todo, what, overwrite_config: seen.append(
+      [name for name, _, _ in todo]) or [])
+  monkeypatch.setattr(job, "missing_experiments", lambda sources: [])
+  job.run_missing(tmp_path, [])
+  assert seen[-1] == ["flip_rate_adversarial_training"]
+  from experiments.core.rows import Source
+  from experiments.core.workdir import jsonable
+  held = Source("flip_rate", str(tmp_path / "elsewhere"), jsonable(adversarial_training_config()), [])
+  job.run_missing(tmp_path, [held])
+  assert seen[-1] == []
