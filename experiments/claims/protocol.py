@@ -72,8 +72,7 @@ def protocol_choices(sources: Sequence[Source], root: str) -> list[dict]:
       overrides = resolve(quick_config, overrides) or overrides
       overrides = tuple(o for o in overrides if quick.get(o.split("=", 1)[0]) != o.split("=", 1)[1]) or overrides
       found = [s for s in sources if s.experiment == spec.name and all(
-          o in s.variant or (o.startswith("tasks=") and any(r.get("task") == o[6:] for r in s.records))
-          for o in overrides)]
+          o in s.variant or _grid_holds(o, s.records) for o in overrides)]
       if found:
         status, command = "measured", found[0].command
       elif resolve(quick_config, overrides) is None:
@@ -87,3 +86,11 @@ def protocol_choices(sources: Sequence[Source], root: str) -> list[dict]:
       out.append(dict(choice=choice, experiment=spec.name, overrides=list(overrides), status=status,
                       command=command))
   return out
+
+
+def _grid_holds(override: str, records) -> bool:
+  """Whether a 'tasks=X' or 'datasets=X' choice (grid fields, so no variant label) is measured in ``records``."""
+  for prefix, field in (("tasks=", "task"), ("datasets=", "dataset")):
+    if override.startswith(prefix):
+      return any(r.get(field) == override[len(prefix):] for r in records)
+  return False
