@@ -45,7 +45,20 @@ VERDICT_RULES = """\
   - for single-model accuracies and attack success rates (differential attention, certification):
     Clopper–Pearson over images; a difference of k such rates combines k intervals at level 1 − 0.05/k
     (Bonferroni), so it covers with probability ≥ 95 %;
-  - for Lipschitz comparisons: a paired bootstrap over images (both models on the same images).
+  - for Lipschitz comparisons: a paired bootstrap over images (both models on the same images);
+  - an ε grid is one family: the paper's ε (primary) and the calibrated ε* at 95 %, the other m grid ε each
+    at 1 − 0.05/m (Bonferroni), so a "depends on" list names only choices that survive the correction;
+  - a ratio of flip counts whose denominator rests on fewer than 5 flips is read in neither direction;
+  - the flip-rate excess is over the neutral control (a random sign only where both signs stay inside
+    [0, 1]), the clipped random sign a secondary row; each row gives the shift of XᵀX under both;
+  - sharpness is compared only where the two train losses agree within 2 % (primary: λ₁ with the lower-loss
+    model's first layer rescaled to the other's loss; the adaptive sharpness and the filter-normalised loss
+    rise beside it).
+- **Kind** (declared with each claim, `experiments.<name>.claims.CLAIMS`): it decides the verdict that heads
+  the row — *direction* (holds / fails / inconclusive), *magnitude* and *equality* (matches / differs /
+  undetermined, against the paper's number or a predicted value with its stated tolerance), *premise*
+  (premise holds / premise fails: a theorem's precondition; a claim whose premise fails is not tested),
+  *identity* (verified / violated: an algebraic identity checked numerically), *context* (no claim).
 - **Direction**: *holds* if the interval of the difference (or of the ratio, i.e. the log-ratio against
   0) excludes the no-effect value on the paper's side; *fails* if it excludes it on the other side;
   *inconclusive* otherwise, and *inconclusive by design* with fewer than 10 seeds where seeds (or random

@@ -37,6 +37,9 @@ from experiments.core import tolerance
 
 N_RESAMPLES = 10_000
 MIN_SEEDS = 10  # a direction from seeds needs at least 10: a sign-flip test at n = 5 can never reject (p ≥ 1/16)
+MIN_FLIPS = 5  # a ratio of pooled counts is read only where its denominator rests on at least 5 events (flips)
+MATCH_RTOL = 0.02  # two train losses are one train loss when they differ by at most 2 % of the larger
+FAMILY_CORRECTION = "bonferroni"  # readings of one family (an ε grid) each at level 1 − (1 − LEVEL)/m
 UNITS = ("seeds", "images")
 DIRECTIONS = ("holds", "fails", "inconclusive", "unstable")
 MAGNITUDES = ("matches", "differs", "undetermined")
@@ -547,3 +550,15 @@ def verdict(interval: Interval, paper_sign: int, *, paper_range=None, null: floa
 
 
 PRIMARY_ASR = 0.5  # the primary ε: where the depth-1 ViT's mean ASR reaches this (mid-range, either side can show)
+
+
+def family_level(m: int, level: float = 0.95) -> float:
+  """The level of each of m readings of one family (``FAMILY_CORRECTION``, Bonferroni: 1 − (1 − level)/m;
+  ``level`` itself for m ≤ 1), so that the chance of any false reading in the family stays ≤ 1 − level.
+
+  Raises:
+    ValueError: a negative m.
+  """
+  if isinstance(m, bool) or m < 0:
+    raise ValueError(f"m must be a count ≥ 0, got {m!r}")
+  return 1.0 - (1.0 - level) / m if m > 1 else level

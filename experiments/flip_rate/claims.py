@@ -35,7 +35,7 @@ PAPER_AT_PGD = influence_malleability.AT_PGD
 ATTACKS = ("fgsm", "pgd", "mim")
 CONTROL_NAMES = {"interior_sign": "interior random sign (neutral control)",
                  "random_sign": "random sign (clipped to [0, 1])"}
-MIN_FLIPS = 5  # a ratio whose denominator rests on fewer flips is read in neither direction
+MIN_FLIPS = verdicts.MIN_FLIPS  # a ratio whose denominator rests on fewer flips is read in neither direction
 ATTACK_NAMES = {"fgsm": "FGSM", "pgd": "PGD", "mim": "MIM"}
 
 
@@ -532,11 +532,10 @@ def gram_shift_text(records, attack: str, control: str, eps: float) -> str:
 
 
 def family_level(m: int) -> float:
-  """The level of each of m readings of one family (Bonferroni: 1 − 0.05/m; 0.95 for m ≤ 1). The ε grid of a
-  flip-rate claim is read as one family: the paper's ε = 0.3 (primary) and the calibrated ε* are
-  pre-declared and read at 95 %; the other m grid ε each at 1 − 0.05/m, so that the family's chance of any
-  false reading stays ≤ 5 %, and a "depends on" list names only choices that survive it."""
-  return 1.0 - (1.0 - LEVEL) / m if m > 1 else LEVEL
+  """The level of each of the m non-primary ε of a flip-rate claim's grid (``verdicts.family_level``): the
+  paper's ε = 0.3 (primary) and the calibrated ε* are pre-declared and read at 95 %; the other m grid ε are
+  one family, each at 1 − 0.05/m, so a "depends on" list names only choices that survive the correction."""
+  return verdicts.family_level(m, LEVEL)
 
 
 def level_text(level: float) -> str:

@@ -8,7 +8,7 @@ from typing import Sequence
 
 import numpy as np
 
-from experiments.core import seed_subsets, tolerance
+from experiments.core import seed_subsets, tolerance, verdicts
 from experiments.core.claim import Claim, ExperimentClaims, ratio_cases
 from experiments.core.rows import (
   ARXIV_NTK,
@@ -21,7 +21,7 @@ from experiments.core.rows import (
 from experiments.flip_rate.claims import flip_width
 
 
-MATCH_RTOL = 0.02  # the two train losses agree within 2 % of the larger (experiments.landscape.run.MATCH_RTOL)
+MATCH_RTOL = verdicts.MATCH_RTOL  # the two train losses agree within 2 % of the larger
 
 
 def _matched_pair(a: dict, b: dict, prefix: str = "", field: str = "top_eigenvalues") -> bool:

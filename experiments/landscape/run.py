@@ -40,7 +40,7 @@ from influence.sharpness import adaptive_sharpness, filter_normalized_rise, matc
 from ntk.training import LOSSES
 from experiments.core import distributed
 from experiments.trainers import network as network_training
-from experiments.core import seed_subsets
+from experiments.core import seed_subsets, verdicts
 from experiments.core.workdir import Workdir
 from experiments.landscape.config import LandscapeConfig
 
@@ -124,7 +124,7 @@ def run(config: LandscapeConfig, workdir, *, overwrite_config: bool = False) -> 
   return wd.records()
 
 
-MATCH_RTOL = 0.02  # two train losses are equal when they differ by at most 2 % of the larger
+MATCH_RTOL = verdicts.MATCH_RTOL  # two train losses are equal when they differ by at most 2 % of the larger
 
 
 def _at_matched_loss(objective, trainable, fields: dict, config, key, other_losses) -> dict:
