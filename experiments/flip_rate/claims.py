@@ -550,8 +550,9 @@ def counts_text(ca, ta, cb, tb) -> str:
 
 def few_flips(row: dict, denominator_flips: int) -> dict:
   """A ratio whose denominator rests on fewer than ``MIN_FLIPS`` flips is read in neither direction: the
-  interval methods' simulated coverage falls to 0.87–0.93 at 0–3 flips (docs/theory.md#interval-methods-and-
-  their-coverage), so the row is inconclusive (its magnitude undetermined), and says why."""
+  interval methods' simulated coverage falls to 0.87–0.93 at 0–3 flips
+  (docs/theory.md#interval-methods-and-their-coverage), so the row is inconclusive (its magnitude
+  undetermined), and says why."""
   if (denominator_flips >= MIN_FLIPS or row.get("status") != "measured"
       or str(row.get("reason", "")).startswith("inconclusive by design")):  # the seed rule reads first
     return row
