@@ -175,6 +175,21 @@ class ExperimentClaims:
       raise ValueError(f"claim_id {claim_id!r} is covered by several declarations: {[c.id for c in found]}")
     return found[0] if found else None
 
+  def judged(self, rows) -> list[dict]:
+    """``rows`` each with its declared kind and heading verdict (``judge``), for a report that renders this
+    experiment's rows by itself.
+
+    Raises:
+      ValueError: a row whose claim_id none of these claims covers.
+    """
+    out = []
+    for row in rows:
+      claim = self.declaration(row["claim_id"])
+      if claim is None:
+        raise ValueError(f"claim_id {row['claim_id']!r} is declared by none of this experiment's claims")
+      out.append(judge(row, claim))
+    return out
+
 
 def _band(claim: Claim, paper_range, scale: str) -> tuple[float, float]:
   lo, hi = (float(v) for v in paper_range)

@@ -286,18 +286,20 @@ def claims_section(records, config: Optional[dict] = None) -> list[str]:
   seeds and what the row measured."""
   from experiments.diff_attention import claims as diff_attention_claims
   from experiments.core.rows import Source
-  rows = diff_attention_claims.rows(Source("diff_attention", "", config or {}, list(records)))
+  rows = diff_attention_claims.CLAIMS.judged(
+      diff_attention_claims.rows(Source("diff_attention", "", config or {}, list(records))))
   lines = ["## The paper's claims as rows (experiments.diff_attention.claims)", "",
            "Intervals: 95 %, over training seeds (each seed's images averaged first; fewer than 10 seeds is "
-           "inconclusive by design); verdicts by the rules of experiments.core.verdicts. 'Flips if' says what "
-           "would turn the verdict.", "",
-           "| claim | verdict | estimate [95 % interval] | n | setting | flips if |", "|---|---|---|---|---|---|"]
+           "inconclusive by design); verdicts by the rules of experiments.core.verdicts, headed by each claim's "
+           "declared kind (docs/claims.md#claim-kinds). 'Flips if' says what would turn the verdict.", "",
+           "| claim | kind | verdict | estimate [95 % interval] | n | setting | flips if |",
+           "|---|---|---|---|---|---|---|"]
   for r in rows:
     value = ("–" if r["estimate"] is None else f"{r['estimate']:.3g} [{r['low']:.3g}, {r['high']:.3g}]")
-    verdict = r["direction"] + (f", {r['magnitude']}" if r.get("magnitude") else "")
+    verdict = r["verdict"] + (f" ({r['direction']}, {r['magnitude']})" if r.get("magnitude") else "")
     detail = r["setting"] if r["status"] == "measured" else r["reason"]
     variant = f" ({r['variant']})" if r.get("variant") else ""
-    lines.append(f"| {r['claim']}{variant} | {verdict} | {value} | {r['n'] or '–'} {r.get('unit') or ''} | "
+    lines.append(f"| {r['claim']}{variant} | {r['claim_kind']} | {verdict} | {value} | {r['n'] or '–'} {r.get('unit') or ''} | "
                  f"{detail} | {r.get('note') or '–'} |")
   return lines + [""]
 

@@ -119,3 +119,12 @@ def test_spec_holds_no_claims_hook_and_bad_declarations_are_refused():
     Claim("x", "s", "src", "q", "direction", "t")
   with pytest.raises(ValueError, match="truth must be"):
     Case("maybe", (1.0,))
+
+
+def test_an_experiment_report_judges_its_rows_by_its_own_declarations():
+  from experiments.diff_attention.claims import CLAIMS as DA
+  premise = make_row("da_corollary1_premise", "c", "s", "p", interval=mean_interval(around(-0.47)), paper_sign=+1)
+  (row,) = DA.judged([premise])
+  assert (row["claim_kind"], row["verdict"]) == ("premise", "premise fails")
+  with pytest.raises(ValueError, match="declared by none"):
+    DA.judged([make_row("flip_ratio_mnist_pgd", "c", "s", "p")])
