@@ -132,16 +132,20 @@ def _at_matched_loss(objective, trainable, fields: dict, config, key, other_loss
   ``MATCH_RTOL`` below the other's, its first layer is scaled by c < 1 until the losses are equal
   (``influence.sharpness.matched_loss_scale``; the activation pattern is unchanged), else c = 1. Records the
   scale, the loss there, the top Hessian eigenvalues, the adaptive sharpness and the filter-normalised ±1-step
-  loss rise at that point (``rescaled_*``), and the rise as trained (``loss_rise``)."""
+  loss rise at that point (``rescaled_*``), and the rise as trained (``loss_rise``); only the latter where no
+  scale in [0, 1] reaches the other loss (it lies above the loss at zero output)."""
   own = fields["train_loss"]
   finite = [v for v in other_losses if math.isfinite(v)]
   target = max(finite) if finite else own
   scale = 1.0
+  rise = filter_normalized_rise(objective, trainable, jax.random.fold_in(key, 5))
   if target > own * (1 + MATCH_RTOL) or (target > own and own <= 0):
-    scale = matched_loss_scale(lambda c: objective({"W": c * trainable["W"]}), target)
+    try:
+      scale = matched_loss_scale(lambda c: objective({"W": c * trainable["W"]}), target)
+    except ValueError:  # the other loss lies above this network's at zero output: no scale reaches it
+      return dict(loss_rise=rise)
   point = {"W": scale * trainable["W"]}
   same = scale == 1.0
-  rise = filter_normalized_rise(objective, trainable, jax.random.fold_in(key, 5))
   return dict(
       loss_rise=rise, rescale_factor=scale, rescaled_train_loss=float(objective(point)),
       rescaled_top_eigenvalues=fields["top_eigenvalues"] if same else hessian_top_eigenvalues(
