@@ -31,14 +31,15 @@ def rules_constants(scope: str = "core") -> dict:
     raise ValueError(f"scope {scope!r}: expected one of {', '.join(SCOPES)}")
   out = {"level": core_rows.LEVEL, "magnitude_factor": verdicts.MAGNITUDE_FACTOR}
   if scope == "core":
-    from experiments.core import intervals
+    from experiments.core import claim, intervals
     # The claims job renders the certification and differential-attention rows too.
     out.update(magnitude_points=verdicts.MAGNITUDE_POINTS, primary_asr=verdicts.PRIMARY_ASR)
     out.update(intervals=dict(getattr(core_rows, "INTERVAL_METHODS", {}) or {}),
                mean_interval=inspect.signature(verdicts.bootstrap_mean).parameters["method"].default,
                tail_factor=verdicts.TAIL_FACTOR, se_floor=verdicts.SE_FLOOR, resamples=verdicts.N_RESAMPLES,
                min_seeds=verdicts.MIN_SEEDS, sign_flip_exact_max_n=intervals.EXACT_MAX_N,
-               continuity=intervals.CONTINUITY)
+               continuity=intervals.CONTINUITY, min_flips=verdicts.MIN_FLIPS, match_rtol=verdicts.MATCH_RTOL,
+               family_correction=verdicts.FAMILY_CORRECTION, claim_kinds=list(claim.KINDS))
   elif scope == "certification":
     out.update(magnitude_points=verdicts.MAGNITUDE_POINTS)
   elif scope == "differential_attention":
