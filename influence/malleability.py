@@ -135,13 +135,15 @@ def feature_influence(model: ntk.Model, params, f_train_NxD, f_test_TxD, y_train
   return ntk_loo_influence(k_tr, k_te, y_train_NxC, y_test_TxC, ridge=ridge if ridge > 0 else None)
 
 
-def gram_shift(x_NxD, x_adv_NxD) -> float:
+def gram_shift(x_NxD, x_adv_NxD, *, base_DxD=None) -> float:
   """‖X'ᵀX' − XᵀX‖_F / ‖XᵀX‖_F in float64: how far a perturbation of the training rows moves the [d, d] matrix
   that the linearised attention X Xᵀ X shares across rows (arXiv 2603.13085's f_att), e.g. an attack's
   against its control's.
 
   Args:
     x_NxD, x_adv_NxD: the clean and perturbed rows, [n, d] each.
+    base_DxD: XᵀX of the clean rows in float64, when the caller already has it (one per training set, however
+      many perturbations are compared); None computes it.
 
   Raises:
     ValueError: shapes that differ or are not 2-D, or a zero XᵀX.
@@ -149,7 +151,7 @@ def gram_shift(x_NxD, x_adv_NxD) -> float:
   x, xa = np.asarray(x_NxD, np.float64), np.asarray(x_adv_NxD, np.float64)
   if x.ndim != 2 or x.shape != xa.shape:
     raise ValueError(f"x and x_adv must be [n, d] of one shape, got {x.shape} and {xa.shape}")
-  base = x.T @ x
+  base = x.T @ x if base_DxD is None else np.asarray(base_DxD, np.float64)
   norm = float(np.linalg.norm(base))
   if norm == 0:
     raise ValueError("XᵀX is zero: no relative shift")

@@ -498,10 +498,11 @@ def _excess_at(src: Source, trecs, cid: str, claim: str, attack: str, control: s
   if len(seeds) < 2:
     return None
   excess = {m: [rates[m, attack][s] - rates[m, control][s] for s in seeds] for m in ("relu", "mlp_attn")}
-  return _excess_row(src, cid, claim, excess, f"ε = {eps:g} on [0, 1]", primary, note=floor_note(trecs, task_of(
-      trecs), eps), control=control, level=level,
-      setting=f"{task_of(trecs)}, width {width}, ε = {eps:g} on [0, 1]; {gram_shift_text(trecs, attack, control, eps)}"
-              f"; {data}")
+  task = trecs[0]["task"]
+  return _excess_row(src, cid, claim, excess, f"ε = {eps:g} on [0, 1]", primary, note=floor_note(trecs, task, eps),
+                     control=control, level=level,
+                     setting=f"{task}, width {width}, ε = {eps:g} on [0, 1]; "
+                             f"{gram_shift_text(trecs, attack, control, eps)}; {data}")
 
 
 def _excess_row(src: Source, cid: str, claim: str, excess: dict, measurement: str, primary: bool, *, note: str,
@@ -513,11 +514,6 @@ def _excess_row(src: Source, cid: str, claim: str, excess: dict, measurement: st
                   setting=f"{setting}; excess over the {CONTROL_NAMES[control]}, MLP-Attn "
                       f"{100 * np.mean(excess['mlp_attn']):.1f} %, 2L-ReLU {100 * np.mean(excess['relu']):.1f} %, "
                       f"{len(excess['relu'])} seeds" + ("" if level == LEVEL else f"; {level_text(level)}"))
-
-
-def task_of(records) -> str:
-  """The task of records of one task."""
-  return records[0]["task"]
 
 
 def gram_shift_text(records, attack: str, control: str, eps: float) -> str:

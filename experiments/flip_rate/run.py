@@ -208,6 +208,7 @@ def run(config: FlipRateConfig, workdir, *, overwrite_config: bool = False) -> l
                      second_train_loss=float(other.train_loss), ridge=before.ridge,
                      wall_time_s=time.perf_counter() - t0))
       bar.update()
+    x_gram = train.x.astype(np.float64).T @ train.x.astype(np.float64)  # XᵀX, once for every attack and ε
     for a_i, attack in enumerate(config.attacks):
       for eps in config.eps:
         if (task, model_name, width, seed, at, attack, eps) in done:
@@ -229,7 +230,7 @@ def run(config: FlipRateConfig, workdir, *, overwrite_config: bool = False) -> l
                        influence_shift=relative_shift(before.scores, after.scores),
                        spearman=fr.spearman, mean_linf_over_eps=float(np.mean(linf) / eps) if eps else 0.0,
                        attacked_row_accuracy=adv_acc, ridge=before.ridge,
-                       gram_shift=malleability.gram_shift(train.x, x_adv) if eps else 0.0,
+                       gram_shift=malleability.gram_shift(train.x, x_adv, base_DxD=x_gram) if eps else 0.0,
                        wall_time_s=time.perf_counter() - t0))
         bar.update()
   bar.close()

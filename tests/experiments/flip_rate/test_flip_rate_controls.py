@@ -42,6 +42,8 @@ def test_gram_shift_closed_forms_and_bad_input():
   x = _images(2)
   assert malleability.gram_shift(x, x) == 0.0
   assert malleability.gram_shift(x, 1.1 * x) == pytest.approx(1.1 ** 2 - 1, rel=1e-6)
+  base = x.astype(np.float64).T @ x.astype(np.float64)
+  assert malleability.gram_shift(x, 1.1 * x, base_DxD=base) == pytest.approx(malleability.gram_shift(x, 1.1 * x))
   with pytest.raises(ValueError, match="one shape"):
     malleability.gram_shift(x, x[:3])
   with pytest.raises(ValueError, match="zero"):
