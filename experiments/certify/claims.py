@@ -4,10 +4,12 @@ an ``experiments.certify`` workdir (``experiments.core.rows.Source``); the row p
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
 
+from experiments.certify import crown_claims
 from experiments.papers import lofast
 from experiments.core import verdicts
 from experiments.core.claim import Case, Claim, ExperimentClaims, direction_cases, images
@@ -265,8 +267,11 @@ def certify_rows(src: Source, eps_values=(0.02, 0.05)) -> list[dict]:
 
 
 def claim_rows(sources: Sequence[Source], root: str, include_not_run: bool) -> list[dict]:
-  """The certified-accuracy and α trade-off rows of every certification source."""
-  return [row for s in sources for row in certify_rows(s)]
+  """The certified-accuracy and α trade-off rows of every certification source, and the comparisons with CROWN
+  (``crown_claims``) of each source that has them (of the first source otherwise, as 'not run')."""
+  rows = [row for s in sources for row in certify_rows(s)]
+  compared = [s for s in sources if (Path(s.path) / crown_claims.SUBDIR).is_dir()]
+  return rows + [row for s in (compared or list(sources)[:1]) for row in crown_claims.crown_rows(s)]
 
 
 def not_run_rows(root: str, why: str) -> list[dict]:
@@ -280,7 +285,13 @@ def not_run_rows(root: str, why: str) -> list[dict]:
           for eps in (0.02, 0.05) for c in ("rigorous", "Krylov estimate")] + [
       not_run("certified_alpha_tradeoff", "a strict attention-norm bound (the smallest α, ≤ 0.25) certifies less "
               "than a looser α (rigorous certificate)", LOFAST,
-              "‖A_h‖₂ ≤ 0.25 hurts clean accuracy more than it helps (no number)", command, why)]
+              "‖A_h‖₂ ≤ 0.25 hurts clean accuracy more than it helps (no number)", command, why)] + (
+      crown_rows_not_run(root, why))
+
+
+def crown_rows_not_run(root: str, why: str) -> list[dict]:
+  """The CROWN comparison rows without a certification workdir: its standard grid first, then the comparison."""
+  return crown_claims.not_run_rows(f"{root}/certify", f"{why}; then the comparison on that workdir")
 
 
 # ----------------------------------------------------------------------------- declared claims
@@ -288,6 +299,7 @@ def not_run_rows(root: str, why: str) -> list[dict]:
 _TABLE = f"{LOFAST}, the certified-accuracy table (3-layer ViT, CIFAR-10, ℓ2; docs/theory.md#reported-figures)"
 _ACCURACY_CASES = tuple(Case(truth, values, (PAPER_CERTIFIED[0.02],) * 2) for truth, values in (
     ("false", images(96, 1000)), ("true", images(290, 1000)), ("boundary", images(3, 10))))
+
 CLAIMS = ExperimentClaims(
     claims=(
         Claim("certified_*_rigorous", "LoFAST certifies 29.1 % of CIFAR-10 test images at ℓ2 radius 0.02 and "
@@ -305,5 +317,5 @@ CLAIMS = ExperimentClaims(
               "per image, certified at the strict α minus certified at the selected looser α", "direction",
               "the paired interval over images lies below 0", interval="paired", paper_sign=-1, null=0.0,
               cases=direction_cases(sign=-1)),
-    ),
+    ) + crown_claims.CLAIMS,
     claim_rows=claim_rows, not_run_rows=not_run_rows)

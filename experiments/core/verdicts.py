@@ -40,7 +40,7 @@ MIN_SEEDS = 10  # a direction from seeds needs at least 10: a sign-flip test at 
 MIN_FLIPS = 5  # a ratio of pooled counts is read only where its denominator rests on at least 5 events (flips)
 MATCH_RTOL = 0.02  # two train losses are one train loss when they differ by at most 2 % of the larger
 FAMILY_CORRECTION = "bonferroni"  # readings of one family (an ε grid) each at level 1 − (1 − LEVEL)/m
-UNITS = ("seeds", "images")
+UNITS = ("seeds", "images", "batches")  # batches: timed batches of images (seconds per image)
 DIRECTIONS = ("holds", "fails", "inconclusive", "unstable")
 MAGNITUDES = ("matches", "differs", "undetermined")
 _CHUNK_ELEMENTS = 1 << 22  # indices drawn at once: 4M int64 = 32 MiB

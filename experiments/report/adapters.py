@@ -45,7 +45,12 @@ def _from_json(cls, values: dict):
   return cls(**kwargs)
 
 
-def _read_config(workdir, cls, runner: str):
+def read_workdir_config(workdir, cls, runner: str):
+  """The config dataclass ``cls`` of a workdir, from its config.json.
+
+  Raises:
+    ValueError: the workdir holds no config.json (names the ``runner`` command that writes it).
+  """
   path = Path(workdir) / "config.json"
   if not path.exists():
     raise ValueError(f"workdir {workdir} holds no config.json: run python -m experiments.{runner} --workdir "
@@ -85,7 +90,7 @@ def vit(workdir, model: str = "vit", depth: int = 1, lambda_init: str = "0.8") -
   from experiments.trainers import vit as vit_training
   if model not in vit_training.MODELS:
     raise ValueError(f"model must be one of {vit_training.MODELS}, got {model!r}")
-  config = _read_config(workdir, vit_training.TrainViTConfig, "train_vit")
+  config = read_workdir_config(workdir, vit_training.TrainViTConfig, "train_vit")
   point = vit_training.Point(model, int(depth), vit_training.NO_LAMBDA if model == "vit" else str(lambda_init))
   vit_config = config.vit_config(point.depth, point.lambda_init)
   channels = 3 if config.dataset == "cifar10" else 1
@@ -109,7 +114,7 @@ def certified_vit(workdir, dataset: str = "cifar10", attention_bound: Optional[f
   """
   from attention.certified_vit import CertifiedViT
   from experiments.certify.config import IMAGE_GEOMETRY, CertifyConfig
-  config = _read_config(workdir, CertifyConfig, "certify")
+  config = read_workdir_config(workdir, CertifyConfig, "certify")
   alpha = float(config.attention_bounds[0] if attention_bound is None else attention_bound)
   model_config = config.model_config(dataset, alpha)
   module = CertifiedViT(model_config)

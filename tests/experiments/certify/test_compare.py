@@ -1,0 +1,92 @@
+"""experiments.certify.compare: LoFAST, CROWN and CROWN + LoFAST on the same test images of a finished certify
+run. Its LoFAST flags are the run's own rigorous flags; no image any method certifies was broken by the run's
+PGD-L2 (so a CROWN that certified a broken image fails here); it resumes per chunk; its report's paired
+differences are the exact McNemar intervals of the flags; bad input is refused before anything is written."""
+import json
+
+import numpy as np
+import pytest
+
+from experiments.certify import compare, compare_report
+from experiments.certify import config as certify_config
+from experiments.certify import run as certify
+from experiments.certify.claims import paired_binary_difference
+from experiments.core import config as config_lib
+
+DATASET = "mnist"
+EPSILONS = (0.01, 0.05)
+CONFIG = certify_config.CertifyConfig(
+    datasets=(DATASET,), attention_bounds=(1.0,), epsilons=EPSILONS,
+    data=config_lib.DataConfig(n_train=512, n_test=8, source="embedded", dir=None, seed=0, holdout=None,
+                               preprocessing="raw"),
+    validation_fraction=0.0, dim=8, depth=1, num_heads=1, sll_hidden=8, value_bound=1.0, noise_std=0.0,
+    train=config_lib.ClassifierTrainConfig(epochs=4, batch_size=16, learning_rate=1e-2, l2=0.0, warmup_epochs=0,
+                                           seed=0, augment="none", max_to_keep=1),
+    power_iters=5, chunk=8, pgd=config_lib.AttackBudget(steps=5, restarts=1), tightness_samples=0,
+    layer_pgd=config_lib.AttackBudget(steps=1, restarts=1))
+COMPARE = compare.CompareConfig(n_images=6, chunk=3, epsilons=EPSILONS, methods=("lofast", "crown", "crown_lofast"),
+                                dataset=DATASET)
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+  path = tmp_path_factory.mktemp("certify_compare")
+  certify.run(CONFIG, path)
+  return path
+
+
+@pytest.mark.long
+def test_compare_is_sound_agrees_with_the_run_and_resumes(workdir):
+  records = compare.run(COMPARE, workdir)
+  assert len(records) == len(EPSILONS) * 3 * 2          # ε × method × chunk
+  run_records = [r for r in certify.Workdir(workdir, certify.KEY_FIELDS).records() if r["kind"] == "certify"]
+  for eps in EPSILONS:
+    (rec,) = [r for r in run_records if r["eps"] == eps]
+    lofast = [v for r in sorted(records, key=lambda r: r["start"]) if r["eps"] == eps and r["method"] == "lofast"
+              for v in r["certified_images"]]
+    assert lofast == rec["certified_rigorous_images"][:6]     # the run's own rigorous flags
+    for r in records:
+      certified = np.asarray(r["certified_images"], bool)
+      robust = np.asarray(rec["pgd_robust_images"], bool)[r["start"]:r["stop"]] if r["eps"] == eps else None
+      if robust is not None:
+        assert not np.any(certified & ~robust), (r["method"], eps)
+        assert r["pgd_violations"] == 0
+  assert any(r["certified_images"] and sum(r["certified_images"]) for r in records if r["method"] != "lofast")
+  assert compare.run(COMPARE, workdir) == records            # resumed: nothing recomputed
+  text = compare_report.write_report(workdir)
+  comp = compare_report.comparison(records)
+  ci = paired_binary_difference(comp[0.01]["crown_lofast"].certified, comp[0.01]["crown"].certified)
+  assert f"{100 * ci.estimate:+.1f} points [{100 * ci.low:+.1f}, {100 * ci.high:+.1f}]" in text
+  assert (workdir / "crown" / "certified_methods.png").stat().st_size > 0
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("override, message", [
+    (dict(epsilons=(0.02,)), "not radii of the certification run"),
+    (dict(n_images=9), "n_images must be ≤ the run's 8 test images"),
+    (dict(dataset="cifar10"), "dataset must be one of the run's data sets"),
+])
+def test_compare_refuses_what_the_run_does_not_hold(workdir, override, message, tmp_path):
+  import dataclasses
+  with pytest.raises(ValueError, match=message):
+    compare.run(dataclasses.replace(COMPARE, **override), workdir)
+
+
+@pytest.mark.parametrize("field, value", [("n_images", 0), ("chunk", 0), ("epsilons", (-0.1,)),
+                                          ("methods", ("alpha_beta_crown",))])
+def test_compare_config_names_the_bad_field(field, value):
+  import dataclasses
+  with pytest.raises(ValueError, match=field):
+    dataclasses.replace(COMPARE, **{field: value}).validate()
+
+
+def test_comparison_uses_the_images_every_method_finished():
+  def rec(method, start, stop, flags, first=False):
+    return dict(eps=0.05, method=method, start=start, stop=stop, attention_bound=1.0, certified_images=flags,
+                pgd_violations=0, seconds=float(stop - start), compiled_first=first)
+  records = [rec("crown", 0, 2, [1, 0], True), rec("crown", 2, 4, [1, 1]),
+             rec("lofast", 0, 2, [0, 0], True), rec("lofast", 4, 6, [1, 1])]   # a gap: lofast stops at 2
+  comp = compare_report.comparison(records)[0.05]
+  assert comp["crown"].certified.tolist() == [1, 0] and comp["lofast"].certified.tolist() == [0, 0]
+  assert comp["crown"].seconds_per_image == 1.0          # the compiling chunk left out
+  assert np.isnan(comp["lofast"].seconds_per_image)      # only its compiling chunk is contiguous
