@@ -139,6 +139,61 @@ def _restore_newest_readable(open_manager: Callable, workdir: Path, target):
   return manager, None, None
 
 
+def open_checkpoints(workdir: Path, config: ClassifierTrainConfig, params, opt_state):
+  """(manager, latest epoch or None, (params, opt_state) restored or None, history) of ``workdir``'s orbax
+  checkpoints (``<workdir>/checkpoints``, newest readable step; history.json cut to that epoch)."""
+  open_manager = lambda: ocp.CheckpointManager(
+      (workdir / "checkpoints").resolve(),
+      # Synchronous saves: each epoch waits for its checkpoint anyway, and without orbax's background
+      # threads a Ctrl-C cannot leave them failing with tracebacks (the commit is atomic either way).
+      options=ocp.CheckpointManagerOptions(max_to_keep=config.max_to_keep, create=True,
+                                           enable_async_checkpointing=False))
+  manager, latest, state = _restore_newest_readable(open_manager, workdir, jax.device_get(
+      {"params": params, "opt_state": opt_state}))
+  if latest is None:
+    return manager, None, None, []
+  history_path = workdir / "history.json"
+  history = ([EpochMetrics(**h) for h in json.loads(history_path.read_text())[:latest]]
+             if history_path.exists() else [])
+  return manager, latest, jax.tree_util.tree_map(jnp.asarray, (state["params"], state["opt_state"])), history
+
+
+def save_checkpoint(manager, workdir: Path, epoch: int, params, opt_state, history) -> None:
+  """history.json, then the orbax checkpoint of ``epoch`` (params and optimiser state)."""
+  # history.json first: a kill between the two writes leaves it one epoch ahead of the newest checkpoint,
+  # which the resume cuts to the checkpoint's epoch; the other order would leave the plateau rule reading
+  # a history one epoch short of the parameters it resumes.
+  (workdir / "history.json").write_text(json.dumps([h._asdict() for h in history], indent=1))
+  # Host (numpy) copies, kept from orbax 0.11.24 on JAX 0.5.3, which could not serialise jax.Array (it calls
+  # jax.monitoring.record_scalar, added in a later JAX); numpy leaves take another handler.
+  manager.save(epoch, args=ocp.args.StandardSave(jax.device_get({"params": params, "opt_state": opt_state})))
+
+
+def make_step(module, config: ClassifierTrainConfig, tx) -> Callable:
+  """The (unjitted) training step (params, opt_state, x_batch, y_batch, key) -> (params, opt_state, loss,
+  accuracy): the augmentation, cross-entropy (plus the L2 penalty) and one optax update."""
+  def loss_fn(p, xb, yb, key):
+    if config.augment == "crop_flip":
+      key, augment_key = jax.random.split(key)
+      xb = crop_flip(xb, augment_key)
+    logits = module.apply({"params": p}, xb, train=True, rngs={"dropout": key})
+    loss = jnp.mean(attacks.cross_entropy(logits, yb))
+    if config.l2:
+      loss = loss + 0.5 * config.l2 * sum(jnp.sum(w ** 2) for w in jax.tree_util.tree_leaves(p))
+    return loss, jnp.mean(jnp.argmax(logits, -1) == yb)
+
+  def step(p, s, xb, yb, key):
+    (loss, acc), grads = jax.value_and_grad(loss_fn, has_aux=True)(p, xb, yb, key)
+    updates, s = tx.update(grads, s, p)
+    return optax.apply_updates(p, updates), s, loss, acc
+  return step
+
+
+def seed_keys(seed: int):
+  """(init, shuffle, dropout) keys of a training seed."""
+  return jax.random.split(jax.random.PRNGKey(seed), 3)
+
+
 def train_classifier(module, x_train, y_train, config: ClassifierTrainConfig, workdir=None, *,
                      validation=None, plateau: Optional[PlateauRule] = None) -> TrainResult:
   """Trains ``module`` on (x_train, y_train) and returns its params; resumes from ``workdir``.
@@ -175,7 +230,7 @@ def train_classifier(module, x_train, y_train, config: ClassifierTrainConfig, wo
   eval_fn = jax.jit(lambda p, xb: module.apply({"params": p}, xb, train=False))
   n = len(x_train)
   steps_per_epoch = max(1, n // config.batch_size)
-  init_key, shuffle_key, dropout_key = jax.random.split(jax.random.PRNGKey(config.seed), 3)
+  init_key, shuffle_key, dropout_key = seed_keys(config.seed)
   params = module.init(init_key, jnp.asarray(x_train[:1]), train=False)["params"]
   tx = make_optimizer(config, steps_per_epoch)
   opt_state = tx.init(params)
@@ -184,40 +239,16 @@ def train_classifier(module, x_train, y_train, config: ClassifierTrainConfig, wo
   manager = None
   if workdir is not None:
     workdir = Path(workdir)
-    open_manager = lambda: ocp.CheckpointManager(
-        (workdir / "checkpoints").resolve(),
-        # Synchronous saves: each epoch waits for its checkpoint anyway, and without orbax's background
-        # threads a Ctrl-C cannot leave them failing with tracebacks (the commit is atomic either way).
-        options=ocp.CheckpointManagerOptions(max_to_keep=config.max_to_keep, create=True,
-                                             enable_async_checkpointing=False))
-    manager, latest, state = _restore_newest_readable(open_manager, workdir, jax.device_get(
-        {"params": params, "opt_state": opt_state}))
+    manager, latest, state, history = open_checkpoints(workdir, config, params, opt_state)
     if latest is not None:
-      params, opt_state = jax.tree_util.tree_map(jnp.asarray, (state["params"], state["opt_state"]))
+      params, opt_state = state
       start_epoch = latest
-      history_path = workdir / "history.json"
-      history = ([EpochMetrics(**h) for h in json.loads(history_path.read_text())[:latest]]
-                 if history_path.exists() else [])
       if len(history) != latest and plateau is not None and plateau.active:
-        raise ValueError(f"{history_path} holds {len(history)} epochs but the newest checkpoint is epoch {latest}: "
-                         "the plateau rule cannot be applied to a history that does not match the parameters (delete "
-                         f"{workdir / 'checkpoints'} to retrain, or turn the rule off with plateau.window=0)")
+        raise ValueError(f"{workdir / 'history.json'} holds {len(history)} epochs but the newest checkpoint is epoch "
+                         f"{latest}: the plateau rule cannot be applied to a history that does not match the parameters "
+                         f"(delete {workdir / 'checkpoints'} to retrain, or turn the rule off with plateau.window=0)")
 
-  def loss_fn(p, xb, yb, key):
-    if config.augment == "crop_flip":
-      key, augment_key = jax.random.split(key)
-      xb = crop_flip(xb, augment_key)
-    logits = module.apply({"params": p}, xb, train=True, rngs={"dropout": key})
-    loss = jnp.mean(attacks.cross_entropy(logits, yb))
-    if config.l2:
-      loss = loss + 0.5 * config.l2 * sum(jnp.sum(w ** 2) for w in jax.tree_util.tree_leaves(p))
-    return loss, jnp.mean(jnp.argmax(logits, -1) == yb)
-
-  @jax.jit
-  def step(p, s, xb, yb, key):
-    (loss, acc), grads = jax.value_and_grad(loss_fn, has_aux=True)(p, xb, yb, key)
-    updates, s = tx.update(grads, s, p)
-    return optax.apply_updates(p, updates), s, loss, acc
+  step = jax.jit(make_step(module, config, tx))
 
   for epoch in range(start_epoch, config.epochs):
     if stops(history):
@@ -239,14 +270,7 @@ def train_classifier(module, x_train, y_train, config: ClassifierTrainConfig, wo
     history.append(EpochMetrics(epoch=epoch + 1, loss=float(np.mean(losses)), train_accuracy=float(np.mean(accs)),
                                 seconds=seconds, validation_accuracy=val_acc))
     if manager is not None:
-      # history.json first: a kill between the two writes leaves it one epoch ahead of the newest checkpoint,
-      # which the resume cuts to the checkpoint's epoch; the other order would leave the plateau rule reading
-      # a history one epoch short of the parameters it resumes.
-      (workdir / "history.json").write_text(json.dumps([h._asdict() for h in history], indent=1))
-      # Host (numpy) copies, kept from orbax 0.11.24 on JAX 0.5.3, which could not serialise jax.Array (it calls
-      # jax.monitoring.record_scalar, added in a later JAX); numpy leaves take another handler.
-      manager.save(epoch + 1, args=ocp.args.StandardSave(
-          jax.device_get({"params": params, "opt_state": opt_state})))
+      save_checkpoint(manager, workdir, epoch + 1, params, opt_state, history)
   stop_reason = "plateau" if len(history) < config.epochs and stops(history) else "cap"
   if manager is not None:
     manager.close()
