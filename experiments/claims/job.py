@@ -138,7 +138,7 @@ def load_source(path, experiment: Optional[str] = None) -> Source:
   records = read_records(path)
   variant, overrides = (), []
   if runs_in_claims_job(experiment) and config:
-    variant = (tuple(protocol.diffs(config, quick_config(experiment), spec.grid_fields))
+    variant = (tuple(protocol.diffs(config, quick_config(experiment), spec.grid_fields | spec.bookkeeping))
                or _standard_label(experiment, config))
     overrides = protocol.diffs(config, spec.get_config())
   elif spec.variant_of is not None and config:
@@ -312,9 +312,10 @@ def standard_runs() -> list[tuple]:
 
 def _holds(experiment: str, config):
   """``source -> bool``: a source holds a run when its config equals ``config`` in every field but the data's
-  location."""
+  location and the experiment's bookkeeping fields (``ExperimentSpec.bookkeeping``)."""
+  bookkeeping = registry.get(experiment).bookkeeping
   return lambda s: s.experiment == experiment and bool(s.config) and not [
-      d for d in protocol.diffs(s.config, config) if not d.startswith(("data.source=", "data.dir="))]
+      d for d in protocol.diffs(s.config, config, bookkeeping) if not d.startswith(("data.source=", "data.dir="))]
 
 
 def run_standard(root, sources: Sequence[Source], *, overwrite_config: bool = False) -> list[Source]:

@@ -35,6 +35,9 @@ class ExperimentSpec:
       experiment the claims job does not run itself (e.g. another data set than its standard grid); () if none.
     grid_fields: config fields (dotted) that are sweep grids or bookkeeping: a workdir differing from
       the claims job's config only in these is the quick setting, not a variant.
+    bookkeeping: top-level config fields that change how results are computed, not which (e.g. seeds per
+      vmapped program): a workdir resumes under any value of them, and a workdir differing only in them
+      is the quick setting or holds a standard grid.
     protocol_choices: ((choice, (field=value, ...)), ...) flipped one at a time from the claims job's config.
     standard_runs: ((sub-workdir, () -> config), ...) of the standard grids ``--standard`` runs when missing.
     stability: trained by full-batch L-BFGS, so rerun by the claims job's stability pass.
@@ -52,6 +55,7 @@ class ExperimentSpec:
   standard: tuple[str, ...] = ()
   variant_of: Optional[Callable[[dict], tuple]] = None
   grid_fields: frozenset = frozenset()
+  bookkeeping: frozenset = frozenset()
   protocol_choices: tuple = ()
   standard_runs: tuple = ()
   stability: bool = False

@@ -152,6 +152,8 @@ class Workdir:
     process_index, process_count: this process and the job's process count (default: the running JAX
       job's, ``experiments.core.distributed``). Process i > 0 does not write config.json: it waits up to
       ``config_wait_s`` seconds for process 0's to equal its own (``ValueError`` when it does not).
+    bookkeeping: top-level config fields that change how results are computed, not which (e.g. how many
+      seeds train as one program): a workdir whose config differs only in them, or lacks them, resumes.
 
   One job at a time may use a workdir: a second job on it gets a ``ValueError`` (an advisory ``flock``
   on ``.lock``, POSIX only; Workdir objects of one process share it). Each process of a job appends to its
@@ -160,7 +162,7 @@ class Workdir:
 
   def __init__(self, path, key_fields: Sequence[str], config=None, *, overwrite_config: bool = False,
                process_index: int | None = None, process_count: int | None = None,
-               config_wait_s: float = CONFIG_WAIT_S):
+               config_wait_s: float = CONFIG_WAIT_S, bookkeeping: frozenset = frozenset()):
     from experiments.core import distributed
     self.path = Path(path)
     if self.path.exists() and not self.path.is_dir():
@@ -185,9 +187,9 @@ class Workdir:
       cfg = jsonable(config)
       cfg_path = self.path / "config.json"
       old = read_config(cfg_path) if cfg_path.exists() else cfg
-      if old != cfg and self._results():
+      if _without(old, bookkeeping) != _without(cfg, bookkeeping) and self._results():
         if not overwrite_config:
-          old_leaves, new_leaves = leaves(old), leaves(cfg)
+          old_leaves, new_leaves = leaves(_without(old, bookkeeping)), leaves(_without(cfg, bookkeeping))
           if set(old_leaves) != set(new_leaves):  # another layout, e.g. flat fields before data.*/train.*
             only_old = sorted(set(old_leaves) - set(new_leaves))
             raise ValueError(
@@ -345,6 +347,11 @@ def repair_torn_tail(path) -> Path | None:
   warnings.warn(f"{path} ended in an incomplete line ({len(tail)} bytes, as a run killed while writing leaves); "
                 f"moved it to {torn}; {kept} records kept", RuntimeWarning, stacklevel=2)
   return torn
+
+
+def _without(config: dict, fields: frozenset) -> dict:
+  """``config`` less its top-level ``fields`` (bookkeeping fields that change no result)."""
+  return {k: v for k, v in config.items() if k not in fields}
 
 
 def leaves(config: dict, prefix: str = "") -> dict[str, Any]:

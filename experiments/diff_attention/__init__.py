@@ -11,6 +11,7 @@ from functools import partial
 
 from experiments.diff_attention import claims, config, report, run
 from experiments.core.spec import ExperimentSpec
+from experiments.trainers.vit import BOOKKEEPING
 
 SPEC = ExperimentSpec(
     name="diff_attention",
@@ -22,6 +23,7 @@ SPEC = ExperimentSpec(
     config_signature=("eps_255", "lipschitz_samples"),
     record_signature=("kind", "lambda_init", "attack"),
     single_process=True,
+    bookkeeping=BOOKKEEPING,
     standard=config.STANDARD,
     variant_of=claims.variant_of,
     standard_runs=(("diff_attention", partial(config.standard_config, "fashion_mnist")),

@@ -186,7 +186,8 @@ def _alignment_records(config, diff, vit, x, lip_diff, lip_vit) -> list[dict]:
 def run(config: DiffAttentionConfig, workdir, *, overwrite_config: bool = False) -> list[dict]:
   """Runs (or resumes) training and every analysis point; returns all records of the workdir."""
   config.validate()
-  wd = Workdir(workdir, KEY_FIELDS, config, overwrite_config=overwrite_config)
+  wd = Workdir(workdir, KEY_FIELDS, config, overwrite_config=overwrite_config,
+              bookkeeping=vit_training.BOOKKEEPING)
   done = wd.done()
   root = jax.random.key(config.train.seed)
   attack_key, lipschitz_key = jax.random.split(root, 2)
@@ -209,8 +210,10 @@ def run(config: DiffAttentionConfig, workdir, *, overwrite_config: bool = False)
         done.add(key)
 
   models = {}
-  for point in tqdm(vit_training.points(config), desc="train (Diff)ViT", unit="model"):
-    tm = vit_training.train_point(config, point, train, test, workdir)
+  grid = vit_training.points(config)
+  for tm in tqdm(vit_training.train_points(config, grid, train, test, workdir), total=len(grid),
+                 desc="train (Diff)ViT", unit="model"):
+    point = tm.point
     models[point] = tm
     if not is_done(point, "train"):
       append([_record("train", point, **{k: v for k, v in tm.record.items() if k not in KEY_FIELDS})])

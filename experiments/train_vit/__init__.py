@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from experiments.train_vit import config, report, run
 from experiments.core.spec import ExperimentSpec
+from experiments.trainers.vit import BOOKKEEPING
 
 SPEC = ExperimentSpec(
     name="train_vit",
@@ -20,4 +21,5 @@ SPEC = ExperimentSpec(
     config_signature=("depths",),
     record_signature=("kind", "lambda_init"),
     single_process=True,
+    bookkeeping=BOOKKEEPING,
 )

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from tqdm.auto import tqdm
 
-from experiments.trainers.vit import TrainViTConfig, load_data, points, train_point
+from experiments.trainers.vit import BOOKKEEPING, TrainViTConfig, load_data, points, train_points
 from experiments.core.workdir import Workdir
 
 KEY_FIELDS = ("kind", "model", "depth", "lambda_init", "seed_index")
@@ -30,11 +30,12 @@ KEY_FIELDS = ("kind", "model", "depth", "lambda_init", "seed_index")
 def run(config: TrainViTConfig, workdir, *, overwrite_config: bool = False) -> list[dict]:
   """Trains every point of the config (resuming), appending one record per finished model."""
   config.validate()
-  wd = Workdir(workdir, KEY_FIELDS, config, overwrite_config=overwrite_config)
+  wd = Workdir(workdir, KEY_FIELDS, config, overwrite_config=overwrite_config, bookkeeping=BOOKKEEPING)
   done = wd.done()
   todo = [p for p in points(config) if ("train", p.model, p.depth, p.lambda_init, p.seed_index) not in done]
   if todo:
     train, test = load_data(config)
-    for point in tqdm(todo, desc="train (Diff)ViT", unit="model"):
-      wd.append(train_point(config, point, train, test, workdir).record)
+    for trained in tqdm(train_points(config, todo, train, test, workdir), total=len(todo), desc="train (Diff)ViT",
+                        unit="model"):
+      wd.append(trained.record)
   return wd.records()

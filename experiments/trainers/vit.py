@@ -9,7 +9,7 @@ import dataclasses
 import functools
 import time
 from pathlib import Path
-from typing import NamedTuple, Optional
+from typing import Iterator, NamedTuple, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -19,10 +19,13 @@ from attention.differential import check_lambda_init
 from attention.vit import ViTConfig, VisionTransformer, parameter_count
 from experiments.core import config as config_lib
 from experiments.trainers.classifier import train_classifier
+from experiments.trainers.seeds import train_classifier_seeds
 
 MODELS = ("vit", "diffvit")
 DEPTH_SCHEDULE = "depth"  # λ_init value meaning the schedule 0.8 − 0.6·exp(−0.3·l)
 NO_LAMBDA = "-"           # λ_init field of a standard ViT
+# Config fields that change how models are computed, not which: a workdir resumes whatever their values.
+BOOKKEEPING = frozenset({"seeds_per_program"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +50,9 @@ class TrainViTConfig:
     target in fewer epochs.
   target_accuracy: the clean test accuracy a model must reach to enter the claims (0: no target); a model
     below it is recorded with ``meets_target = False`` and flagged in the report.
+  seeds_per_program: training seeds of one model trained together as one vmapped program
+    (``experiments.trainers.seeds``; 1: one after another). Bookkeeping: it bounds memory and changes no
+    model beyond float32 rounding, so a workdir resumes under any value (``BOOKKEEPING``).
   """
   dataset: str = "cifar10"
   data: config_lib.DataConfig = config_lib.DataConfig()
@@ -65,10 +71,13 @@ class TrainViTConfig:
   deep_seeds: int = 1
   deep_epochs: Optional[int] = None
   target_accuracy: float = 0.0
+  seeds_per_program: int = 1
 
   def validate(self) -> None:
     """Raises ValueError naming the field and its allowed values."""
     config_lib.check_common(self, dataset_fields=())
+    if self.seeds_per_program < 1:
+      raise ValueError(f"seeds_per_program must be >= 1, got {self.seeds_per_program}")
     if self.dataset not in ("cifar10", "mnist", "fashion_mnist"):
       raise ValueError(f"dataset must be 'cifar10', 'mnist' or 'fashion_mnist', got {self.dataset!r}")
     if self.data.n_test == 0:
@@ -208,11 +217,33 @@ def predict(logits_fn, x, batch_size: int = 500) -> np.ndarray:
 
 def train_point(config: TrainViTConfig, point: Point, train, test, workdir) -> TrainedModel:
   """Trains (or resumes / loads) one model into ``<workdir>/models/<name>`` and measures test accuracy."""
-  vit_config = config.vit_config(point.depth, point.lambda_init)
-  start = time.perf_counter()
-  train_config = point_train_config(config, point)
-  result = train_classifier(VisionTransformer(vit_config), train.x, train.y, train_config,
-                            Path(workdir) / "models" / point.name)
+  (trained,) = train_points(config, [point], train, test, workdir)
+  return trained
+
+
+def train_points(config: TrainViTConfig, points_: Sequence[Point], train, test, workdir) -> Iterator[TrainedModel]:
+  """Trains (or resumes / loads) ``points_`` into ``<workdir>/models/<name>``, yielding each with its test
+  accuracy as it finishes (in the order given, grouped): points that differ only in their seed go
+  ``config.seeds_per_program`` at a time through one vmapped program (``experiments.trainers.seeds``)."""
+  groups: dict = {}
+  for point in points_:
+    groups.setdefault(point._replace(seed_index=0), []).append(point)
+  for members in groups.values():
+    for i in range(0, len(members), config.seeds_per_program):
+      chunk = members[i:i + config.seeds_per_program]
+      vit_config = config.vit_config(chunk[0].depth, chunk[0].lambda_init)
+      start = time.perf_counter()
+      train_configs = [point_train_config(config, p) for p in chunk]
+      dirs = [Path(workdir) / "models" / p.name for p in chunk]
+      module = VisionTransformer(vit_config)
+      results = ([train_classifier(module, train.x, train.y, train_configs[0], dirs[0])] if len(chunk) == 1 else
+                 train_classifier_seeds(module, train.x, train.y, train_configs, dirs))
+      wall = (time.perf_counter() - start) / len(chunk)
+      for point, train_config, result in zip(chunk, train_configs, results):
+        yield _trained(config, point, vit_config, train_config, result, train, test, wall, len(chunk))
+
+
+def _trained(config, point, vit_config, train_config, result, train, test, wall, together) -> TrainedModel:
   fn = logits_function(vit_config, result.params)
   clean_accuracy = float(np.mean(predict(fn, test.x) == test.y))
   record = dict(kind="train", model=point.model, depth=point.depth, lambda_init=point.lambda_init,
@@ -222,6 +253,6 @@ def train_point(config: TrainViTConfig, point: Point, train, test, workdir) -> T
                 clean_accuracy=clean_accuracy, target_accuracy=config.target_accuracy,
                 meets_target=clean_accuracy >= config.target_accuracy,
                 train_accuracy_last_epoch=result.history[-1].train_accuracy if result.history else None,
-                train_seconds=float(sum(h.seconds for h in result.history)),
-                history=[h._asdict() for h in result.history], wall_time_s=time.perf_counter() - start)
+                train_seconds=float(sum(h.seconds for h in result.history)), seeds_in_program=together,
+                history=[h._asdict() for h in result.history], wall_time_s=wall)
   return TrainedModel(point, vit_config, result.params, fn, record)
