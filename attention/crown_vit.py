@@ -122,7 +122,7 @@ def margin_lower_bounds(config: CertifiedViTConfig, params, x_BxHxWxC, labels_B,
 
 @functools.partial(jax.jit, static_argnames=("graph", "norm", "intermediate", "cut_nodes"))
 def _margins(graph, gp, patches, labels, deviations, eps, norm, intermediate, cut_nodes):
-  """The margins of every image (vmapped); ``deviations`` [B, L]: LoFAST's bound of each attention block's
+  """The margins of every image (one at a time); ``deviations`` [B, L]: LoFAST's bound of each attention block's
   output deviation, a cut at ``cut_nodes`` (None: CROWN alone)."""
   c = int(np.prod(graph.nodes[-1].shape))
 
@@ -136,6 +136,9 @@ def _margins(graph, gp, patches, labels, deviations, eps, norm, intermediate, cu
     lower, _ = crown.spec_bounds(graph, gp, x, spec, eps, norm, (0.0, 1.0), intermediate=intermediate, cuts=balls)
     others = jnp.arange(c - 1)
     return lower[others + (others >= y)]                    # the C − 1 margins j ≠ y, in class order
+  # One image at a time (lax.map, not vmap): an image's backward passes carry coefficient tensors of
+  # thousands of rows through every layer (~4 GB at the CIFAR-10 certified ViT's size); vmapping a batch
+  # multiplies that memory by the batch without making the matmuls larger than the rows already do.
   if deviations is None:
-    return jax.vmap(one)(patches, labels)
-  return jax.vmap(one)(patches, labels, deviations)
+    return jax.lax.map(lambda a: one(*a), (patches, labels))
+  return jax.lax.map(lambda a: one(*a), (patches, labels, deviations))
