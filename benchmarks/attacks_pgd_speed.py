@@ -38,6 +38,7 @@ import time
 
 import numpy as np
 
+import record  # noqa: E402
 import torch_interpreter  # benchmarks/ is sys.path[0] when this runs as a script
 
 TORCH_NEEDS = ("torch", "torchattacks")
@@ -252,6 +253,10 @@ def main() -> None:
           f" = {flops / r['median'] / peak['wall']:4.0%} of peak (best {flops / r['best'] / peak['wall']:4.0%});"
           f" CPU {1e3 * r['cpu']:6.1f} ms = {flops / r['cpu'] / peak['cpu']:4.0%} of CPU peak")
   if len(results) > 2:
+    like = results[0]          # weights [out, in], as torch stores them: the like-for-like comparison
+    record.emit("pgd_mlp", jax_ms=1e3 * like["median"], torch_ms=1e3 * results[2]["median"],
+                ratio=results[2]["median"] / like["median"], jax_peak=flops / like["median"] / peak["wall"],
+                torch_peak=flops / results[2]["median"] / results[2]["matmul_peak"]["wall"])
     for jax_result in results[:2]:
       print(f"  torchattacks / JAX W [{jax_result['impl'].split('[')[1]}: "
             f"{results[2]['median'] / jax_result['median']:.2f}× wall median, "

@@ -38,6 +38,7 @@ import time
 
 import numpy as np
 
+import record  # noqa: E402
 import torch_interpreter  # benchmarks/ is sys.path[0] when this runs as a script
 
 EPS, ALPHA, STEPS = 8 / 255, 2 / 255, 10
@@ -211,6 +212,8 @@ def main(argv=None) -> None:
     print(f"{n:5d}  {1e3 * jm:7.1f} ({1e3 * min(j['wall']):6.1f}) {1e6 * jm / n:7.0f} {1e3 * jc:7.1f} "
           f"{flops / jm / jax_peak:5.0%}   {1e3 * tm:8.1f} ({1e3 * min(t['wall']):6.1f}) {1e6 * tm / n:7.0f} "
           f"{1e3 * tc:7.1f} {flops / tm / torch_res['matmul_peak']:5.0%}   {tm / jm:5.2f}×, {tc / jc:5.2f}×")
+    record.emit("pgd_vit", batch=n, jax_ms=1e3 * jm, torch_ms=1e3 * tm, ratio=tm / jm, jax_peak=flops / jm / jax_peak,
+                torch_peak=flops / tm / torch_res["matmul_peak"], cpu_ratio=tc / jc)
 
 
 if __name__ == "__main__":

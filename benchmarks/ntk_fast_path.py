@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import ntk
+import record  # benchmarks/ is sys.path[0] when this runs as a script
 from experiments.data import load_dataset
 
 
@@ -76,6 +77,7 @@ def main(argv=None) -> None:
       diff = float(np.max(np.abs(k_nt - k_fast)) / np.max(np.abs(k_nt)))
       print(f"{width:>6} {'nt ' + impl:>22} {t_nt:>9.2f} {n * n / t_nt:>11.3g} {t_nt / t_fast:>8.0f}x "
             f"{'':>7} {diff:>12.2e}")
+      record.emit("ntk", width=width, implementation=impl, fast_s=t_fast, nt_s=t_nt, ratio=t_nt / t_fast)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 
@@ -71,6 +72,10 @@ def main(argv=None) -> list[dict]:
     rows.append(row)
     print(f"S = {s:2d}: sequential {row['sequential']:.3f} s per model [{min(seq):.3f}, {max(seq):.3f}], vmapped "
           f"{row['vmapped']:.3f} s [{min(vm):.3f}, {max(vm):.3f}]: {row['speedup']:.2f}×", flush=True)
+  import record
+  for row in rows:
+    record.emit("train_seeds", model=args.model, seeds=row["seeds"], sequential_s=row["sequential"],
+                vmapped_s=row["vmapped"], ratio=row["speedup"])
   last = rows[-1]
   print(f"vmapped speed-up at {last['seeds']} seeds (sequential time / vmapped time): {last['speedup']:.2f}×")
   return rows

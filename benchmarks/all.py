@@ -1,0 +1,155 @@
+"""Runs every speed benchmark on this machine and writes one table (docs/performance.md, between its
+``<!-- benchmarks/all.py -->`` markers), each row with the median and range over repeated runs.
+
+  python benchmarks/all.py [--repeats 3] [--torch-python PATH] [--out docs/performance.md] [--only NAME ...]
+
+Benchmarks (each a script of this folder, run as a subprocess ``--repeats`` times; its figures come back as
+JSON lines through ``benchmarks/record.py``):
+
+  pgd_mlp      attacks_pgd_speed.py        PGD-L∞ 10 steps, MLP 784-1024-10, batch 256, against torchattacks
+  pgd_vit      attacks_pgd_vit_speed.py    PGD-L∞ 10 steps, small ViT, batch 256, against torchattacks
+  ntk          ntk_fast_path.py            empirical NTK n = 1,000, widths 256 / 1024 / 4096, against
+                                           neural-tangents' vector-product implementation
+  train_seeds  train_seeds_vmap.py         10 ViT seeds as one vmapped program against one after another
+  crown_vit    crown_vit_speed.py          CROWN, CROWN + LoFAST and LoFAST per image on the certified ViT
+                                           (run once: its compilation alone takes minutes; the range is
+                                           over its timed images)
+
+The torch rows need an interpreter with torch and torchattacks (``--torch-python``; PyTorch is not a project
+dependency); without one they are left out and the table says so. The same scripts run unchanged on a GPU
+(JAX's default device); the table names the device. A benchmark, not a test.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+BEGIN, END = "<!-- benchmarks/all.py -->", "<!-- /benchmarks/all.py -->"
+ONCE = {"crown_vit"}
+
+
+def commands(torch_python: str | None) -> dict[str, list[str]]:
+  py = sys.executable
+  torch = ["--torch-python", torch_python] if torch_python else []
+  out = {"ntk": [py, str(HERE / "ntk_fast_path.py"), "--skip_jacobian"],
+         "train_seeds": [py, str(HERE / "train_seeds_vmap.py"), "--seeds", "1", "5", "10", "--images", "512",
+                         "--repeats", "1"],
+         "crown_vit": [py, str(HERE / "crown_vit_speed.py"), "--images", "3"]}
+  if torch_python:
+    out = {"pgd_mlp": [py, str(HERE / "attacks_pgd_speed.py"), "--rounds", "1", "--reps", "10", *torch],
+           "pgd_vit": [py, str(HERE / "attacks_pgd_vit_speed.py"), "--reps", "5", *torch], **out}
+  return out
+
+
+def _spread(values) -> str:
+  values = list(values)
+  if len(values) == 1:
+    return f"{values[0]:.3g}"
+  return f"{statistics.median(values):.3g} [{min(values):.3g}, {max(values):.3g}]"
+
+
+def table(lines: list[dict], repeats: int) -> list[str]:
+  """Markdown rows from the benchmarks' JSON lines (median [min, max] over the runs)."""
+  by = {}
+  for line in lines:
+    by.setdefault(line["benchmark"], []).append(line)
+  rows = ["| benchmark | JAX | reference | reference / JAX (> 1: JAX faster) | JAX % of matmul peak |",
+          "|---|---|---|---|---|"]
+  for name, label in (("pgd_mlp", "PGD-L∞ 10 steps, MLP 784-1024-10, batch 256"),
+                      ("pgd_vit", "PGD-L∞ 10 steps, small ViT (dim 64, depth 2, 4 heads, 65 tokens), batch 256")):
+    if name in by:
+      r = by[name]
+      rows.append(f"| {label} | {_spread(x['jax_ms'] for x in r)} ms | torchattacks {_spread(x['torch_ms'] for x in r)} "
+                  f"ms | {_spread(x['ratio'] for x in r)}× | {_spread(100 * x['jax_peak'] for x in r)} % |")
+  for width in sorted({x["width"] for x in by.get("ntk", [])}):
+    r = [x for x in by["ntk"] if x["width"] == width]
+    rows.append(f"| empirical NTK, n = 1,000, width {width} | {_spread(x['fast_s'] for x in r)} s | neural-tangents "
+                f"({r[0]['implementation']}) {_spread(x['nt_s'] for x in r)} s | {_spread(x['ratio'] for x in r)}× | |")
+  for seeds in sorted({x["seeds"] for x in by.get("train_seeds", [])}):
+    r = [x for x in by["train_seeds"] if x["seeds"] == seeds]
+    rows.append(f"| ViT training, {seeds} seed(s): seconds per model per epoch (512 images) | vmapped "
+                f"{_spread(x['vmapped_s'] for x in r)} s | one after another {_spread(x['sequential_s'] for x in r)} s | "
+                f"{_spread(x['ratio'] for x in r)}× | |")
+  crown = {x["method"]: x for x in by.get("crown_vit", [])}
+  for method, x in crown.items():
+    rows.append(f"| {method} on the certified ViT (standard grid size): seconds per image after compilation "
+                f"(compiling call {x['compile_s']:.0f} s; peak resident memory so far {x['peak_gb']:.2f} GB) | "
+                f"{x['seconds']:.3g} s | | | |")
+  return rows
+
+
+def render(lines, repeats: int, machine: str, versions: dict, torch_note: str) -> str:
+  today = datetime.date.today().isoformat()
+  vers = ", ".join(f"{k} {v}" for k, v in versions.items())
+  return "\n".join([
+      BEGIN, "", f"**Measured by `python benchmarks/all.py` on {today}**: {machine}; {vers}. Each row: the median "
+      f"and [min, max] over {repeats} runs of the benchmark (the CROWN rows: one run, the range over its images is "
+      f"in the script's output). {torch_note}", "", *table(lines, repeats), "", END])
+
+
+def write_page(path: Path, section: str) -> None:
+  """Replaces the marked section of the page, or puts it under the title and the rest under a History heading."""
+  text = path.read_text() if path.exists() else "# Performance\n"
+  if BEGIN in text and END in text:
+    head, rest = text.split(BEGIN, 1)
+    path.write_text(head + section + rest.split(END, 1)[1])
+    return
+  title, _, body = text.partition("\n")
+  path.write_text(f"{title}\n\n{section}\n\n## History: tables of earlier runs on other machines\n{body}")
+
+
+def main(argv=None) -> int:
+  sys.path.insert(0, str(HERE))
+  import torch_interpreter
+  from experiments.core.machine import describe, one_line
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--repeats", type=int, default=3)
+  parser.add_argument("--out", default=str(HERE.parent / "docs" / "performance.md"))
+  parser.add_argument("--only", nargs="+", default=None, help="benchmark names (default: all)")
+  torch_interpreter.add_argument(parser, ("torch", "torchattacks"))
+  args = parser.parse_args(argv)
+  if args.repeats < 1:
+    parser.error("--repeats must be ≥ 1")
+  torch_python = torch_interpreter.resolve(args.torch_python, ("torch", "torchattacks"))
+  todo = commands(torch_python)
+  if args.only:
+    unknown = sorted(set(args.only) - set(todo))
+    if unknown:
+      parser.error(f"--only: unknown or unavailable benchmarks {unknown}; available: {sorted(todo)}")
+    todo = {k: v for k, v in todo.items() if k in args.only}
+  with tempfile.TemporaryDirectory() as tmp:
+    sink = Path(tmp) / "figures.jsonl"
+    env = dict(os.environ, BENCHMARK_JSON=str(sink))
+    for name, cmd in todo.items():
+      for run in range(1 if name in ONCE else args.repeats):
+        print(f"[{name} run {run + 1}] {' '.join(cmd[1:])}", flush=True)
+        done = subprocess.run(cmd, env=env, cwd=HERE.parent)
+        if done.returncode:
+          print(f"{name} failed (exit {done.returncode})", file=sys.stderr)
+    lines = [json.loads(line) for line in sink.read_text().splitlines()] if sink.exists() else []
+  m = describe()
+  versions = dict(m["versions"])
+  if torch_python:
+    got = subprocess.run([torch_python, "-c", "import torch, torchattacks; print(torch.__version__, "
+                          "torchattacks.__version__)"], capture_output=True, text=True).stdout.split()
+    if len(got) == 2:
+      versions.update(torch=got[0], torchattacks=got[1])
+  note = ("" if torch_python else "No interpreter with torch and torchattacks was given, so the rows against "
+          "torchattacks are left out. ") + (f"Device: {m['device']}." if m["device"] else "")
+  section = render(lines, args.repeats, one_line(m), versions, note)
+  write_page(Path(args.out), section)
+  print(section)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
