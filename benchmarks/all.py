@@ -50,11 +50,15 @@ def commands(torch_python: str | None) -> dict[str, list[str]]:
   return out
 
 
+def _fmt(v: float) -> str:
+  return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
 def _spread(values) -> str:
   values = list(values)
   if len(values) == 1:
-    return f"{values[0]:.3g}"
-  return f"{statistics.median(values):.3g} [{min(values):.3g}, {max(values):.3g}]"
+    return _fmt(values[0])
+  return f"{_fmt(statistics.median(values))} [{_fmt(min(values))}, {_fmt(max(values))}]"
 
 
 def table(lines: list[dict], repeats: int) -> list[str]:
