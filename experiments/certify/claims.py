@@ -291,7 +291,8 @@ def not_run_rows(root: str, why: str) -> list[dict]:
 
 def crown_rows_not_run(root: str, why: str) -> list[dict]:
   """The CROWN comparison rows without a certification workdir: its standard grid first, then the comparison."""
-  return crown_claims.not_run_rows(f"{root}/certify", f"{why}; then the comparison on that workdir")
+  return crown_claims.not_run_rows(f"{root}/certify", f"{why}; then the comparison on that workdir",
+                                   before=f"python -m experiments.claims --workdir {root} --standard")
 
 
 # ----------------------------------------------------------------------------- declared claims

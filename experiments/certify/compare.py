@@ -14,7 +14,7 @@ with each method:
   crown         CROWN alone (``attention.crown_vit.margin_lower_bounds``, CROWN intermediate bounds at
                 every node a relaxation reads, the ℓ2 ball ∩ the pixel box [0, 1]);
   crown_lofast  CROWN + LoFAST: LoFAST's rigorous ball of each attention block's output replaces CROWN's
-                bounds there (a cut; docs/certification.md#crown--lofast);
+                bounds there (a cut; docs/certification.md#crown--lofast-how-they-compose);
   crown_ibp     CROWN's final backward pass over interval (IBP) intermediate bounds: the cheaper option
                 (not in the default methods).
 

@@ -110,9 +110,10 @@ def crown_rows(src: Source) -> list[dict]:
   return rows
 
 
-def not_run_rows(path: str, why: str) -> list[dict]:
-  """Every comparison row, 'not run', with the command that fills them."""
-  command = COMMAND.format(path=path)
+def not_run_rows(path: str, why: str, before: str = "") -> list[dict]:
+  """Every comparison row, 'not run', with the command that fills them (after ``before``, a command that makes
+  the certification workdir, where there is none)."""
+  command = (f"{before}; then " if before else "") + COMMAND.format(path=path)
   return ([not_run(cid, statement, LOFAST, paper, command, why) for cid, _, _, _, _, statement, paper in _DIFFERENCES]
           + [not_run(SPEED[0], SPEED[1], LOFAST, SPEED[2], command, why)])
 

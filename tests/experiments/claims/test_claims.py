@@ -41,8 +41,9 @@ def test_absent_diff_attention_and_certify_say_not_run_with_their_command(tmp_pa
   from experiments.diff_attention.claims import DA_CLAIMS
   assert {r["claim_id"] for r in by_exp["diff_attention"]} == {c[0] for c in DA_CLAIMS}
   assert all(f"experiments.claims --workdir {tmp_path} --standard" in r["command"] for r in by_exp["diff_attention"])
-  assert len(by_exp["certify"]) == 5
+  assert len(by_exp["certify"]) == 5 + 4        # LoFAST's five and the four comparisons with CROWN
   assert all("experiments.claims --workdir" in r["command"] and "--standard" in r["command"] for r in by_exp["certify"])
+  assert sum(f"experiments.certify.compare --workdir {tmp_path}/certify" in r["command"] for r in by_exp["certify"]) == 4
 
 def test_cli_no_run_writes_table_records_and_plot(tmp_path, capsys):
   write_workdir(tmp_path / "fr", flip_records([3] * 6, [21] * 6))
