@@ -25,6 +25,7 @@ from attacks.losses import (
 )
 from attacks.metrics import SuccessRate, attack_success_rate, success_within_l2
 from attacks.mim import mim
+from attacks.patch import patch
 from attacks.pgd import pgd_l2, pgd_linf
 from attacks.projections import BUDGET_RTOL, within_budget
 from attacks.result import AttackResult
@@ -48,6 +49,7 @@ __all__ = [
     "is_adversarial",
     "logit_margin",
     "mim",
+    "patch",
     "pgd_l2",
     "pgd_linf",
     "presets",
