@@ -24,7 +24,8 @@ serves every radius) and is excluded from the seconds per image.
 Every certified image is checked against the certification run's PGD-L2 flags (``pgd_robust_images``): a
 certified image that PGD broke is a soundness violation, counted in the record (it must be 0).
 
-Records go to DIR/crown/results.jsonl (resumable per chunk); ``experiments.certify.compare_report`` draws the
+Records go to DIR/crown/results.jsonl (resumable per chunk, and extensible: rerun with more images, another
+method or another radius and only the missing chunks run); ``experiments.certify.compare_report`` draws the
 table, the figure and the paired comparisons, and the certification's claim rows read them.
 
 Source: Havens et al., ICML 2024 (LoFAST; CROWN + LoFAST, §5); Zhang et al., NeurIPS 2018 (CROWN); Shi et
@@ -53,6 +54,9 @@ from experiments.core.workdir import Workdir, read_records
 
 METHODS = tuple(LABELS)
 KEY_FIELDS = ("eps", "method", "start")
+# Grid fields: a record is keyed by (ε, method, first image), so a workdir resumes, and grows, under other
+# values of these (more images, another method, another radius of the run).
+GRID = frozenset({"n_images", "methods", "epsilons"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,7 +159,7 @@ def run(config: CompareConfig, workdir, *, overwrite_config: bool = False) -> li
   test = load_test(cert_config, config.dataset)
   if config.n_images > len(test.x):
     raise ValueError(f"n_images must be ≤ the run's {len(test.x)} test images, got {config.n_images}")
-  wd = Workdir(workdir / SUBDIR, KEY_FIELDS, config, overwrite_config=overwrite_config)
+  wd = Workdir(workdir / SUBDIR, KEY_FIELDS, config, overwrite_config=overwrite_config, bookkeeping=GRID)
   models = {a: certified_vit(workdir, config.dataset, a) for a in sorted(set(alphas.values()))}
   key = jax.random.fold_in(jax.random.PRNGKey(cert_config.train.seed), 7)
   starts = range(0, config.n_images, config.chunk)

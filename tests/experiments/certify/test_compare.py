@@ -53,6 +53,11 @@ def test_compare_is_sound_agrees_with_the_run_and_resumes(workdir):
         assert r["pgd_violations"] == 0
   assert any(r["certified_images"] and sum(r["certified_images"]) for r in records if r["method"] != "lofast")
   assert compare.run(COMPARE, workdir) == records            # resumed: nothing recomputed
+  import dataclasses
+  grown = compare.run(dataclasses.replace(COMPARE, methods=("crown_ibp",)), workdir)   # another method: only it runs
+  assert grown[:len(records)] == records and {r["method"] for r in grown[len(records):]} == {"crown_ibp"}
+  assert len(grown) == len(records) + len(EPSILONS) * 2
+  records = [r for r in grown if r["method"] != "crown_ibp"]
   text = compare_report.write_report(workdir)
   comp = compare_report.comparison(records)
   ci = paired_binary_difference(comp[0.01]["crown_lofast"].certified, comp[0.01]["crown"].certified)
