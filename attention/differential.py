@@ -90,11 +90,13 @@ def _at_least_float32(dtype):
   return jnp.promote_types(dtype, jnp.float32)
 
 
-def softmax_attention_map(q_BxHxNxD, k_BxHxMxD) -> jnp.ndarray:
+def softmax_attention_map(q_BxHxNxD, k_BxHxMxD, mask_BxM=None) -> jnp.ndarray:
   """softmax(Q Kᵀ / √d) over the key axis, computed in float32 (float64 for float64 inputs).
 
   Args:
     q_BxHxNxD: queries [batch, heads, n, d]. k_BxHxMxD: keys [batch, heads, m, d].
+    mask_BxM: optional bool [batch, m], True for the keys attended to (a padding mask: padded keys get
+      weight exactly 0); None attends to every key, with today's numbers exactly.
 
   Returns:
     float32 (or float64) [batch, heads, n, m], rows summing to 1.
@@ -102,7 +104,9 @@ def softmax_attention_map(q_BxHxNxD, k_BxHxMxD) -> jnp.ndarray:
   dtype = _at_least_float32(jnp.result_type(q_BxHxNxD, k_BxHxMxD))
   scale = q_BxHxNxD.shape[-1] ** -0.5
   logits = jnp.einsum("bhnd,bhmd->bhnm", q_BxHxNxD.astype(dtype) * scale, k_BxHxMxD.astype(dtype))
-  return jax.nn.softmax(logits, axis=-1)
+  if mask_BxM is None:
+    return jax.nn.softmax(logits, axis=-1)
+  return jax.nn.softmax(logits, axis=-1, where=mask_BxM[:, None, None, :])
 
 
 def head_rms_norm(x_BxHxNxE, eps: float = RMS_NORM_EPS) -> jnp.ndarray:
@@ -139,6 +143,15 @@ def _check_tokens(x_BxNxD, dim: int, layer: str):
     raise ValueError(f"{layer} expects feature dim {dim} (= heads × head width), got {x_BxNxD.shape[-1]}")
 
 
+def _check_mask(mask_BxN, batch: int, n: int):
+  """The padding mask as bool [batch, n], or None; raises ValueError on another shape."""
+  if mask_BxN is None:
+    return None
+  if jnp.shape(mask_BxN) != (batch, n):
+    raise ValueError(f"mask_BxN must have shape [batch, tokens] = ({batch}, {n}), got {jnp.shape(mask_BxN)}")
+  return jnp.asarray(mask_BxN).astype(bool)
+
+
 def _check_heads(num_heads, head_dim, layer: str):
   for name, value in (("num_heads", num_heads), ("head_dim", head_dim)):
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -158,8 +171,10 @@ class MultiHeadSelfAttention(nn.Module):
   use_bias: bool = False
 
   @nn.compact
-  def __call__(self, x_BxNxD, *, return_maps: bool = False):
-    """Args: x_BxNxD tokens [batch, n, num_heads·head_dim]. Returns [batch, n, dim] (and AttentionMaps)."""
+  def __call__(self, x_BxNxD, *, return_maps: bool = False, mask_BxN=None):
+    """Args: x_BxNxD tokens [batch, n, num_heads·head_dim]; mask_BxN: optional bool [batch, n], False for
+    padding tokens, which no token attends to (``softmax_attention_map``). Returns [batch, n, dim] (and
+    AttentionMaps)."""
     _check_heads(self.num_heads, self.head_dim, "MultiHeadSelfAttention")
     dim = self.num_heads * self.head_dim
     _check_tokens(x_BxNxD, dim, "MultiHeadSelfAttention")
@@ -167,7 +182,7 @@ class MultiHeadSelfAttention(nn.Module):
     dense = lambda name: nn.Dense(dim, use_bias=self.use_bias, name=name)  # noqa: E731
     split = lambda t: t.reshape(b, n, self.num_heads, self.head_dim).transpose(0, 2, 1, 3)  # noqa: E731
     q, k, v = (split(dense(name)(x_BxNxD)) for name in ("q_proj", "k_proj", "v_proj"))
-    a_BxHxNxN = softmax_attention_map(q, k)
+    a_BxHxNxN = softmax_attention_map(q, k, _check_mask(mask_BxN, b, n))
     self.sow("intermediates", "attention_maps", a_BxHxNxN)
     out = jnp.einsum("bhnm,bhme->bhne", a_BxHxNxN.astype(v.dtype), v)
     out = dense("out_proj")(out.transpose(0, 2, 1, 3).reshape(b, n, dim))
@@ -192,8 +207,9 @@ class DifferentialAttention(nn.Module):
   learnable_gain: bool = True
 
   @nn.compact
-  def __call__(self, x_BxNxD, *, return_maps: bool = False):
-    """Args: x_BxNxD tokens [batch, n, 2·H·d]. Returns [batch, n, dim] (and AttentionMaps with λ)."""
+  def __call__(self, x_BxNxD, *, return_maps: bool = False, mask_BxN=None):
+    """Args: x_BxNxD tokens [batch, n, 2·H·d]; mask_BxN: optional bool [batch, n], False for padding tokens
+    (both maps ignore them). Returns [batch, n, dim] (and AttentionMaps with λ)."""
     _check_heads(self.num_heads, self.head_dim, "DifferentialAttention")
     lambda_init = check_lambda_init(self.lambda_init)
     h, d = self.num_heads, self.head_dim
@@ -205,8 +221,9 @@ class DifferentialAttention(nn.Module):
     pairs = lambda t: t.reshape(b, n, h, 2, d).transpose(0, 2, 3, 1, 4)  # noqa: E731
     q, k = pairs(dense("q_proj")(x_BxNxD)), pairs(dense("k_proj")(x_BxNxD))
     v = dense("v_proj")(x_BxNxD).reshape(b, n, h, 2 * d).transpose(0, 2, 1, 3)
-    a1 = softmax_attention_map(q[:, :, 0], k[:, :, 0])
-    a2 = softmax_attention_map(q[:, :, 1], k[:, :, 1])
+    mask = _check_mask(mask_BxN, b, n)
+    a1 = softmax_attention_map(q[:, :, 0], k[:, :, 0], mask)
+    a2 = softmax_attention_map(q[:, :, 1], k[:, :, 1], mask)
     init = nn.initializers.normal(LAMBDA_VECTOR_STD)
     vectors = [self.param(name, init, (d,), jnp.float32)
                for name in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2")]
