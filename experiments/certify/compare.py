@@ -127,13 +127,7 @@ def _certified(method, model_config, params, x, y, eps, key, power_iters):
                                           intermediate="ibp" if method == "crown_ibp" else "crown", key=key,
                                           power_iters=power_iters)
   low = np.asarray(margins).min(axis=1)
-  correct = np.asarray(jnp.argmax(_logits(model_config, params, x), axis=1) == y)
-  return (low > 0) & correct, low
-
-
-def _logits(model_config, params, x):
-  from attention.certified_vit import CertifiedViT
-  return CertifiedViT(model_config).apply({"params": params}, x)
+  return low > 0, low     # all margins' lower bounds > 0 over the ball, x included: correct and certified
 
 
 def run(config: CompareConfig, workdir, *, overwrite_config: bool = False) -> list[dict]:

@@ -43,5 +43,5 @@ def versions() -> dict:
 def one_line(m: dict | None = None) -> str:
   """'<cpu>, <cores> cores (<isa>), <device>' of ``describe()``."""
   m = describe() if m is None else m
-  isa = "/".join(m["isa"][:1]) or "ISA unknown"
+  isa = m["isa"][0] if m["isa"] else "ISA unknown"
   return f"{m['cpu']}, {m['cores']} cores ({isa}), {m['device']}"
