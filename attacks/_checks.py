@@ -57,10 +57,11 @@ def check_nonnegative(value, name: str, *, allow_none: bool = False):
   return v
 
 
-def check_key(key, attack: str) -> None:
+def check_key(key, attack: str, hint: str = "") -> None:
   """Raises ValueError unless key is one JAX PRNG key, as JAX itself reads it: jax.random.key(seed), or a
-  raw jax.random.PRNGKey(seed) of the default implementation (whatever JAX_DEFAULT_PRNG_IMPL sets)."""
-  hint = f"{attack} with a random start needs key=jax.random.key(seed) (or pass random_start=False)"
+  raw jax.random.PRNGKey(seed) of the default implementation (whatever JAX_DEFAULT_PRNG_IMPL sets).
+  ``hint``: what needs the key and how to do without it (default: a random start, random_start=False)."""
+  hint = hint or f"{attack} with a random start needs key=jax.random.key(seed) (or pass random_start=False)"
   if key is None:
     raise ValueError(hint)
   try:

@@ -39,27 +39,30 @@ def _patch(*, fn_static, fn_dynamic, x, y, target, mask, eps, alpha, lower, uppe
   lo = jnp.maximum(lower, x - eps)           # eps = +inf: the pixel bounds alone (an unbounded patch)
   hi = jnp.minimum(upper, x + eps)
 
-  def body(i, carry):
-    x_t, best_x, best_obj, zero_B = carry
-    obj_B, _, grad = objective_and_grad(logits_fn, x_t, y, target_B=target)
-    zero_B = jnp.where(i == 0, all_zero(grad * mask), zero_B)
-    better = (obj_B > best_obj).reshape((-1,) + (1,) * (x.ndim - 1))
-    best_x, best_obj = jnp.where(better, x_t, best_x), jnp.maximum(obj_B, best_obj)
-    x_next = jnp.where(inside, jnp.clip(x_t + alpha * jnp.sign(grad), lo, hi), x)
-    return x_next, best_x, best_obj, zero_B
+  def step(x_t, grad):
+    return jnp.where(inside, jnp.clip(x_t + alpha * jnp.sign(grad), lo, hi), x)
 
-  init = (x, x, jnp.full(x.shape[:1], -jnp.inf, x.dtype), jnp.zeros(x.shape[:1], bool))
-  x_last, best_x, best_obj, zero_B = jax.lax.fori_loop(0, steps, body, init)
-  obj_last, _, _ = objective_and_grad(logits_fn, x_last, y, target_B=target)
-  better = (obj_last > best_obj).reshape((-1,) + (1,) * (x.ndim - 1))
-  x_adv = jnp.where(better, x_last, best_x)
+  def body(_, carry):
+    x_t, grad, best_x, best_obj = carry
+    x_next = step(x_t, grad)
+    obj_B, _, grad = objective_and_grad(logits_fn, x_next, y, target_B=target)
+    better = (obj_B > best_obj).reshape((-1,) + (1,) * (x.ndim - 1))
+    return x_next, grad, jnp.where(better, x_next, best_x), jnp.maximum(obj_B, best_obj)
+
+  obj0, _, grad0 = objective_and_grad(logits_fn, x, y, target_B=target)   # x₀ = x is the first candidate
+  zero_B = all_zero(grad0 * mask.astype(grad0.dtype))
+  _, _, x_adv, _ = jax.lax.fori_loop(0, steps, body, (x, grad0, x, obj0))
   return AttackResult(x_adv, is_adversarial(logits_fn(x_adv), y, target_B=target), zero_B)
 
 
 def _positions(position, key, batch: int, size: int, height: int, width: int) -> jnp.ndarray:
   """Top-left corners [B, 2] (int32) from ``position`` (None: uniform per sample from ``key``)."""
+  if isinstance(position, jax.core.Tracer):
+    raise ValueError("position must be concrete (a tuple or an integer array), not a traced value: compute it "
+                     "outside jax.jit, or pass position=None with a key")
   if position is None:
-    _checks.check_key(key, "patch with position=None (a random position per sample)")
+    _checks.check_key(key, "patch", "patch with position=None draws a random position per sample: it needs "
+                      "key=jax.random.key(seed), or pass position=(row, col)")
     keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(batch))
     rows = jax.vmap(lambda k: jax.random.randint(k, (), 0, height - size + 1))(keys)
     cols = jax.vmap(lambda k: jax.random.randint(jax.random.fold_in(k, 1), (), 0, width - size + 1))(keys)
@@ -103,8 +106,10 @@ def patch(logits_fn, x, y, *, size: int, position=None, key=None, targeted: bool
     bounds: pixel bounds (lower, upper); default (0, 1).
 
   Returns:
-    AttackResult(x_adv [batch, H, W, C], success [batch] bool, zero_grad [batch] bool: the gradient on the
-    patch was exactly zero at x).
+    AttackResult(x_adv [batch, H, W, C], success [batch] bool: the prediction at x_adv differs from y
+    (untargeted) or equals the target (targeted); samples already misclassified count as successes, as in
+    every attack here (``attacks.attack_success_rate`` counts on the clean-correct ones), zero_grad [batch]
+    bool: the gradient on the patch was exactly zero at x).
 
   Raises:
     ValueError: x not 4-D, a size outside [1, min(H, W)], a position outside the image or of the wrong shape,

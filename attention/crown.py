@@ -630,6 +630,12 @@ def main(argv=None) -> int:
     if x.ndim not in (1, 2) or not np.all(np.isfinite(x)):
       raise ValueError(f"--x {args.x}: expected a finite array [d] or [T, d], got shape {x.shape}")
     box = None if args.box is None else _parse_box(args.box)
+    if box is not None:
+      gap = x - np.clip(x, *box)            # from x to the nearest point of the box
+      dist = float(np.abs(gap).max() if args.norm == "inf" else np.linalg.norm(gap))
+      if dist > args.eps:
+        raise ValueError(f"--box {args.box}: the {args.norm}-ball of radius {args.eps} around --x does not reach "
+                         f"the box (distance {dist:.4g}); the input set is empty")
     graph, params = load_network(args.net, x.shape)
     with jax.enable_x64(True):
       p64 = {k: jnp.asarray(v, jnp.float64) for k, v in params.items()}

@@ -97,15 +97,13 @@ def margin_lower_bounds(config: CertifiedViTConfig, params, x_BxHxWxC, labels_B,
   ε is traced (one compilation serves every radius); the graph, norm and intermediate mode are static.
 
   Raises:
-    ValueError: a negative or non-finite ε; lofast with the ℓ∞ norm or without a key or constants; and as
-      ``attention.crown.spec_bounds``.
+    ValueError: ε not a finite number ≥ 0; images not floating [B, H, W, C] of the config's size or not finite
+      in [0, 1]; labels not integers [B] in [0, C); lofast with the ℓ∞ norm or without a key or constants; and
+      as ``attention.crown.spec_bounds``.
   """
-  if not (np.isfinite(eps) and eps >= 0):
-    raise ValueError(f"eps must be finite and >= 0 (the ℓ{norm} radius on the [0, 1] pixel scale), got {eps!r}")
+  x, labels = _check_inputs(config, x_BxHxWxC, labels_B, eps, norm)
   vg = certified_vit_graph(config, params)
-  x = jnp.asarray(x_BxHxWxC)
   patches = patchify(x, config.patch_size)
-  labels = jnp.asarray(labels_B)
   if not lofast:
     return _margins(vg.graph, vg.params, patches, labels, None, jnp.asarray(eps, x.dtype), norm, intermediate, ())
   if norm != "2" or (key is None and constants is None):
@@ -118,6 +116,26 @@ def margin_lower_bounds(config: CertifiedViTConfig, params, x_BxHxWxC, labels_B,
                                     key_norm="closed_form")                       # [L + 1, B]
   return _margins(vg.graph, vg.params, patches, labels, (radii[1:] - radii[:-1]).T, jnp.asarray(eps, x.dtype), norm,
                   intermediate, vg.attention_outputs)
+
+
+def _check_inputs(config: CertifiedViTConfig, x_BxHxWxC, labels_B, eps, norm: str):
+  """(images, labels) as arrays after checking them; ValueError naming the argument otherwise."""
+  if isinstance(eps, (bool, np.bool_)) or not isinstance(eps, (int, float, np.floating, np.integer)) or not (
+      np.isfinite(eps) and eps >= 0):
+    raise ValueError(f"eps must be a finite number >= 0 (the ℓ{norm} radius on the [0, 1] pixel scale), got {eps!r}")
+  x = jnp.asarray(x_BxHxWxC)
+  want = (config.image_size, config.image_size, config.channels)
+  if x.ndim != 4 or tuple(x.shape[1:]) != want or not jnp.issubdtype(x.dtype, jnp.floating):
+    raise ValueError(f"x_BxHxWxC must be floating images [batch, {want[0]}, {want[1]}, {want[2]}], got shape "
+                     f"{tuple(x.shape)} and dtype {x.dtype}")
+  if not bool(jnp.all(jnp.isfinite(x))) or float(jnp.min(x)) < 0 or float(jnp.max(x)) > 1:
+    raise ValueError("x_BxHxWxC must hold finite pixels in [0, 1] (the pixel box the bounds intersect)")
+  labels = jnp.asarray(labels_B)
+  if labels.shape != (x.shape[0],) or not jnp.issubdtype(labels.dtype, jnp.integer) or (
+      labels.size and (int(labels.min()) < 0 or int(labels.max()) >= config.num_classes)):
+    raise ValueError(f"labels_B must be integer labels [batch] = [{x.shape[0]}] in [0, {config.num_classes}), "
+                     f"got shape {tuple(labels.shape)}, dtype {labels.dtype}")
+  return x, labels
 
 
 @functools.partial(jax.jit, static_argnames=("graph", "norm", "intermediate", "cut_nodes"))

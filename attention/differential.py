@@ -26,6 +26,7 @@ from typing import NamedTuple, Optional
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 RMS_NORM_EPS = 1e-5
 LAMBDA_VECTOR_STD = 0.1
@@ -99,7 +100,8 @@ def softmax_attention_map(q_BxHxNxD, k_BxHxMxD, mask_BxM=None) -> jnp.ndarray:
       weight exactly 0); None attends to every key, with today's numbers exactly.
 
   Returns:
-    float32 (or float64) [batch, heads, n, m], rows summing to 1.
+    float32 (or float64) [batch, heads, n, m], rows summing to 1 (a row of a sample whose keys are all
+    masked is all 0: it attends to nothing, and its output is 0).
   """
   dtype = _at_least_float32(jnp.result_type(q_BxHxNxD, k_BxHxMxD))
   scale = q_BxHxNxD.shape[-1] ** -0.5
@@ -144,12 +146,16 @@ def _check_tokens(x_BxNxD, dim: int, layer: str):
 
 
 def _check_mask(mask_BxN, batch: int, n: int):
-  """The padding mask as bool [batch, n], or None; raises ValueError on another shape."""
+  """The padding mask as bool [batch, n], or None; raises ValueError on another shape or a dtype that is not
+  bool or integer (an integer mask is read as ≠ 0)."""
   if mask_BxN is None:
     return None
   if jnp.shape(mask_BxN) != (batch, n):
     raise ValueError(f"mask_BxN must have shape [batch, tokens] = ({batch}, {n}), got {jnp.shape(mask_BxN)}")
-  return jnp.asarray(mask_BxN).astype(bool)
+  dtype = getattr(mask_BxN, "dtype", None) or np.asarray(mask_BxN).dtype
+  if not (jnp.issubdtype(dtype, jnp.bool_) or jnp.issubdtype(dtype, jnp.integer)):
+    raise ValueError(f"mask_BxN must be bool (True: a real token) or 0/1 integers, got dtype {dtype}")
+  return jnp.asarray(mask_BxN) != 0
 
 
 def _check_heads(num_heads, head_dim, layer: str):

@@ -115,10 +115,14 @@ def main(argv=None) -> int:
   sys.path.insert(0, str(HERE))
   import torch_interpreter
   from experiments.core.machine import describe, one_line
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--repeats", type=int, default=3)
-  parser.add_argument("--out", default=str(HERE.parent / "docs" / "performance.md"))
-  parser.add_argument("--only", nargs="+", default=None, help="benchmark names (default: all)")
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
+  parser.add_argument("--repeats", type=int, default=3, help="runs of each benchmark (default 3)")
+  parser.add_argument("--out", default=str(HERE.parent / "docs" / "performance.md"),
+                      help="the page whose marked section is rewritten (default: the repository's "
+                           "docs/performance.md, a tracked file)")
+  parser.add_argument("--only", nargs="+", default=None,
+                      help="benchmark names: pgd_mlp, pgd_vit (both need --torch-python), ntk, train_seeds, "
+                           "crown_vit (default: all available)")
   torch_interpreter.add_argument(parser, ("torch", "torchattacks"))
   args = parser.parse_args(argv)
   if args.repeats < 1:
@@ -128,7 +132,8 @@ def main(argv=None) -> int:
   if args.only:
     unknown = sorted(set(args.only) - set(todo))
     if unknown:
-      parser.error(f"--only: unknown or unavailable benchmarks {unknown}; available: {sorted(todo)}")
+      parser.error(f"--only: unknown or unavailable benchmarks {unknown}; available: {sorted(todo)}"
+                   + ("" if torch_python else " (pgd_mlp and pgd_vit need --torch-python)"))
     todo = {k: v for k, v in todo.items() if k in args.only}
   with tempfile.TemporaryDirectory() as tmp:
     sink = Path(tmp) / "figures.jsonl"

@@ -36,8 +36,10 @@ def test_real_tokens_see_only_real_tokens(name):
     np.testing.assert_allclose(out[b, :m], alone[0], rtol=1e-5, atol=1e-5)
 
 
-def test_a_mask_of_the_wrong_shape_is_refused():
+def test_a_mask_of_the_wrong_shape_or_dtype_is_refused():
   layer = LAYERS["standard"]
   params = layer.init(jax.random.PRNGKey(1), X)
   with pytest.raises(ValueError, match="mask_BxN must have shape"):
     layer.apply(params, X, mask_BxN=jnp.ones((3, 5), bool))
+  with pytest.raises(ValueError, match="mask_BxN must be bool"):
+    layer.apply(params, X, mask_BxN=jnp.full((3, 6), 0.5))

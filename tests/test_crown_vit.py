@@ -98,3 +98,21 @@ def test_crown_with_lofast_cuts_is_sound():
       margins = out[:, [y]] - np.delete(out, y, axis=1)
       assert np.all(margins >= both[i] - 1e-9)
   assert both.shape == (3, 2) and np.all(np.isfinite(both))
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(labels=[3, 0]), "labels_B must be integer labels"),
+    (dict(labels=[0.0, 1.0]), "labels_B must be integer labels"),
+    (dict(x=2.0), "finite pixels in \\[0, 1\\]"),
+    (dict(x=np.nan), "finite pixels"),
+    (dict(shape=(2, 4, 4)), "x_BxHxWxC must be floating images"),
+    (dict(eps=True), "eps must be a finite number"),
+    (dict(eps=-0.1), "eps must be a finite number"),
+])
+def test_bad_input_is_refused_naming_the_argument(change, message):
+  params = _model()
+  x = np.full(change.get("shape", (2, 4, 4, 1)), 0.5)
+  if "x" in change:
+    x[0, 0, 0] = change["x"]
+  with pytest.raises(ValueError, match=message):
+    crown_vit.margin_lower_bounds(CONFIG, params, x, np.asarray(change.get("labels", [0, 1])), change.get("eps", 0.1))

@@ -47,13 +47,13 @@ from tqdm.auto import tqdm
 
 from attention import certification, crown_vit
 from attention.certified_vit import embedding_lipschitz
-from experiments.certify.compare_report import LABELS, SUBDIR
+from experiments.certify.methods import LABELS, SUBDIR
 from experiments.core import config as config_lib
 from experiments.core.machine import one_line
 from experiments.core.workdir import Workdir, read_records
 
 METHODS = tuple(LABELS)
-KEY_FIELDS = ("eps", "method", "start")
+KEY_FIELDS = ("eps", "method", "start", "stop")
 # Grid fields: a record is keyed by (ε, method, first image), so a workdir resumes, and grows, under other
 # values of these (more images, another method, another radius of the run).
 GRID = frozenset({"n_images", "methods", "epsilons"})
@@ -88,8 +88,12 @@ class CompareConfig:
 
 
 def _certify_config(workdir: Path):
+  """The certification run's config; ValueError for a workdir of another experiment."""
   from experiments.certify.config import CertifyConfig
+  from experiments.core.workdir import read_config
   from experiments.report.adapters import read_workdir_config
+  if (workdir / "config.json").exists() and "attention_bounds" not in read_config(workdir / "config.json"):
+    raise ValueError(f"{workdir} is not an experiments.certify workdir (its config.json has no attention_bounds)")
   return read_workdir_config(workdir, CertifyConfig, "certify")
 
 
@@ -149,6 +153,9 @@ def run(config: CompareConfig, workdir, *, overwrite_config: bool = False) -> li
   missing = [e for e in config.epsilons if not any(math.isclose(e, c) for c in cert_config.epsilons)]
   if missing:
     raise ValueError(f"epsilons {missing} are not radii of the certification run {cert_config.epsilons}")
+  # the run's own radii (a near-equal value would key a second row of the same ε)
+  config = dataclasses.replace(config, epsilons=tuple(next(float(c) for c in cert_config.epsilons
+                                                           if math.isclose(e, c)) for e in config.epsilons))
   alphas = {eps: _headline_alpha(records, config.dataset, eps) for eps in config.epsilons}
   test = load_test(cert_config, config.dataset)
   if config.n_images > len(test.x):
@@ -158,7 +165,8 @@ def run(config: CompareConfig, workdir, *, overwrite_config: bool = False) -> li
   key = jax.random.fold_in(jax.random.PRNGKey(cert_config.train.seed), 7)
   starts = range(0, config.n_images, config.chunk)
   todo = [(s, eps, m) for s in starts for eps in config.epsilons for m in config.methods
-          if wd.key(dict(eps=float(eps), method=m, start=s)) not in wd.done()]
+          if wd.key(dict(eps=float(eps), method=m, start=s, stop=min(s + config.chunk, config.n_images)))
+          not in wd.done()]
   compiled, machine = set(), one_line()
   for start, eps, method in tqdm(todo, desc="certify: LoFAST / CROWN / CROWN + LoFAST", unit="chunk"):
     alpha = alphas[eps]
@@ -182,7 +190,11 @@ def run(config: CompareConfig, workdir, *, overwrite_config: bool = False) -> li
 
 
 def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(prog="python -m experiments.certify.compare", description=__doc__.split("\n")[0])
+  parser = argparse.ArgumentParser(
+      prog="python -m experiments.certify.compare", description=__doc__.split("\n")[0],
+      epilog="Fields (field=value; defaults in CompareConfig): " + " ".join(
+          f"{f.name}={f.default!r}" for f in dataclasses.fields(CompareConfig)) + ". methods from "
+          f"{METHODS}. Records and the report go to DIR/{SUBDIR}/.")
   parser.add_argument("--workdir", required=True, help="a finished experiments.certify workdir")
   parser.add_argument("--overwrite_config", action="store_true",
                       help="move results of another comparison config aside and start afresh")

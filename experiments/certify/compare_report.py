@@ -20,17 +20,8 @@ import numpy as np
 from experiments.core import verdicts
 from experiments.core.plotting import save, subplots
 from experiments.core.workdir import read_records
+from experiments.certify.methods import CROWN_NOTE, LABELS, PAIRS, PAPER, SUBDIR
 from experiments.papers import lofast
-
-SUBDIR = "crown"   # the comparison's records: DIR/crown/results.jsonl
-LABELS = {"lofast": "LoFAST", "crown": "CROWN", "crown_lofast": "CROWN + LoFAST",
-          "crown_ibp": "CROWN (interval intermediate bounds)"}
-PAPER = {"lofast": "LoFAST (paper)", "crown": "CROWN (paper)", "crown_lofast": "CROWN+LoFAST (paper)"}
-PAIRS = (("crown_lofast", "crown"), ("crown", "lofast"), ("crown_lofast", "lofast"))
-CROWN_NOTE = ("CROWN here is CROWN with adaptive ReLU slopes and CROWN intermediate bounds (Zhang et al., NeurIPS "
-              "2018; softmax and bilinear relaxations of Shi et al., ICLR 2020), not α,β-CROWN (optimised slopes "
-              "and branch and bound), whose figures the paper's crossover quotes")
-
 
 class Method(NamedTuple):
   """One method's outcome at one ε over the images every method finished."""
@@ -47,8 +38,11 @@ def comparison(records) -> dict:
   for eps in sorted({float(r["eps"]) for r in records}):
     per = {}
     for method in sorted({r["method"] for r in records if float(r["eps"]) == eps}):
-      chunks = sorted((r for r in records if float(r["eps"]) == eps and r["method"] == method),
-                      key=lambda r: r["start"])
+      widest = {}   # per first image the record reaching furthest (a comparison grown with more images)
+      for r in (r for r in records if float(r["eps"]) == eps and r["method"] == method):
+        if r["start"] not in widest or r["stop"] > widest[r["start"]]["stop"]:
+          widest[r["start"]] = r
+      chunks = [widest[k] for k in sorted(widest)]
       contiguous = []
       for r in chunks:
         if r["start"] != (contiguous[-1]["stop"] if contiguous else 0):
@@ -120,6 +114,7 @@ def summary_markdown(records) -> str:
 def plot_methods(records, path) -> None:
   """Certified accuracy against ε of every method (Clopper–Pearson bars) with the paper's points."""
   comp = comparison(records)
+  cifar10 = {r.get("dataset") for r in records} == {"cifar10"}
   fig, (ax,) = subplots(1, width=5.6, height=4.0)
   colors = {"lofast": "tab:blue", "crown": "tab:red", "crown_lofast": "tab:green", "crown_ibp": "tab:gray"}
   for m, label in LABELS.items():
@@ -133,12 +128,13 @@ def plot_methods(records, path) -> None:
     mid = 100 * k / n
     err = np.array([[m_ - 100 * c.low for m_, c in zip(mid, ci)], [100 * c.high - m_ for m_, c in zip(mid, ci)]])
     ax.errorbar(eps, mid, yerr=err, marker="o", capsize=3, color=colors[m], label=f"{label} (n = {n.min()})")
-    if m in PAPER and PAPER[m] in lofast.CERTIFIED:
+    if m in PAPER and PAPER[m] in lofast.CERTIFIED and cifar10:
       paper = lofast.CERTIFIED[PAPER[m]]
       ax.scatter(list(paper), list(paper.values()), marker="*", s=110, color=colors[m], edgecolor="black",
                  zorder=5, label=f"{label} (paper)")
-  abc = lofast.CERTIFIED["α,β-CROWN (paper)"]
-  ax.scatter(list(abc), list(abc.values()), marker="X", s=80, color="black", label="α,β-CROWN (paper)")
+  if cifar10:   # the paper's figures are CIFAR-10's
+    abc = lofast.CERTIFIED["α,β-CROWN (paper)"]
+    ax.scatter(list(abc), list(abc.values()), marker="X", s=80, color="black", label="α,β-CROWN (paper)")
   ax.set_xscale("log")
   ax.set_xlabel("ℓ2 radius ε ([0, 1] pixel scale)")
   ax.set_ylabel("certified accuracy (%)")

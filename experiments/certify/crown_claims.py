@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.certify.compare_report import CROWN_NOTE, LABELS, SUBDIR, comparison
+from experiments.certify.methods import CROWN_NOTE, LABELS, SUBDIR
 from experiments.core.claim import Case, Claim, ratio_cases
 from experiments.core.rows import LOFAST, Source, make_row, not_measured, not_run, ratio_interval
 from experiments.core.workdir import read_records
@@ -79,6 +79,7 @@ def crown_rows(src: Source) -> list[dict]:
   command = COMMAND.format(path=src.path)
   if not records:
     return not_run_rows(src.path, f"no comparison records under {path}")
+  from experiments.certify.compare_report import comparison
   comp = comparison(records)
   variant = "; ".join(src.variant)
   rows = []

@@ -322,7 +322,9 @@ def _models_lines(train) -> list[str]:
     r0 = train[0]
     n_val = r0.get("n_validation", 0)
     val = (f" ({n_val} more held out as the validation split for choosing α)" if n_val else "")
-    lines += [f"Models: CertifiedViT (3 attention blocks with SLL MLPs, bounded normalisation, spectrally "
+    depth = r0.get("depth")
+    blocks = f"{depth} attention block{'s' if depth != 1 else ''}" if depth else "attention blocks"
+    lines += [f"Models: CertifiedViT ({blocks} with SLL MLPs, bounded normalisation, spectrally "
               f"normalised embedding; ‖W_V^h‖₂ ≤ 1/H; ‖A_h‖₂ ≤ α) trained for {_epochs_text(train)} on "
               f"n_train = {r0['n_train']} images{val}; certified on n_test = {r0['n_test']} test images. "
               f"{_data_sentence(train)} Certified = correctly classified and provably constant within the ℓ2 ball "

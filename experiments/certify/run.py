@@ -253,7 +253,7 @@ def _test_records(config: CertifyConfig, dataset: str, alpha: float, trained: _T
   params = trained.params
   logits_fn = lambda p, v: model.apply({"params": p}, v)
   apply_fn = jax.jit(logits_fn)
-  records = [dict(base, kind="train", eps=-1.0, layer=-1, clean_accuracy=accuracy(apply_fn, params, test.x, test.y),
+  records = [dict(base, kind="train", eps=-1.0, layer=-1, depth=model_config.depth, clean_accuracy=accuracy(apply_fn, params, test.x, test.y),
                   train_accuracy=accuracy(apply_fn, params, train.x, train.y), train_seconds=trained.seconds,
                   epochs=len(trained.history) or config.train.epochs, epochs_cap=config.train.epochs,
                   stop_reason=trained.stop_reason, history=trained.history,

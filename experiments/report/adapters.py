@@ -17,7 +17,6 @@ Every checkpoint adapter also rebuilds the parameters at initialisation (the sam
 from __future__ import annotations
 
 import dataclasses
-import json
 import typing
 from pathlib import Path
 from typing import Optional, Sequence
@@ -55,7 +54,8 @@ def read_workdir_config(workdir, cls, runner: str):
   if not path.exists():
     raise ValueError(f"workdir {workdir} holds no config.json: run python -m experiments.{runner} --workdir "
                      f"{workdir} first")
-  return _from_json(cls, json.loads(path.read_text()))
+  from experiments.core.workdir import read_config
+  return _from_json(cls, read_config(path))
 
 
 def _restore_params(module, train_config, x_example, checkpoint_dir: Path):

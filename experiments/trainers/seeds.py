@@ -56,10 +56,12 @@ def train_classifier_seeds(module, x_train, y_train, configs: Sequence[Classifie
   different epochs (a sequential run stopped midway) each seed is finished by ``train_classifier`` alone.
 
   Raises:
-    ValueError: no configs, configs that differ in more than the seed, repeated seeds, workdirs of another
-      length, or x/y lengths that differ.
+    ValueError: no configs (or not ClassifierTrainConfigs), configs that differ in more than the seed,
+      repeated seeds, workdirs that are one path, of another length or not distinct, or x/y lengths that differ.
   """
-  configs = list(configs)
+  configs = list(configs) if isinstance(configs, (list, tuple)) else configs
+  if not isinstance(configs, list) or not all(isinstance(c, ClassifierTrainConfig) for c in configs):
+    raise ValueError(f"configs must be a list of ClassifierTrainConfig, got {configs!r:.80}")
   if not configs:
     raise ValueError("configs must hold at least one ClassifierTrainConfig")
   for c in configs:
@@ -68,8 +70,13 @@ def train_classifier_seeds(module, x_train, y_train, configs: Sequence[Classifie
     raise ValueError("configs must be equal in every field but seed")
   if len({c.seed for c in configs}) != len(configs):
     raise ValueError(f"configs' seeds must be distinct, got {[c.seed for c in configs]}")
-  if workdirs is not None and len(workdirs) != len(configs):
-    raise ValueError(f"workdirs must hold one directory per config ({len(configs)}), got {len(workdirs)}")
+  if workdirs is not None:
+    if isinstance(workdirs, (str, Path)):
+      raise ValueError(f"workdirs must be a sequence of directories, one per config, got the single path {workdirs!r}")
+    if len(workdirs) != len(configs):
+      raise ValueError(f"workdirs must hold one directory per config ({len(configs)}), got {len(workdirs)}")
+    if len({Path(w).resolve() for w in workdirs}) != len(workdirs):
+      raise ValueError(f"workdirs must be distinct (each seed writes its own checkpoints), got {list(workdirs)}")
   if len(x_train) != len(y_train):
     raise ValueError(f"x_train has {len(x_train)} rows but y_train has {len(y_train)}")
   config, S, n = configs[0], len(configs), len(x_train)

@@ -95,3 +95,5 @@ def test_comparison_uses_the_images_every_method_finished():
   assert comp["crown"].certified.tolist() == [1, 0] and comp["lofast"].certified.tolist() == [0, 0]
   assert comp["crown"].seconds_per_image == 1.0          # the compiling chunk left out
   assert np.isnan(comp["lofast"].seconds_per_image)      # only its compiling chunk is contiguous
+  grown = [rec("crown", 0, 2, [1, 0], True), rec("crown", 2, 3, [1]), rec("crown", 2, 4, [0, 1])]  # n 3 → 4
+  assert compare_report.comparison(grown)[0.05]["crown"].certified.tolist() == [1, 0, 0, 1]

@@ -80,6 +80,9 @@ def test_seeds_at_different_epochs_finish_alone(tmp_path):
     ([ClassifierTrainConfig(seed=0), ClassifierTrainConfig(seed=1, learning_rate=0.5)], None, "every field but seed"),
     ([ClassifierTrainConfig(seed=0), ClassifierTrainConfig(seed=0)], None, "distinct"),
     ([ClassifierTrainConfig(seed=0)], ["a", "b"], "one directory per config"),
+    ([ClassifierTrainConfig(seed=0), ClassifierTrainConfig(seed=1)], ["a", "a"], "distinct"),
+    ([ClassifierTrainConfig(seed=0), ClassifierTrainConfig(seed=1)], "ab", "sequence of directories"),
+    (ClassifierTrainConfig(seed=0), None, "list of ClassifierTrainConfig"),
 ])
 def test_bad_input_is_refused(configs, workdirs, message):
   with pytest.raises(ValueError, match=message):
