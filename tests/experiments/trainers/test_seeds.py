@@ -47,6 +47,7 @@ def test_one_step_equals_each_seed_trained_alone(model):
   assert not np.allclose(jax.tree_util.tree_leaves(together[0].params)[0], jax.tree_util.tree_leaves(together[1].params)[0])
 
 
+@pytest.mark.long
 def test_training_agrees_with_seeds_alone_and_resumes_from_the_same_checkpoints(tmp_path):
   configs = _configs(epochs=3, batch_size=16)
   dirs = [tmp_path / f"s{c.seed}" for c in configs]
