@@ -128,7 +128,8 @@ class EncoderBlock(nn.Module):
   layer_index: int
 
   @nn.compact
-  def __call__(self, x_BxNxD, train: bool = False):
+  def __call__(self, x_BxNxD, train: bool = False, mask_BxN=None):
+    """x_BxNxD tokens; mask_BxN: optional bool [batch, n], False for padding tokens no token attends to."""
     c = self.config
     if c.attention == "standard":
       attn = MultiHeadSelfAttention(c.num_heads, c.head_dim, use_bias=c.use_bias, name="attention")
@@ -136,7 +137,7 @@ class EncoderBlock(nn.Module):
       attn = DifferentialAttention(c.num_heads // 2, c.head_dim, c.lambda_init_at(self.layer_index),
                                    use_bias=c.use_bias, learnable_gain=c.learnable_gain, name="attention")
     drop = nn.Dropout(c.dropout_rate, deterministic=not train)
-    x_BxNxD = x_BxNxD + drop(attn(nn.LayerNorm(name="norm_attention")(x_BxNxD)))
+    x_BxNxD = x_BxNxD + drop(attn(nn.LayerNorm(name="norm_attention")(x_BxNxD), mask_BxN=mask_BxN))
     hidden = max(1, int(round(c.mlp_ratio * c.dim)))
     y = nn.LayerNorm(name="norm_mlp")(x_BxNxD)
     y = nn.Dense(c.dim, name="mlp_out")(nn.gelu(nn.Dense(hidden, name="mlp_in")(y)))
