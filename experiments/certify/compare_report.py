@@ -33,7 +33,8 @@ class Method(NamedTuple):
 
 
 def comparison(records) -> dict:
-  """{ε: {method: ``Method``}} over the images every method of that ε finished (the first n images)."""
+  """{ε: {method: ``Method``}} over the images every method finished at every ε (the first n images, the same
+  for all)."""
   out = {}
   for eps in sorted({float(r["eps"]) for r in records}):
     per = {}
@@ -53,9 +54,10 @@ def comparison(records) -> dict:
       sec = (sum(r["seconds"] for r in steady) / sum(r["stop"] - r["start"] for r in steady)) if steady else math.nan
       per[method] = Method(flags, sum(int(r["pgd_violations"]) for r in chunks), sec, flags.size,
                            float(chunks[0]["attention_bound"]))
-    n = min(m.n_finished for m in per.values())
-    out[eps] = {k: m._replace(certified=m.certified[:n]) for k, m in per.items()}
-  return out
+    out[eps] = per
+  # The same first n images for every method and every ε: the ones all of them finished.
+  n = min((m.n_finished for per in out.values() for m in per.values()), default=0)
+  return {eps: {k: m._replace(certified=m.certified[:n]) for k, m in per.items()} for eps, per in out.items()}
 
 
 def _pct(k, n):

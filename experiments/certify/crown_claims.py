@@ -77,6 +77,7 @@ def crown_rows(src: Source) -> list[dict]:
   path = Path(src.path) / SUBDIR
   records = read_records(path) if path.is_dir() else []
   command = COMMAND.format(path=src.path)
+  produced_by = f"{src.command}; {command}"
   if not records:
     return not_run_rows(src.path, f"no comparison records under {path}")
   from experiments.certify.compare_report import comparison
@@ -87,7 +88,7 @@ def crown_rows(src: Source) -> list[dict]:
     per = comp.get(eps, {})
     if a not in per or b not in per:
       rows.append(not_measured(claim_id, statement, LOFAST, paper, f"needs {LABELS[a]} and {LABELS[b]} at "
-                               f"ε = {eps:g} in {path}", command=command, produced_by=src.command, variant=variant))
+                               f"ε = {eps:g} in {path}", command=command, produced_by=produced_by, variant=variant))
       continue
     x, y = per[a].certified, per[b].certified
     n = x.size
@@ -97,16 +98,16 @@ def crown_rows(src: Source) -> list[dict]:
     if "crown_vs_lofast" in claim_id:
       setting += f"; {CROWN_NOTE}"
     rows.append(difference_row(claim_id, statement, paper, x, y, sign=sign, setting=setting,
-                               produced_by=src.command, variant=variant))
+                               produced_by=produced_by, variant=variant))
   ratios = _speed_ratios(records)
   if len(ratios) >= 2:
     sec = {m: np.mean([p[m].seconds_per_image for p in comp.values() if m in p]) for m in ("crown", "crown_lofast")}
     setting = (f"{len(ratios)} batches timed after compilation on {records[-1].get('machine', 'this machine')}: "
                f"CROWN {sec['crown']:.3g} s, CROWN + LoFAST {sec['crown_lofast']:.3g} s per image (mean over ε)")
-    rows.append(speed_row(ratios, setting=setting, produced_by=src.command, variant=variant))
+    rows.append(speed_row(ratios, setting=setting, produced_by=produced_by, variant=variant))
   else:
     rows.append(not_measured(SPEED[0], SPEED[1], LOFAST, SPEED[2], "needs at least 2 batches timed after "
-                             "compilation for both CROWN and CROWN + LoFAST", command=command, produced_by=src.command,
+                             "compilation for both CROWN and CROWN + LoFAST", command=command, produced_by=produced_by,
                              variant=variant))
   return rows
 
