@@ -19,6 +19,7 @@ import numpy as np
 
 from experiments.core import verdicts
 from experiments.core.plotting import save, subplots
+from experiments.core.rules_version import stamp
 from experiments.core.workdir import read_records
 from experiments.certify.methods import CROWN_NOTE, LABELS, PAIRS, PAPER, SUBDIR
 from experiments.papers import lofast
@@ -157,7 +158,7 @@ def write_report(workdir) -> str:
     raise ValueError(f"{out} holds no comparison records: run python -m experiments.certify.compare --workdir "
                      f"{workdir} first")
   plot_methods(records, out / "certified_methods.png")
-  text = summary_markdown(records)
+  text = stamp(summary_markdown(records), "certification")
   (out / "summary.md").write_text(text)
   return text
 
