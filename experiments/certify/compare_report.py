@@ -24,6 +24,7 @@ from experiments.core.workdir import read_records
 from experiments.certify.methods import CROWN_NOTE, LABELS, PAIRS, PAPER, SUBDIR
 from experiments.papers import lofast
 
+
 class Method(NamedTuple):
   """One method's outcome at one ε over the images every method finished."""
   certified: np.ndarray        # 0/1 per image
@@ -50,7 +51,7 @@ def comparison(records) -> dict:
         if r["start"] != (contiguous[-1]["stop"] if contiguous else 0):
           break
         contiguous.append(r)
-      flags = np.concatenate([np.asarray(r["certified_images"], np.float64) for r in contiguous])
+      flags = np.concatenate([np.asarray(r["certified_images"], np.float64) for r in contiguous] or [np.zeros(0)])
       steady = [r for r in contiguous if not r.get("compiled_first")]
       sec = (sum(r["seconds"] for r in steady) / sum(r["stop"] - r["start"] for r in steady)) if steady else math.nan
       per[method] = Method(flags, sum(int(r["pgd_violations"]) for r in chunks), sec, flags.size,
@@ -97,7 +98,7 @@ def summary_markdown(records) -> str:
   for eps, per in comp.items():
     lines.append(f"| {eps:g} | " + " | ".join(f"{per[m].seconds_per_image:.3g}" if m in per else "–"
                                                for m in methods) + " |")
-  lines += ["", f"Paper (CIFAR-10, seconds on hardware its summary does not name): "
+  lines += ["", "Paper (CIFAR-10, seconds on hardware its summary does not name): "
             + ", ".join(f"{k} {v:g} s" for k, v in lofast.SECONDS_PER_SAMPLE.items()) + ".", "",
             "Paired differences on the same images (exact McNemar interval of the difference of certified shares):", "",
             "| ε | comparison | difference | discordant images |", "|---|---|---|---|"]

@@ -2,7 +2,6 @@
 run. Its LoFAST flags are the run's own rigorous flags; no image any method certifies was broken by the run's
 PGD-L2 (so a CROWN that certified a broken image fails here); it resumes per chunk; its report's paired
 differences are the exact McNemar intervals of the flags; bad input is refused before anything is written."""
-import json
 
 import numpy as np
 import pytest

@@ -7,7 +7,6 @@ predict the same labels on the training images (12 Adam steps amplify rounding b
 import dataclasses
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
