@@ -92,7 +92,9 @@ def crown_rows(src: Source) -> list[dict]:
       continue
     x, y = per[a].certified, per[b].certified
     n = x.size
-    setting = (f"CIFAR-10 certified ViT α = {per[a].attention_bound:g} (selected on validation), ε = {eps:g}, the "
+    dataset = {"cifar10": "CIFAR-10", "mnist": "MNIST", "fashion_mnist": "Fashion-MNIST"}.get(
+        records[0].get("dataset"), records[0].get("dataset"))
+    setting = (f"{dataset} certified ViT α = {per[a].attention_bound:g} (the headline model), ε = {eps:g}, the "
                f"first {n} test images: {LABELS[a]} {int(x.sum())} vs {LABELS[b]} {int(y.sum())} certified "
                f"({100 * x.mean():.1f} % vs {100 * y.mean():.1f} %)")
     if "crown_vs_lofast" in claim_id:
