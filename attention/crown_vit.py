@@ -76,7 +76,7 @@ def certified_vit_graph(config: CertifiedViTConfig, params) -> VitGraph:
 
 def margin_lower_bounds(config: CertifiedViTConfig, params, x_BxHxWxC, labels_B, eps, *, norm: str = "2",
                         intermediate: str = "crown", lofast: bool = False, key=None,
-                        power_iters: int = 100, constants=None) -> jnp.ndarray:
+                        power_iters: int = 100) -> jnp.ndarray:
   """CROWN lower bounds [B, C − 1] of f_y − f_j (j ≠ y, in class order) over the ``norm`` ball of radius ε
   around each image, intersected with the pixel box [0, 1]; an image is certified when all are > 0.
 
@@ -89,16 +89,13 @@ def margin_lower_bounds(config: CertifiedViTConfig, params, x_BxHxWxC, labels_B,
 
   Args:
     x_BxHxWxC: images in [0, 1]; labels_B: int labels [B]; eps: the radius on the [0, 1] pixel scale (≥ 0).
-    key, power_iters: LoFAST's layer constants (``certification.layer_constants``); key is required with lofast
-      unless ``constants`` is given.
-    constants: the ``LayerConstants`` of these images (``certification.layer_constants``, head fields
-      [B, L, H]), computed once and reused across radii; None computes them here.
+    key, power_iters: LoFAST's layer constants (``certification.layer_constants``); key is required with lofast.
 
   ε is traced (one compilation serves every radius); the graph, norm and intermediate mode are static.
 
   Raises:
     ValueError: ε not a finite number ≥ 0; images not floating [B, H, W, C] of the config's size or not finite
-      in [0, 1]; labels not integers [B] in [0, C); lofast with the ℓ∞ norm or without a key or constants; and
+      in [0, 1]; labels not integers [B] in [0, C); lofast with the ℓ∞ norm or without a key; and
       as ``attention.crown.spec_bounds``.
   """
   x, labels = _check_inputs(config, x_BxHxWxC, labels_B, eps, norm)
@@ -106,12 +103,10 @@ def margin_lower_bounds(config: CertifiedViTConfig, params, x_BxHxWxC, labels_B,
   patches = patchify(x, config.patch_size)
   if not lofast:
     return _margins(vg.graph, vg.params, patches, labels, None, jnp.asarray(eps, x.dtype), norm, intermediate, ())
-  if norm != "2" or (key is None and constants is None):
-    raise ValueError("lofast=True needs norm='2' (LoFAST bounds ℓ2 perturbations) and a PRNG key or constants")
+  if norm != "2" or key is None:
+    raise ValueError("lofast=True needs norm='2' (LoFAST bounds ℓ2 perturbations) and a PRNG key")
   from attention import certification
-  consts = constants
-  if consts is None:
-    _, consts = certification.layer_constants(config, params, x, key=key, power_iters=power_iters)
+  _, consts = certification.layer_constants(config, params, x, key=key, power_iters=power_iters)
   radii = certification.layer_radii(consts, eps, embed_lipschitz=embedding_lipschitz(params), mode="min",
                                     key_norm="closed_form")                       # [L + 1, B]
   return _margins(vg.graph, vg.params, patches, labels, (radii[1:] - radii[:-1]).T, jnp.asarray(eps, x.dtype), norm,

@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-import sys
 import time
 from pathlib import Path
 
@@ -189,7 +188,7 @@ def run(config: CompareConfig, workdir, *, overwrite_config: bool = False) -> li
   return wd.records()
 
 
-def main(argv=None) -> int:
+def main(argv=None) -> None:
   parser = argparse.ArgumentParser(
       prog="python -m experiments.certify.compare", description=__doc__.split("\n")[0],
       epilog="Fields (field=value; defaults in CompareConfig): " + " ".join(
@@ -200,16 +199,13 @@ def main(argv=None) -> int:
                       help="move results of another comparison config aside and start afresh")
   parser.add_argument("overrides", nargs="*", help="field=value")
   args = parser.parse_args(argv)
-  try:
-    config = config_lib.apply_overrides(CompareConfig(), args.overrides)
-    run(config, args.workdir, overwrite_config=args.overwrite_config)
-    from experiments.certify.compare_report import write_report
+  from experiments.certify.compare_report import write_report
+  from experiments.core.cli import user_errors
+  with user_errors():   # one line and status 2 for a user's error; Ctrl-C keeps the finished batches
+    run(config_lib.apply_overrides(CompareConfig(), args.overrides), args.workdir,
+        overwrite_config=args.overwrite_config)
     print(write_report(args.workdir))
-  except ValueError as err:
-    print(f"error: {err}", file=sys.stderr)
-    return 2
-  return 0
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  main()

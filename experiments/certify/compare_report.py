@@ -9,9 +9,7 @@ seconds per image after compilation, and the PGD-L2 soundness check (certified i
 """
 from __future__ import annotations
 
-import argparse
 import math
-import sys
 from pathlib import Path
 from typing import NamedTuple
 
@@ -164,18 +162,11 @@ def write_report(workdir) -> str:
   return text
 
 
-def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(prog="python -m experiments.certify.compare_report",
-                                   description="Redraw the LoFAST / CROWN / CROWN + LoFAST comparison.")
-  parser.add_argument("--workdir", required=True)
-  args = parser.parse_args(argv)
-  try:
-    print(write_report(args.workdir))
-  except ValueError as err:
-    print(f"error: {err}", file=sys.stderr)
-    return 2
-  return 0
+def main(argv=None) -> None:
+  from experiments.core.report import report_cli
+  report_cli("Redraw the LoFAST / CROWN / CROWN + LoFAST comparison (DIR/crown).", write_report, argv,
+             prog="python -m experiments.certify.compare_report")
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  main()
