@@ -6,8 +6,9 @@ Runs the experiments the registry marks ``main_job`` (``experiments.registry``),
 sweep (``experiments.width_sweep``), the condition-number cubing check (``experiments.cubing``) and the
 influence flip-rate study (``experiments.flip_rate``), with their quick configs, into ``<workdir>/<name>``;
 then reruns those whose networks full-batch L-BFGS trains (width sweep, flip rate) from initial parameters
-perturbed at float32 rounding level into ``<workdir>/<name>_stability`` (the rounding band that decides
-which verdicts another machine could change: ``experiments.claims.stability``, docs/stability.md), and
+perturbed at float32 rounding level into ``<workdir>/<name>_stability`` and under an older instruction set
+into ``<workdir>/<name>_stability_isa`` (the rounding band that decides which verdicts another machine could
+change: ``experiments.claims.stability``, docs/stability.md), and
 writes ``<workdir>/summary.md`` joining their summaries, with every verdict that moves marked *unstable*. ``--full`` uses the full-size configs (full data files via ATTN_DATA_DIR; hours on a CPU).
 Restarting with the same workdir resumes. Overrides name their experiment: ``width_sweep.widths=16,64``
 sets the width sweep's ``widths``, ``flip_rate.data.n_train=256`` the flip-rate study's ``data.n_train``
@@ -111,7 +112,7 @@ def _run_all(root: Path, configs: dict, overwrite_config: bool) -> list[str] | N
     spec.run(configs[spec.name], root / spec.name, overwrite_config=overwrite_config)
   for spec in specs:  # the rounding band of the verdicts built on L-BFGS networks (docs/stability.md)
     if spec.stability:
-      for name in stability.ALWAYS_MODES:
+      for name in stability.always_modes():
         path = root / stability.workdir_name(spec.name, name)
         print(f"[rounding band] {spec.name} rerun under {name} ({stability.mode(name).description}) -> {path}")
         stability.run_mode(spec.name, name, path, overwrite_config=overwrite_config, config=configs[spec.name])

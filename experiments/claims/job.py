@@ -345,9 +345,9 @@ def run_claims(workdir, from_dirs: Sequence = (), *, run: bool = True, overwrite
   if run and standard:
     sources = run_standard(root, sources, overwrite_config=overwrite_config)
   rows = build_rows(sources, str(root))
-  # Every run reruns its L-BFGS experiments once under the perturb mode (ALWAYS_MODES); --stability adds the
-  # modes that change the numerics' environment. Reruns found on disk from an earlier --stability are read too.
-  to_run = tuple(dict.fromkeys(stability.ALWAYS_MODES + tuple(stability_modes)))
+  # Every run reruns its L-BFGS experiments under the perturb and isa modes (always_modes); --stability adds the
+  # other modes. Reruns found on disk from an earlier --stability are read too.
+  to_run = tuple(dict.fromkeys(stability.always_modes() + tuple(stability_modes)))
   on_disk = tuple(m for m in stability.MODE_NAMES if any((root / stability.workdir_name(e, m)).is_dir()
                                                         for e in stability.stability_experiments()))
   modes = tuple(m for m in stability.MODE_NAMES if m in to_run or m in on_disk)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pickle
 import subprocess
 import sys
 import time
@@ -27,6 +28,11 @@ from typing import Callable, Mapping, NamedTuple, Optional, Sequence
 
 SUFFIX = "_stability"
 PERTURBATION = 1e-7  # relative, float32 rounding level
+
+
+ISA_FLAG = "--xla_cpu_max_isa"  # its value is computed at run time (``lower_isa``)
+# x86 instruction sets from oldest, with the OpenBLAS kernels that use no more than each.
+ISA_LADDER = (("SSE4_2", "Nehalem"), ("AVX", "Sandybridge"), ("AVX2", "Haswell"), ("AVX512", "SkylakeX"))
 
 
 class Mode(NamedTuple):
@@ -45,16 +51,30 @@ MODES = (
          perturbation=PERTURBATION),
     Mode("serial", "reductions on one thread: XLA's multi-threaded Eigen off, OpenBLAS on one thread",
          ("--xla_cpu_multi_thread_eigen=false",), (("OPENBLAS_NUM_THREADS", "1"), ("OMP_NUM_THREADS", "1"))),
-    Mode("isa", "an older instruction set: XLA's code generation capped at AVX (no AVX2, FMA or AVX-512), "
-         "OpenBLAS's Sandy Bridge kernels, numpy's run-time SIMD dispatch off",
-         ("--xla_cpu_max_isa=AVX",), (("OPENBLAS_CORETYPE", "Sandybridge"), ("NPY_DISABLE_CPU_FEATURES", None))),
+    Mode("isa", "an older instruction set than this process runs: XLA's code generation capped at AVX (no AVX2, "
+         "FMA or AVX-512) and OpenBLAS's Sandy Bridge kernels, or, where this process is already at AVX or below, "
+         "at SSE4.2 with OpenBLAS's Nehalem kernels; numpy's run-time SIMD dispatch off",
+         (ISA_FLAG,), (("OPENBLAS_CORETYPE", None), ("NPY_DISABLE_CPU_FEATURES", None))),
     Mode("devices", "two XLA host devices: batched kernels and attacks split over them, so their reductions "
          "split too", ("--xla_force_host_platform_device_count=2",)),
 )
 MODE_NAMES = tuple(m.name for m in MODES)
 # Run on every main job and claims job, not only with --stability: one rerun from perturbed initial parameters
-# is the rounding band every verdict built on L-BFGS networks needs (docs/stability.md).
-ALWAYS_MODES = ("perturb",)
+# and one under an older instruction set are the rounding band every verdict built on L-BFGS networks needs
+# (docs/stability.md: a perturbed rerun alone moved an interval end 9× less than another ISA did).
+ALWAYS_MODES = ("perturb", "isa")
+
+
+def always_modes() -> tuple[str, ...]:
+  """``ALWAYS_MODES`` as this machine can run them: where the isa mode has no older instruction set to use
+  (``lower_isa``: not x86, or SSE4.2 already), the serial mode stands in for it, with a warning."""
+  try:
+    lower_isa(os.environ.get("XLA_FLAGS", ""))
+  except ValueError as e:
+    import warnings
+    warnings.warn(f"{e}; the rounding band uses the serial mode instead", stacklevel=2)
+    return tuple("serial" if m == "isa" else m for m in ALWAYS_MODES)
+  return ALWAYS_MODES
 
 
 def mode(name: str) -> Mode:
@@ -103,14 +123,68 @@ def _dispatched_cpu_features() -> str:
   return " ".join(__cpu_dispatch__)
 
 
-def mode_environment(m: Mode, base: Optional[Mapping[str, str]] = None) -> dict[str, str]:
+def _cpu_flags() -> Optional[set]:
+  """The CPU's feature flags from /proc/cpuinfo (lower case), or None where there is no such file."""
+  try:
+    text = Path("/proc/cpuinfo").read_text()
+  except OSError:
+    return None
+  return next((set(line.split(":", 1)[1].split()) for line in text.splitlines() if line.startswith("flags")), set())
+
+
+def current_isa(xla_flags: str = "", cpu_flags: Optional[set] = None) -> Optional[str]:
+  """The x86 instruction set (a name of ``ISA_LADDER``) that XLA generates code for here: the CPU's newest
+  (``cpu_flags``, default /proc/cpuinfo), capped by a ``--xla_cpu_max_isa`` already in ``xla_flags``; None
+  where it cannot be told (not x86, no /proc/cpuinfo)."""
+  flags = _cpu_flags() if cpu_flags is None else cpu_flags
+  if not flags or "sse4_2" not in flags:
+    return None
+  names = [name for name, _ in ISA_LADDER]
+  have = {"SSE4_2": True, "AVX": "avx" in flags, "AVX2": {"avx2", "fma"} <= flags, "AVX512": "avx512f" in flags}
+  level = max(i for i, name in enumerate(names) if have[name])
+  for item in xla_flags.split():
+    if item.startswith(ISA_FLAG + "="):
+      cap = item.split("=", 1)[1].upper()
+      capped = [i for i, name in enumerate(names) if cap.startswith(name)]
+      level = min(level, max(capped)) if capped else level
+  return names[level]
+
+
+def lower_isa(xla_flags: str = "", cpu_flags: Optional[set] = None) -> tuple[str, str]:
+  """(XLA ISA cap, OPENBLAS_CORETYPE) of the isa mode: an instruction set older than this process's
+  (``current_isa``), so that the rerun's rounding differs on every x86 machine: AVX (no FMA) from AVX2 or
+  newer, SSE4.2 from AVX.
+
+  Raises:
+    ValueError: no older instruction set to run (not x86, or SSE4.2 already): the isa mode cannot change the
+      numerics here (name the other modes with --stability_modes).
+  """
+  isa = current_isa(xla_flags, cpu_flags)
+  names = [name for name, _ in ISA_LADDER]
+  if isa is None or isa == "SSE4_2":
+    raise ValueError(f"stability mode isa: this process runs {isa or 'a non-x86 or unknown'} instruction set, with "
+                     "no older x86 set below it to rerun under; use the perturb, serial or devices modes")
+  return ISA_LADDER[min(names.index(isa) - 1, names.index("AVX"))]
+
+
+def mode_environment(m: Mode, base: Optional[Mapping[str, str]] = None,
+                     cpu_flags: Optional[set] = None) -> dict[str, str]:
   """The child's environment for mode ``m``: ``base`` (default ``os.environ``) with ``m.xla_flags`` appended
-  to XLA_FLAGS and ``m.env`` set."""
+  to XLA_FLAGS and ``m.env`` set; the isa mode's cap and OpenBLAS kernels are ``lower_isa``'s for ``base``'s
+  XLA_FLAGS on this CPU (``cpu_flags``, default /proc/cpuinfo).
+
+  Raises:
+    ValueError: the isa mode where ``lower_isa`` finds no older instruction set.
+  """
   env = dict(os.environ if base is None else base)
+  isa = lower_isa(env.get("XLA_FLAGS", ""), cpu_flags) if ISA_FLAG in m.xla_flags else None
   if m.xla_flags:
-    env["XLA_FLAGS"] = " ".join([env.get("XLA_FLAGS", "")] + list(m.xla_flags)).strip()
+    flags = [f"{f}={isa[0]}" if f == ISA_FLAG else f for f in m.xla_flags]
+    env["XLA_FLAGS"] = " ".join([env.get("XLA_FLAGS", "")] + flags).strip()
   for key, value in m.env:
-    env[key] = _dispatched_cpu_features() if (key, value) == ("NPY_DISABLE_CPU_FEATURES", None) else value
+    if value is None:
+      value = _dispatched_cpu_features() if key == "NPY_DISABLE_CPU_FEATURES" else isa[1]
+    env[key] = value
   return env
 
 
@@ -148,25 +222,32 @@ def run_mode(experiment: str, mode_name: str, workdir, *, overwrite_config: bool
   environment, its output going to this process's.
 
   Args:
-    config: the config to rerun (default: the claims job's, ``claims_config``); only for in-process modes.
+    config: the config to rerun (default: the claims job's, ``claims_config``); a child process gets it
+      pickled in ``workdir/rerun_config.pickle`` (the same code reads it back).
 
   Raises:
-    ValueError: a ``config`` with a mode that needs a child process.
+    ValueError: the isa mode where this machine has no older instruction set (``lower_isa``).
     RuntimeError: the child failed (its exit status is given); KeyboardInterrupt stops the child too.
   """
   m = mode(mode_name)
   if in_process(m):
     _rerun(experiment, workdir, m, overwrite_config, config)
     return
-  if config is not None:
-    raise ValueError(f"stability mode {mode_name} runs in a child process, which reruns the claims job's config; "
-                     "pass no config")
+  env = mode_environment(m)
   cmd = [sys.executable, "-m", "experiments.claims.stability", "--experiment", experiment, "--workdir", str(workdir),
          "--mode", mode_name] + (["--overwrite_config"] if overwrite_config else [])
-  status = subprocess.run(cmd, env=mode_environment(m), check=False).returncode
+  if config is not None:
+    path = Path(workdir)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / CONFIG_PICKLE).write_bytes(pickle.dumps(config))
+    cmd.append("--config_pickle")
+  status = subprocess.run(cmd, env=env, check=False).returncode
   if status != 0:
     raise RuntimeError(f"stability pass: {experiment} under mode {mode_name} exited with status {status}; "
                        f"rerun the same command to resume ({' '.join(cmd)})")
+
+
+CONFIG_PICKLE = "rerun_config.pickle"
 
 
 def _rerun(experiment: str, workdir, m: Mode, overwrite_config: bool, config=None) -> None:
@@ -332,10 +413,13 @@ def main(argv=None) -> None:
   parser.add_argument("--workdir", required=True)
   parser.add_argument("--mode", required=True, choices=MODE_NAMES)
   parser.add_argument("--overwrite_config", action="store_true")
+  parser.add_argument("--config_pickle", action="store_true",
+                      help=f"rerun the config that run_mode pickled into WORKDIR/{CONFIG_PICKLE}")
   args = parser.parse_args(argv)
   from experiments.core import cli
   with cli.user_errors():
-    _rerun(args.experiment, args.workdir, mode(args.mode), args.overwrite_config)
+    config = pickle.loads((Path(args.workdir) / CONFIG_PICKLE).read_bytes()) if args.config_pickle else None
+    _rerun(args.experiment, args.workdir, mode(args.mode), args.overwrite_config, config)
 
 
 if __name__ == "__main__":
