@@ -184,3 +184,59 @@ def class_embeddings(text_embeddings_CxPxE) -> jnp.ndarray:
 def zero_shot_logits(image_BxE, classes_CxE, logit_scale) -> jnp.ndarray:
   """Zero-shot logits [B, C] = exp(t)·I Cᵀ: the prediction is the class whose prompt embedding is nearest."""
   return jnp.exp(logit_scale) * image_BxE @ classes_CxE.T
+
+
+class ZeroShotCLIP(CLIP):
+  """A CLIP / DiffCLIP with its class prompts built in, so that it is a classifier like any other: calling it on
+  images [B, H, W, C] gives the zero-shot logits [B, C] (every attack and accuracy of the project takes it as
+  its ``logits_fn``); ``contrastive`` gives the training loss on (image, caption) pairs.
+
+  Attributes:
+    prompts: token ids [C][P][L] as nested tuples of ints (hashable, so one compiled program per model
+      architecture): class c's P template prompts, padded with 0 to L = config.max_length
+      (``WordTokenizer.encode``); ``prompt_table`` builds them.
+  Parameters: those of ``CLIP`` (the same tree).
+  """
+  prompts: tuple = ()
+
+  def class_embeddings(self, train: bool = False):
+    """Unit-length class embeddings [C, E]: each class's prompt embeddings averaged and renormalised."""
+    tokens = jnp.asarray(self.prompts, jnp.int32)
+    c, p, length = tokens.shape
+    flat = tokens.reshape(c * p, length)
+    return class_embeddings(self.encode_text(flat, flat != 0, train).reshape(c, p, -1))
+
+  def __call__(self, x_BxHxWxC, train: bool = False):
+    return zero_shot_logits(self.encode_image(x_BxHxWxC, train), self.class_embeddings(train), self.logit_scale)
+
+  def contrastive(self, x_BxHxWxC, y_B, template_B, train: bool = True):
+    """(CLIP's symmetric InfoNCE loss over the batch's (image, caption) pairs, zero-shot top-1 accuracy on the
+    batch): image b's caption is template ``template_B[b]`` of class ``y_B[b]``. Captions of one class repeat
+    within a batch; as in CLIP, every other pair of the batch is a negative."""
+    tokens = jnp.asarray(self.prompts, jnp.int32)[y_B, template_B]
+    image = self.encode_image(x_BxHxWxC, train)
+    loss = contrastive_loss(image, self.encode_text(tokens, tokens != 0, train), self.logit_scale)
+    logits = zero_shot_logits(image, self.class_embeddings(train), self.logit_scale)
+    return loss, jnp.mean(jnp.argmax(logits, -1) == y_B)
+
+
+def prompt_table(tokenizer: WordTokenizer, class_names: Sequence[str], templates: Sequence[str],
+                 max_length: int) -> tuple:
+  """``ZeroShotCLIP.prompts``: template.format(name) for every class and template, tokenized and padded.
+
+  Raises:
+    ValueError: a template without exactly one '{}' placeholder, or a prompt longer than max_length words
+      (it would be cut, and two classes could then share a prompt).
+  """
+  for t in templates:
+    if t.count("{}") != 1:
+      raise ValueError(f"templates must each hold one '{{}}' for the class name, got {t!r}")
+  table = []
+  for name in class_names:
+    texts = [t.format(name) for t in templates]
+    long = [t for t in texts if len(tokenizer.split(t)) > max_length]
+    if long:
+      raise ValueError(f"max_length = {max_length} words cuts the prompt {long[0]!r}: raise max_length")
+    ids, _ = tokenizer.encode(texts, max_length)
+    table.append(tuple(tuple(int(i) for i in row) for row in ids))
+  return tuple(table)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator, Optional, Sequence, Union
 
-from experiments import (certify, cubing, diff_attention, dual_implications, flip_rate, landscape, report,
-                         train_vit, width_sweep)
+from experiments import (certify, clip, cubing, diff_attention, dual_implications, flip_rate, landscape,
+                         report, train_vit, width_sweep)
 from experiments.core.claim import Claim, ExperimentClaims
 from experiments.core.spec import ExperimentSpec
 
@@ -25,6 +25,7 @@ REGISTERED: tuple[Entry, ...] = (
     (landscape.SPEC, landscape.claims.CLAIMS),
     (dual_implications.SPEC, dual_implications.claims.CLAIMS),
     (diff_attention.SPEC, diff_attention.claims.CLAIMS),
+    (clip.SPEC, clip.claims.CLAIMS),
     (certify.SPEC, certify.claims.CLAIMS),
     (train_vit.SPEC, None),
     (report.SPEC, None),

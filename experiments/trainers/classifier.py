@@ -169,18 +169,31 @@ def save_checkpoint(manager, workdir: Path, epoch: int, params, opt_state, histo
   manager.save(epoch, args=ocp.args.StandardSave(jax.device_get({"params": params, "opt_state": opt_state})))
 
 
-def make_step(module, config: ClassifierTrainConfig, tx) -> Callable:
+Objective = Callable[..., tuple]
+"""A training objective ``(module, params, x_batch, y_batch, key) -> (loss, accuracy)`` (scalars), in place of
+the cross-entropy of ``module.apply(...)``'s logits (e.g. CLIP's contrastive loss, ``attention.clip``)."""
+
+
+def cross_entropy_objective(module, params, xb, yb, key):
+  """The default ``Objective``: mean softmax cross-entropy of the module's logits, and top-1 accuracy."""
+  logits = module.apply({"params": params}, xb, train=True, rngs={"dropout": key})
+  return jnp.mean(attacks.cross_entropy(logits, yb)), jnp.mean(jnp.argmax(logits, -1) == yb)
+
+
+def make_step(module, config: ClassifierTrainConfig, tx, objective: Optional[Objective] = None) -> Callable:
   """The (unjitted) training step (params, opt_state, x_batch, y_batch, key) -> (params, opt_state, loss,
-  accuracy): the augmentation, cross-entropy (plus the L2 penalty) and one optax update."""
+  accuracy): the augmentation, the ``objective`` (default cross-entropy) plus the L2 penalty, and one optax
+  update."""
+  objective = objective or cross_entropy_objective
+
   def loss_fn(p, xb, yb, key):
     if config.augment == "crop_flip":
       key, augment_key = jax.random.split(key)
       xb = crop_flip(xb, augment_key)
-    logits = module.apply({"params": p}, xb, train=True, rngs={"dropout": key})
-    loss = jnp.mean(attacks.cross_entropy(logits, yb))
+    loss, acc = objective(module, p, xb, yb, key)
     if config.l2:
       loss = loss + 0.5 * config.l2 * sum(jnp.sum(w ** 2) for w in jax.tree_util.tree_leaves(p))
-    return loss, jnp.mean(jnp.argmax(logits, -1) == yb)
+    return loss, acc
 
   def step(p, s, xb, yb, key):
     (loss, acc), grads = jax.value_and_grad(loss_fn, has_aux=True)(p, xb, yb, key)
@@ -195,7 +208,8 @@ def seed_keys(seed: int):
 
 
 def train_classifier(module, x_train, y_train, config: ClassifierTrainConfig, workdir=None, *,
-                     validation=None, plateau: Optional[PlateauRule] = None) -> TrainResult:
+                     validation=None, plateau: Optional[PlateauRule] = None,
+                     objective: Optional[Objective] = None) -> TrainResult:
   """Trains ``module`` on (x_train, y_train) and returns its params; resumes from ``workdir``.
 
   Args:
@@ -210,6 +224,8 @@ def train_classifier(module, x_train, y_train, config: ClassifierTrainConfig, wo
     plateau: ``experiments.core.config.PlateauRule`` (needs ``validation``): stop at the first epoch where
       ``plateau_reached``; a resumed run that had stopped stays stopped. None or an inactive rule: train to
       the cap.
+    objective: the training loss (``Objective``); None: cross-entropy of the module's logits. The validation
+      accuracy is always the top-1 of ``module.apply(variables, x, train=False)``.
 
   Returns:
     ``TrainResult``.
@@ -248,7 +264,7 @@ def train_classifier(module, x_train, y_train, config: ClassifierTrainConfig, wo
                          f"{latest}: the plateau rule cannot be applied to a history that does not match the parameters "
                          f"(delete {workdir / 'checkpoints'} to retrain, or turn the rule off with plateau.window=0)")
 
-  step = jax.jit(make_step(module, config, tx))
+  step = jax.jit(make_step(module, config, tx, objective))
 
   for epoch in range(start_epoch, config.epochs):
     if stops(history):

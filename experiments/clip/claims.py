@@ -1,0 +1,218 @@
+"""Claim rows of the differential-attention paper's CLIP line (arXiv 2510.00517: "DiffCLIP shows a higher attack
+success rate at every perturbation budget and every patch size") from an ``experiments.clip.run`` workdir.
+
+**A substitute, said in every row**: the paper attacks pretrained CLIP / DiffCLIP (ViT-B/16, λ_init 0.8, trained
+on image–caption data); these machines cannot download them, so the rows read small CLIP / DiffCLIP pairs
+trained here from scratch on CIFAR-10 images with captions made from the class names.
+
+The unit is the seed pair: the CLIP and DiffCLIP of one training seed share the initial key, data order and
+captions. Per seed, the ASR is the share of its clean-correct attacked images that the attack turns
+(``n_success / n_counted``); the statistic is DiffCLIP's ASR minus CLIP's, and the interval the inverted
+sign-flip test over the pairs (``experiments.core.rows.paired_interval``).
+
+Two kinds of row, for each attack (PGD-L∞ over ε, patches over their side):
+  * per budget: one row per ε (per side), read as a family: each at the Bonferroni level
+    1 − 0.05/m (``verdicts.family_level``, m budgets), so that no budget's "holds" or "fails" is a chance
+    reading among m;
+  * every budget (the paper's sentence): an intersection. It *holds* only when every budget's 95 % interval
+    lies above 0 (an intersection–union test: each budget tested at 5 % and all required, so no multiplicity
+    correction is needed); it *fails* when some budget's family-level interval lies below 0 (a union, hence the
+    family level); otherwise it is *inconclusive*. The row shows the budget that decided
+    (``every_budget_row``).
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+import numpy as np
+
+from experiments.core.claim import Case, Claim, ExperimentClaims, around, direction_cases
+from experiments.core.rows import ARXIV_DA, LEVEL, Source, make_row, not_measured, not_run, paired_interval
+from experiments.core.verdicts import Interval, direction_verdict, family_level
+
+SUBSTITUTE = ("small CLIP / DiffCLIP pairs trained here from scratch on CIFAR-10 images with captions made from the "
+              "class names, standing in for the paper's pretrained CLIP / DiffCLIP (ViT-B/16, λ_init 0.8), which "
+              "could not be loaded offline")
+PAPER = "DiffCLIP higher at every budget and patch size (pretrained ViT-B/16, λ_init 0.8)"
+ATTACKS = {"pgd": ("PGD-L∞", "ε", "every perturbation budget"), "patch": ("patch", "side", "every patch size")}
+
+
+def budget_label(attack: str, value: float) -> str:
+  """'ε = 2/255' or 'a 4-pixel patch'."""
+  return f"ε = {value:g}/255" if attack == "pgd" else f"a {int(value)}-pixel patch"
+
+
+def per_seed_asr(records: Sequence[dict], model: str, attack: str, value: float) -> dict:
+  """{seed_index: ASR} of the zero-shot model ``model`` under ``attack`` at ``value`` (ε in units of 1/255 for
+  PGD, the side in pixels for a patch), from seeds with images counted."""
+  key = "eps_255" if attack == "pgd" else "size"
+  return {int(r["seed_index"]): r["n_success"] / r["n_counted"] for r in records
+          if r["kind"] == "attack" and r.get("source", "zero_shot") == "zero_shot" and r["model"] == model
+          and r["attack"] == attack and math.isclose(float(r[key]), float(value)) and r["n_counted"] > 0}
+
+
+def budgets(records: Sequence[dict], attack: str) -> list[float]:
+  """The budgets of ``attack`` the records hold (ε/255 or patch sides), increasing."""
+  key = "eps_255" if attack == "pgd" else "size"
+  return sorted({float(r[key]) for r in records if r["kind"] == "attack" and r["attack"] == attack
+                 and r.get("source", "zero_shot") == "zero_shot"})
+
+
+def paired_differences(records: Sequence[dict], attack: str, value: float) -> tuple[np.ndarray, list, dict, dict]:
+  """(DiffCLIP − CLIP ASR per seed pair [k], the pairs' seed indices, CLIP's ASRs, DiffCLIP's) at one budget."""
+  clip, diff = per_seed_asr(records, "clip", attack, value), per_seed_asr(records, "diffclip", attack, value)
+  seeds = sorted(set(clip) & set(diff))
+  return np.asarray([diff[s] - clip[s] for s in seeds], np.float64), seeds, clip, diff
+
+
+def every_budget_row(differences: Sequence[np.ndarray], labels: Sequence[str], **row_fields) -> dict:
+  """The intersection row "DiffCLIP's ASR exceeds CLIP's at every budget" from per-seed differences at each of m
+  budgets (``differences[j]``: DiffCLIP − CLIP per seed pair at budget ``labels[j]``).
+
+  Rule (stated before the numbers): *fails* when some budget's interval at the family level 1 − 0.05/m lies
+  below 0 (the row shows the lowest such); else *holds* when every budget's 95 % interval lies above 0 (an
+  intersection–union test needs no correction; the row shows the budget with the lowest lower end); else
+  *inconclusive*, showing that budget. ``row_fields`` go to ``make_row`` (claim_id, claim, source, paper_value,
+  setting, ...).
+  """
+  m = len(differences)
+  if m == 0 or len(labels) != m:
+    raise ValueError(f"every_budget_row needs one label per budget, got {m} budgets and {len(labels)} labels")
+  fam = [paired_interval(d, np.zeros_like(d), level=family_level(m)) for d in differences]
+  own = [paired_interval(d, np.zeros_like(d), level=LEVEL) for d in differences]
+  below = [j for j in range(m) if direction_verdict(fam[j], +1)[0] == "fails"]
+  if below:
+    j = min(below, key=lambda i: fam[i].high)
+    how = (f"decided by {labels[j]}: its interval at {100 * fam[j].level:.4g} % (Bonferroni over the {m} budgets, "
+           "as a union needs) lies below 0")
+    return make_row(interval=fam[j], paper_sign=+1, null=0.0, scale="difference", reason=how, **row_fields)
+  j = min(range(m), key=lambda i: own[i].low)
+  verdict = direction_verdict(own[j], +1)
+  if verdict[0] == "fails":  # below 0 at 95 % but not at the family level: no union reading
+    direction, reason = "inconclusive", (f"{labels[j]}'s 95 % interval lies below 0, but not its interval at the "
+                                         f"family level {100 * fam[j].level:.4g} % that a 'fails' over {m} budgets needs")
+  else:
+    direction, reason = verdict[0], (f"the lowest of the {m} budgets' 95 % intervals, {labels[j]}'s"
+                                     + (": every budget's lies above 0 (intersection–union test, no correction)"
+                                        if verdict[0] == "holds" else "; it does not lie above 0"))
+  return make_row(interval=own[j], paper_sign=+1, null=0.0, scale="difference", direction=direction,
+                  reason=reason, **row_fields)
+
+
+def _setting(records, attack: str, label: str, seeds: list, clip: dict, diff: dict, level: float) -> str:
+  trains = {(r["model"], int(r["seed_index"])): r for r in records if r["kind"] == "train"}
+  acc = {m: np.mean([trains[m, s]["zero_shot_accuracy"] for s in seeds if (m, s) in trains] or [np.nan])
+         for m in ("clip", "diffclip")}
+  params = {m: next((trains[m, s]["parameters"] for s in seeds if (m, s) in trains), None) for m in ("clip", "diffclip")}
+  asr = "; ".join(f"seed {s}: {diff[s]:.3f} vs {clip[s]:.3f}" for s in seeds)
+  return (f"{SUBSTITUTE}; {ATTACKS[attack][0]} at {label} on the zero-shot prediction, clean-correct images only; "
+          f"{len(seeds)} seed pairs; zero-shot accuracy DiffCLIP {acc['diffclip']:.3f} vs CLIP {acc['clip']:.3f} "
+          f"(mean over seeds), parameters {params['diffclip']} vs {params['clip']}; ASR DiffCLIP vs CLIP {asr}"
+          + ("" if level == LEVEL else f"; interval at {100 * level:.4g} % (Bonferroni over the budgets)"))
+
+
+def attack_rows(src: Source, attack: str) -> list[dict]:
+  """The per-budget rows and the every-budget row of ``attack`` ('pgd' or 'patch')."""
+  name, unit, every = ATTACKS[attack]
+  values = budgets(src.records, attack)
+  stem = "clip_asr_pgd_eps" if attack == "pgd" else "clip_asr_patch_size"
+  rows, diffs, labels = [], [], []
+  level = family_level(len(values))
+  for value in values:
+    label = budget_label(attack, value)
+    cid = f"{stem}{value:g}"
+    claim = f"DiffCLIP's ASR exceeds CLIP's ({name}, {label}; CIFAR-10 substitute)"
+    d, seeds, clip, diff = paired_differences(src.records, attack, value)
+    if not seeds:
+      rows.append(not_measured(cid, claim, ARXIV_DA, PAPER, f"no seed pair attacked at {label}",
+                               produced_by=src.command))
+      continue
+    diffs.append(d)
+    labels.append(label)
+    rows.append(make_row(cid, claim, ARXIV_DA, PAPER, interval=paired_interval(d, np.zeros_like(d), level=level),
+                         paper_sign=+1, null=0.0, scale="difference", produced_by=src.command,
+                         setting=_setting(src.records, attack, label, seeds, clip, diff, level),
+                         note="a substitute for the paper's pretrained models (see the setting)"))
+  cid = f"clip_asr_{attack}_every_{'budget' if attack == 'pgd' else 'size'}"
+  claim = f"DiffCLIP's ASR exceeds CLIP's at {every} ({name}; CIFAR-10 substitute)"
+  if not diffs:
+    return rows + [not_measured(cid, claim, ARXIV_DA, PAPER, f"no {name} budget attacked on both models",
+                                produced_by=src.command)]
+  n = min(len(d) for d in diffs)
+  rows.append(every_budget_row([d[:n] for d in diffs], labels, claim_id=cid, claim=claim, source=ARXIV_DA,
+                               paper_value=PAPER, produced_by=src.command,
+                               setting=f"{SUBSTITUTE}; {name} at {', '.join(labels)}; {n} seed pairs; an "
+                                       "intersection over the budgets (see the reason)",
+                               note="a substitute for the paper's pretrained models (see the setting)"))
+  return rows
+
+
+CLIP_CLAIMS = (("clip_asr_pgd_every_budget", "DiffCLIP's ASR exceeds CLIP's at every perturbation budget (PGD-L∞)"),
+               ("clip_asr_patch_every_size", "DiffCLIP's ASR exceeds CLIP's at every patch size"))
+
+
+def rows(src: Source) -> list[dict]:
+  """Every CLIP claim row of one workdir; malformed records give 'not measured' rows with the error."""
+  out = []
+  for attack in ATTACKS:
+    try:
+      out += attack_rows(src, attack)
+    except (ValueError, KeyError, IndexError, TypeError, ZeroDivisionError) as error:
+      cid, claim = CLIP_CLAIMS[list(ATTACKS).index(attack)]
+      out.append(not_measured(cid, claim, ARXIV_DA, PAPER, f"the records cannot be read for this claim "
+                              f"({type(error).__name__}: {error})", produced_by=src.command))
+  return out
+
+
+def claim_rows(sources: Sequence[Source], root: str, include_not_run: bool) -> list[dict]:
+  """The rows of every CLIP source; with none yet (``include_not_run``), the every-budget rows say how to run it."""
+  out = not_run_rows(root, "no clip workdir; the claims job runs it only with --standard (see the command)") if (
+      include_not_run and not sources) else []
+  for s in sources:
+    found = rows(s)
+    if s.variant:
+      found = [dict(r, variant="; ".join(s.variant)) for r in found if r["status"] != "not measured"]
+    out += found
+  return out
+
+
+def not_run_rows(root: str, why: str) -> list[dict]:
+  """The every-budget claims as 'not run' (the per-budget rows follow the workdir's grid)."""
+  command = f"python -m experiments.claims --workdir {root} --standard"
+  why += (" (the standard grid: 10 CLIP / DiffCLIP pairs on 10,000 CIFAR-10 images; about 2 h on 2 CPU cores; "
+          "ATTN_DATA_DIR set)")
+  return [not_run(cid, claim, ARXIV_DA, PAPER, command, why) for cid, claim in CLIP_CLAIMS]
+
+
+def _every_case_row(case: Case) -> dict:
+  """The every-budget row of a case: four budgets whose per-seed differences are the case's values shifted up
+  by 0, 0.05, 0.1 and 0.15 (so the lowest budget decides), through ``every_budget_row``."""
+  values = np.asarray(case.values, np.float64)
+  return every_budget_row([values + shift for shift in (0.0, 0.05, 0.1, 0.15)], ["b0", "b1", "b2", "b3"],
+                          claim_id="clip_asr_pgd_every_budget", claim="synthetic", source=ARXIV_DA, paper_value="",
+                          setting=f"synthetic case ({case.truth})")
+
+
+_SOURCE = (f"{ARXIV_DA}, the pretrained CLIP vs DiffCLIP comparison (ViT-B/16, λ_init 0.8); here a substitute: "
+           "small pairs trained on CIFAR-10 captions")
+CLAIMS = ExperimentClaims(
+    claims=(
+        Claim("clip_asr_pgd_eps*", "DiffCLIP shows a higher attack success rate at every perturbation budget "
+              "(this row: one budget)", _SOURCE, "per seed pair, DiffCLIP's minus CLIP's PGD-L∞ ASR on the "
+              "clean-correct images", "direction", "the sign-flip interval over seed pairs, at the Bonferroni "
+              "level over the budgets, excludes 0 above (10 pairs)", interval="paired", paper_sign=+1, null=0.0,
+              cases=direction_cases()),
+        Claim("clip_asr_patch_size*", "DiffCLIP shows a higher attack success rate at every patch size (this row: "
+              "one size)", _SOURCE, "per seed pair, DiffCLIP's minus CLIP's patch-attack ASR on the clean-correct "
+              "images", "direction", "the sign-flip interval over seed pairs, at the Bonferroni level over the "
+              "sizes, excludes 0 above (10 pairs)", interval="paired", paper_sign=+1, null=0.0,
+              cases=direction_cases()),
+        Claim("clip_asr_*_every_*", "DiffCLIP shows a higher attack success rate at every perturbation budget and "
+              "every patch size", _SOURCE, "the per-budget paired differences, read as an intersection",
+              "direction", "holds when every budget's 95 % sign-flip interval lies above 0 (intersection–union, no "
+              "correction); fails when some budget's Bonferroni-level interval lies below 0; 10 pairs",
+              interval="paired", paper_sign=+1, null=0.0, row_of=_every_case_row,
+              cases=(Case("false", around(-0.2)), Case("true", around(0.2)), Case("boundary", around(0.0, 0.8)))),
+    ),
+    claim_rows=claim_rows, not_run_rows=not_run_rows)
