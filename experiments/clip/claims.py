@@ -86,16 +86,17 @@ def every_budget_row(differences: Sequence[np.ndarray], labels: Sequence[str], *
     j = min(below, key=lambda i: fam[i].high)
     how = (f"decided by {labels[j]}: its interval at {100 * fam[j].level:.4g} % (Bonferroni over the {m} budgets, "
            "as a union needs) lies below 0")
-    return make_row(interval=fam[j], paper_sign=+1, null=0.0, scale="difference", reason=how, **row_fields)
+    return make_row(interval=fam[j], paper_sign=+1, null=0.0, scale="difference", direction="fails",
+                    reason=f"{how}: {direction_verdict(fam[j], +1)[1]}", **row_fields)
   j = min(range(m), key=lambda i: own[i].low)
   verdict = direction_verdict(own[j], +1)
   if verdict[0] == "fails":  # below 0 at 95 % but not at the family level: no union reading
     direction, reason = "inconclusive", (f"{labels[j]}'s 95 % interval lies below 0, but not its interval at the "
                                          f"family level {100 * fam[j].level:.4g} % that a 'fails' over {m} budgets needs")
   else:
-    direction, reason = verdict[0], (f"the lowest of the {m} budgets' 95 % intervals, {labels[j]}'s"
+    direction, reason = verdict[0], (f"decided by the lowest of the {m} budgets' 95 % intervals, {labels[j]}'s"
                                      + (": every budget's lies above 0 (intersection–union test, no correction)"
-                                        if verdict[0] == "holds" else "; it does not lie above 0"))
+                                        if verdict[0] == "holds" else f": {verdict[1]}"))
   return make_row(interval=own[j], paper_sign=+1, null=0.0, scale="difference", direction=direction,
                   reason=reason, **row_fields)
 

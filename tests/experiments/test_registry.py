@@ -137,7 +137,8 @@ def test_the_single_process_guard_follows_the_spec(tmp_path, monkeypatch, capsys
 
 
 def test_the_registered_single_process_experiments_are_those_with_orbax_checkpoints():
-  assert {s.name for s in registry.experiments() if s.single_process} == {"certify", "train_vit", "diff_attention"}
+  assert {s.name for s in registry.experiments() if s.single_process} == {"certify", "train_vit", "diff_attention",
+                                                                                  "clip"}
 
 
 @pytest.mark.parametrize("spec", [s for s in registry.EXPERIMENTS if s.config_signature], ids=lambda s: s.name)

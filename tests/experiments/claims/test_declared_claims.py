@@ -18,7 +18,7 @@ DECLARED = [(spec.name, c) for spec, claims in registry.with_claims() for c in c
 
 def test_every_experiment_with_claims_declares_some():
   assert {name for name, _ in DECLARED} == {"width_sweep", "cubing", "flip_rate", "landscape", "dual_implications",
-                                             "diff_attention", "certify"}
+                                             "diff_attention", "clip", "certify"}
 
 
 @pytest.mark.parametrize("name,claim", DECLARED, ids=[c.id for _, c in DECLARED])

@@ -69,11 +69,65 @@ def test_mode_environments_change_only_what_they_name():
   serial = stability.mode_environment(stability.mode("serial"), base)
   assert serial["XLA_FLAGS"] == "--xla_dump_to=/tmp/x --xla_cpu_multi_thread_eigen=false"
   assert serial["OPENBLAS_NUM_THREADS"] == "1" and serial["PATH"] == "/bin"
-  isa = stability.mode_environment(stability.mode("isa"), {})
+  isa = stability.mode_environment(stability.mode("isa"), {}, cpu_flags=AVX512_CPU)
   assert isa["XLA_FLAGS"] == "--xla_cpu_max_isa=AVX" and isa["OPENBLAS_CORETYPE"] == "Sandybridge"
   assert isa["NPY_DISABLE_CPU_FEATURES"]  # numpy's dispatched targets, whatever this numpy calls them
   assert stability.mode_environment(stability.mode("perturb"), base) == base
   assert "--xla_force_host_platform_device_count=2" in stability.mode_environment(stability.mode("devices"), {})["XLA_FLAGS"]
+
+
+AVX512_CPU = {"sse4_2", "avx", "avx2", "fma", "avx512f"}
+AVX_CPU = {"sse4_2", "avx"}
+
+
+@pytest.mark.parametrize("cpu, xla_flags, current, lower", [
+    (AVX512_CPU, "", "AVX512", ("AVX", "Sandybridge")),
+    ({"sse4_2", "avx", "avx2", "fma"}, "", "AVX2", ("AVX", "Sandybridge")),
+    (AVX_CPU, "", "AVX", ("SSE4_2", "Nehalem")),
+    # a process already capped (the other machine of a comparison) reruns one step further down
+    (AVX512_CPU, "--xla_dump_to=/tmp --xla_cpu_max_isa=AVX", "AVX", ("SSE4_2", "Nehalem")),
+    (AVX512_CPU, "--xla_cpu_max_isa=avx2", "AVX2", ("AVX", "Sandybridge")),
+    (AVX_CPU, "--xla_cpu_max_isa=AVX512", "AVX", ("SSE4_2", "Nehalem")),  # a cap above the CPU changes nothing
+])
+def test_the_isa_mode_always_runs_an_older_instruction_set_than_this_process(cpu, xla_flags, current, lower):
+  assert stability.current_isa(xla_flags, cpu) == current
+  assert stability.lower_isa(xla_flags, cpu) == lower
+  env = stability.mode_environment(stability.mode("isa"), {"XLA_FLAGS": xla_flags}, cpu_flags=cpu)
+  assert env["XLA_FLAGS"].split()[-1] == f"--xla_cpu_max_isa={lower[0]}" and env["OPENBLAS_CORETYPE"] == lower[1]
+  # the child reads its own environment: what it runs is older than what this process ran
+  assert stability.current_isa(env["XLA_FLAGS"], cpu) == lower[0] != current
+
+
+@pytest.mark.parametrize("cpu, xla_flags", [({"sse4_2"}, ""), (AVX512_CPU, "--xla_cpu_max_isa=SSE4_2"), (set(), "")])
+def test_no_older_instruction_set_is_refused_and_the_serial_mode_stands_in(cpu, xla_flags, monkeypatch):
+  with pytest.raises(ValueError, match="isa.*perturb, serial or devices"):
+    stability.lower_isa(xla_flags, cpu)
+  monkeypatch.setattr(stability, "_cpu_flags", lambda: cpu)
+  monkeypatch.setenv("XLA_FLAGS", xla_flags)
+  with pytest.warns(UserWarning, match="serial mode instead"):
+    assert stability.always_modes() == ("perturb", "serial")
+
+
+def test_every_run_reads_its_verdicts_against_a_perturbed_and_an_older_isa_rerun(monkeypatch):
+  monkeypatch.setattr(stability, "_cpu_flags", lambda: AVX512_CPU)
+  monkeypatch.delenv("XLA_FLAGS", raising=False)
+  assert stability.always_modes() == ("perturb", "isa")
+
+
+def test_a_child_rerun_runs_the_config_it_is_given(tmp_path, monkeypatch):
+  """The main job's isa rerun is of its own (possibly overridden) config, passed to the child pickled."""
+  calls = []
+  monkeypatch.setattr(stability.subprocess, "run", lambda cmd, env, check: calls.append(cmd) or
+                      subprocess.CompletedProcess(cmd, 0))
+  config = dataclasses.replace(claims.quick_config("flip_rate"), eps=(0.0, 0.1))
+  stability.run_mode("flip_rate", "serial", tmp_path / "rerun", config=config)
+  assert calls[0][-1] == "--config_pickle"
+  import pickle
+  assert pickle.loads((tmp_path / "rerun" / stability.CONFIG_PICKLE).read_bytes()) == config
+  captured = []
+  monkeypatch.setattr(stability, "_rerun", lambda *a: captured.append(a))
+  stability.main(calls[0][3:])
+  assert captured[0][4] == config and captured[0][2].name == "serial"
 
 
 def test_the_isa_environment_really_turns_numpy_dispatch_off():

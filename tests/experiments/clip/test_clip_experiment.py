@@ -1,0 +1,138 @@
+"""experiments.clip: the run end to end on a tiny config (records, resume, plots), the patch positions shared by
+the models of a pair, the config's errors, and the claim rows: per budget at the family level, and the
+every-budget intersection that holds only when every budget holds and fails when one budget fails at the
+family level."""
+import math
+
+import jax
+import numpy as np
+import pytest
+
+from attention.clip import WordTokenizer, prompt_table
+from experiments.clip import claims as clip_claims
+from experiments.clip import config as clip_config
+from experiments.clip import report as clip_report
+from experiments.clip import run as clip_run
+from experiments.core.claim import around
+from experiments.core.config import apply_overrides
+from experiments.core.rows import Source
+from experiments.core.verdicts import family_level
+
+TINY = ["data.n_train=64", "data.n_test=12", "patch_size=8", "dim=16", "num_heads=2", "text_dim=16", "text_heads=2",
+        "embed_dim=8", "train.epochs=1", "train.batch_size=32", "seeds=1", "eps_255=8", "patch_sizes=4,8",
+        "pgd_steps=2", "patch_steps=2", "templates=a photo of a {}.,an image of the {}."]
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+  workdir = tmp_path_factory.mktemp("clip")
+  config = apply_overrides(clip_config.get_config(), TINY)
+  records = clip_run.run(config, workdir)
+  return config, workdir, records
+
+
+@pytest.mark.long
+@pytest.mark.slow  # trains and attacks two tiny models: about 10 compilations (30 s idle, 100 s on busy cores)
+def test_a_tiny_run_trains_both_models_attacks_them_resumes_and_reports(finished_run):
+  config, workdir, records = finished_run
+  trains = {r["model"]: r for r in records if r["kind"] == "train"}
+  assert set(trains) == {"clip", "diffclip"}
+  # parameter-matched: DiffCLIP adds only each differential layer's λ vectors (4 · head width) and RMSNorm gain
+  assert 0 < trains["diffclip"]["parameters"] - trains["clip"]["parameters"] <= 2 * 6 * 16  # two towers' λ and gains
+  attacked = {(r["model"], r["attack"], r["size"]) for r in records if r["kind"] == "attack"}
+  assert attacked == {(m, a, s) for m in ("clip", "diffclip") for a, s in (("pgd", 0), ("patch", 4), ("patch", 8))}
+  for r in records:
+    if r["kind"] == "attack":
+      assert 0 <= r["n_success"] <= r["n_counted"] and len(r["success"]) == r["n_counted"]
+      assert r["n_counted"] == round(r["clean_accuracy"] * r["n_attacked_pool"])
+  assert clip_run.run(config, workdir) == records  # resumed: nothing new
+  text = clip_report.write_report(workdir)
+  assert (workdir / "asr_vs_eps.png").exists() and (workdir / "asr_vs_patch.png").exists()
+  assert "standing in for the paper's pretrained CLIP / DiffCLIP" in text
+
+
+def test_patch_positions_depend_on_the_image_index_only_and_stay_inside():
+  key = jax.random.key(3)
+  a = clip_run.patch_positions(key, 50, 8, 32, 32)
+  assert np.array_equal(a, clip_run.patch_positions(key, 50, 8, 32, 32))
+  assert a.min() >= 0 and a.max() <= 32 - 8 and len({tuple(p) for p in a}) > 10
+
+
+@pytest.mark.parametrize("override, field", [("seeds=0", "seeds"), ("eps_255=2,1", "eps_255"),
+                                             ("patch_sizes=0", "patch_sizes"), ("patch_sizes=40", "patch_sizes"),
+                                             ("templates=a photo", "templates"), ("lambda_init=1.2", "lambda_init"),
+                                             ("patch_alpha=0", "patch_alpha"), ("max_length=3", "max_length"),
+                                             ("data.n_test=0", "data.n_test")])
+def test_bad_configs_are_refused_naming_the_field(override, field):
+  with pytest.raises(ValueError, match=field.split(".")[-1] if field != "max_length" else "max_length"):
+    apply_overrides(clip_config.get_config(), [override]).validate()
+
+
+def test_prompt_table_pads_each_class_and_template():
+  tok = WordTokenizer.from_texts(["a photo of a cat.", "a photo of a dog."])
+  table = prompt_table(tok, ["cat", "dog"], ["a photo of a {}."], 7)
+  assert np.asarray(table).shape == (2, 1, 7)
+  assert table[0][0][:6] != table[1][0][:6] and table[0][0][6] == 0
+
+
+def _records(diff_by_budget: dict, n_seeds: int = 10, attack: str = "pgd") -> list[dict]:
+  """Attack records: CLIP's ASR 0.5 at every budget and seed, DiffCLIP's 0.5 + the budget's per-seed offsets,
+  over 200 counted images (ASR = n_success / 200)."""
+  recs = []
+  for value, offsets in diff_by_budget.items():
+    for s in range(n_seeds):
+      for model, asr in (("clip", 0.5), ("diffclip", 0.5 + offsets[s])):
+        recs.append(dict(kind="attack", model=model, seed_index=s, attack=attack, source="zero_shot",
+                         eps_255=value if attack == "pgd" else 0.0, size=0 if attack == "pgd" else int(value),
+                         n_success=round(asr * 200), n_counted=200))
+  return recs
+
+
+def _rows(records, attack="pgd"):
+  src = Source("clip", "/tmp/clip", {}, records, (), "python -m experiments.clip --workdir /tmp/clip")
+  return {r["claim_id"]: r for r in clip_claims.attack_rows(src, attack)}
+
+
+def test_per_budget_rows_are_read_at_the_family_level():
+  rows = _rows(_records({1.0: around(0.1, 0.05), 2.0: around(0.1, 0.05), 4.0: around(0.0, 0.4),
+                         8.0: around(-0.1, 0.05)}))
+  assert rows["clip_asr_pgd_eps1"]["direction"] == "holds" and rows["clip_asr_pgd_eps8"]["direction"] == "fails"
+  assert rows["clip_asr_pgd_eps4"]["direction"] == "inconclusive"
+  assert all(rows[f"clip_asr_pgd_eps{e}"]["level"] == pytest.approx(family_level(4)) for e in (1, 2, 4, 8))
+  assert rows["clip_asr_pgd_eps1"]["estimate"] == pytest.approx(0.1, abs=0.003)
+  assert "standing in for the paper's pretrained" in rows["clip_asr_pgd_eps1"]["setting"]
+
+
+def test_every_budget_holds_only_when_every_budget_holds():
+  holds = _rows(_records({1.0: around(0.1, 0.05), 2.0: around(0.2, 0.05)}))["clip_asr_pgd_every_budget"]
+  assert holds["direction"] == "holds" and holds["level"] == 0.95  # intersection–union: no correction
+  assert "ε = 1/255" in holds["reason"]  # the lowest interval decided
+  one_open = _rows(_records({1.0: around(0.1, 0.05), 2.0: around(0.0, 0.4)}))["clip_asr_pgd_every_budget"]
+  assert one_open["direction"] == "inconclusive" and "ε = 2/255" in one_open["reason"]
+
+
+def test_every_budget_fails_when_one_budget_fails_at_the_family_level():
+  rows = _rows(_records({1.0: around(0.2, 0.05), 2.0: around(-0.2, 0.05), 4.0: around(0.2, 0.05)}, attack="patch"),
+               attack="patch")
+  every = rows["clip_asr_patch_every_size"]
+  assert every["direction"] == "fails" and every["level"] == pytest.approx(family_level(3))
+  assert "2-pixel patch" in every["reason"]
+
+
+def test_a_budget_below_zero_at_95_percent_only_is_no_failure_of_the_intersection():
+  # per-seed differences whose 95 % sign-flip interval lies below 0 but whose Bonferroni (m = 4) one does not
+  d = np.asarray(around(-0.015, 0.02))
+  row = clip_claims.every_budget_row([d, d + 0.3, d + 0.3, d + 0.3], ["b0", "b1", "b2", "b3"], claim_id="x",
+                                     claim="x", source="x", paper_value="x")
+  from experiments.core.rows import paired_interval
+  assert paired_interval(d, 0 * d).high < 0 < paired_interval(d, 0 * d, level=family_level(4)).high
+  assert row["direction"] == "inconclusive" and "family level" in row["reason"]
+
+
+def test_no_pairs_give_not_measured_rows_and_no_workdir_gives_not_run():
+  rows = _rows([])
+  assert rows["clip_asr_pgd_every_budget"]["status"] == "not measured"
+  not_run = clip_claims.claim_rows([], "DIR", include_not_run=True)
+  assert {r["claim_id"] for r in not_run} == {cid for cid, _ in clip_claims.CLIP_CLAIMS}
+  assert all(r["status"] == "not run" and "--standard" in r["command"] for r in not_run)
+  assert math.isfinite(family_level(3))
