@@ -39,7 +39,7 @@ def test_the_main_job_reads_the_same_verdicts_under_avx_only_numerics(tmp_path):
 
 
 def test_the_comparison_ignores_unstable_rows_and_reads_a_moving_eps_star_as_one_name():
-  row = "| **claim** — ε calibrated by interpolation (ε* = {}) | p | s | 1 [0, 2] | 10 seeds | {} | – | – |"
+  row = "| **claim** — ε calibrated by interpolation (ε* = {}) | p | s | 1 [0, 2] | 10 seeds | {} | – | – |"  # older labels
   a = "\n".join([row.format("0.0573", "holds"), "| other | p | s | v | n | fails | – | – |",
                  "| third | p | s | v | n | unstable (here: holds; perturb: inconclusive) | – | – |"])
   b = "\n".join([row.format("0.0582", "holds"), "| other | p | s | v | n | inconclusive | – | – |",
