@@ -118,7 +118,7 @@ def attack_rows(src: Source, attack: str) -> list[dict]:
   name, unit, every = ATTACKS[attack]
   values = budgets(src.records, attack)
   stem = "clip_asr_pgd_eps" if attack == "pgd" else "clip_asr_patch_size"
-  rows, diffs, labels = [], [], []
+  rows, diffs, labels, saturated_labels = [], [], [], []
   level = family_level(len(values))
   for value in values:
     label = budget_label(attack, value)
@@ -131,10 +131,13 @@ def attack_rows(src: Source, attack: str) -> list[dict]:
       continue
     diffs.append(d)
     labels.append(label)
+    note = "a substitute for the paper's pretrained models (see the setting)"
+    if saturated(clip, diff, seeds):
+      note += f"; {saturation_text(label)}"
+      saturated_labels.append(label)
     rows.append(make_row(cid, claim, ARXIV_DA, PAPER, interval=paired_interval(d, np.zeros_like(d), level=level),
                          paper_sign=+1, null=0.0, scale="difference", produced_by=src.command,
-                         setting=_setting(src.records, attack, label, seeds, clip, diff, level),
-                         note="a substitute for the paper's pretrained models (see the setting)"))
+                         setting=_setting(src.records, attack, label, seeds, clip, diff, level), note=note))
   cid = f"clip_asr_{attack}_every_{'budget' if attack == 'pgd' else 'size'}"
   claim = f"DiffCLIP's ASR exceeds CLIP's at {every} ({name}; CIFAR-10 substitute)"
   if not diffs:
@@ -145,8 +148,19 @@ def attack_rows(src: Source, attack: str) -> list[dict]:
                                paper_value=PAPER, produced_by=src.command,
                                setting=f"{SUBSTITUTE}; {name} at {', '.join(labels)}; {n} seed pairs; an "
                                        "intersection over the budgets (see the reason)",
-                               note="a substitute for the paper's pretrained models (see the setting)"))
+                               note="; ".join(["a substitute for the paper's pretrained models (see the setting)"]
+                                              + [saturation_text(label) for label in saturated_labels])))
   return rows
+
+
+def saturated(clip: dict, diff: dict, seeds: Sequence[int]) -> bool:
+  """Whether both models' ASR is 1 on every seed pair: the attack leaves no room for a difference."""
+  return all(clip[s] == 1.0 and diff[s] == 1.0 for s in seeds)
+
+
+def saturation_text(label: str) -> str:
+  return (f"at {label} both models' ASR is 1 on every seed pair: the attack saturates these small models, so no "
+          "difference can show there (a ceiling, not evidence against the paper)")
 
 
 CLIP_CLAIMS = (("clip_asr_pgd_every_budget", "DiffCLIP's ASR exceeds CLIP's at every perturbation budget (PGD-L∞)"),

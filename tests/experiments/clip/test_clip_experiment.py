@@ -75,13 +75,13 @@ def test_prompt_table_pads_each_class_and_template():
   assert table[0][0][:6] != table[1][0][:6] and table[0][0][6] == 0
 
 
-def _records(diff_by_budget: dict, n_seeds: int = 10, attack: str = "pgd") -> list[dict]:
-  """Attack records: CLIP's ASR 0.5 at every budget and seed, DiffCLIP's 0.5 + the budget's per-seed offsets,
-  over 200 counted images (ASR = n_success / 200)."""
+def _records(diff_by_budget: dict, n_seeds: int = 10, attack: str = "pgd", clip_asr: float = 0.5) -> list[dict]:
+  """Attack records: CLIP's ASR ``clip_asr`` at every budget and seed, DiffCLIP's that + the budget's per-seed
+  offsets, over 200 counted images (ASR = n_success / 200)."""
   recs = []
   for value, offsets in diff_by_budget.items():
     for s in range(n_seeds):
-      for model, asr in (("clip", 0.5), ("diffclip", 0.5 + offsets[s])):
+      for model, asr in (("clip", clip_asr), ("diffclip", clip_asr + offsets[s])):
         recs.append(dict(kind="attack", model=model, seed_index=s, attack=attack, source="zero_shot",
                          eps_255=value if attack == "pgd" else 0.0, size=0 if attack == "pgd" else int(value),
                          n_success=round(asr * 200), n_counted=200))
@@ -136,3 +136,11 @@ def test_no_pairs_give_not_measured_rows_and_no_workdir_gives_not_run():
   assert {r["claim_id"] for r in not_run} == {cid for cid, _ in clip_claims.CLIP_CLAIMS}
   assert all(r["status"] == "not run" and "--standard" in r["command"] for r in not_run)
   assert math.isfinite(family_level(3))
+
+
+def test_a_saturated_budget_is_named_a_ceiling_in_its_row_and_the_intersection():
+  rows = _rows(_records({1.0: around(0.1, 0.05)}) + _records({8.0: (0.0,) * 10}, clip_asr=1.0))
+  assert "saturates" not in rows["clip_asr_pgd_eps1"]["note"]
+  assert "ε = 8/255 both models' ASR is 1" in rows["clip_asr_pgd_eps8"]["note"]
+  every = rows["clip_asr_pgd_every_budget"]
+  assert every["direction"] == "inconclusive" and "ceiling" in every["note"]
