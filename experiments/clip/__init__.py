@@ -21,6 +21,7 @@ SPEC = ExperimentSpec(
     config_signature=("templates", "patch_sizes"),
     record_signature=("kind", "source", "size"),
     single_process=True,
+    bookkeeping=run.BOOKKEEPING,
     standard=config.STANDARD,
     standard_runs=(("clip", config.standard_config),),
 )

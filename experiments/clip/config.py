@@ -45,8 +45,9 @@ class CLIPExperimentConfig:
     pixel scale inside an unbounded patch at a random position per image (``attacks.patch``).
   attack_samples: the first test images attacked (only the clean-correct ones count); attack_batch_size:
     images per attack call.
-  classifiers_workdir: a finished ``experiments.diff_attention`` workdir whose depth-1 ViT / DiffViT
-    classifiers also get the patch attacks, as extra columns (None: none).
+  classifiers_workdir: a finished ``experiments.diff_attention`` workdir whose ViT / DiffViT classifiers (its
+    shallowest depth, main λ_init, every seed) also get the patch attacks on their own test images, as extra
+    columns that no claim row reads (None: none). Bookkeeping: a workdir resumes with it set or changed.
   """
   data: config_lib.DataConfig = config_lib.DataConfig()
   templates: tuple[str, ...] = TEMPLATES

@@ -40,11 +40,21 @@ def asr_curves(records, attack: str) -> dict:
   return out
 
 
-def plot_asr(curves: dict, path, xlabel: str, title: str) -> None:
+def model_labels(records) -> dict:
+  """{(source, model): legend label}: the classifiers' with their data set and depth."""
+  labels = {style: label for style, (label, _, _) in STYLE.items()}
+  for r in records:
+    if r.get("source") == "classifier" and "depth" in r:
+      labels["classifier", r["model"]] = f"{STYLE['classifier', r['model']][0]} ({r['dataset']}, depth {r['depth']})"
+  return labels
+
+
+def plot_asr(curves: dict, path, xlabel: str, title: str, labels: dict) -> None:
   """Each model's mean ASR over seeds (markers) and every seed (faint)."""
   fig, (ax,) = subplots(1, width=5.2, height=3.8)
   for style, (xs, table) in curves.items():
-    label, color, line = STYLE[style]
+    _, color, line = STYLE[style]
+    label = labels[style]
     for row in table:
       ax.plot(xs, row, color=color, linestyle=line, alpha=0.15, linewidth=0.8)
     ax.plot(xs, np.nanmean(table, axis=0), color=color, linestyle=line, marker="o",
@@ -70,6 +80,7 @@ def summary_markdown(records) -> str:
       acc = np.asarray([r["zero_shot_accuracy"] for r in mine])
       lines.append(f"| {label} | {len(mine)} | {acc.mean():.3f} [{acc.min():.3f}, {acc.max():.3f}] | "
                    f"{mine[0]['parameters']:,} | {np.mean([r['train_seconds'] for r in mine]):.0f} |")
+  labels = model_labels(records)
   for attack, head in (("pgd", "PGD-L∞ ASR at ε (units of 1/255)"), ("patch", "patch ASR at side (pixels)")):
     curves = asr_curves(records, attack)
     if not curves:
@@ -83,7 +94,7 @@ def summary_markdown(records) -> str:
         col = table[:, list(cx).index(x)] if x in cx else np.asarray([np.nan])
         col = col[np.isfinite(col)]
         cells.append(f"{col.mean():.3f} ± {col.std():.3f}" if col.size else "–")
-      lines.append(f"| {STYLE[style][0]} | " + " | ".join(cells) + " |")
+      lines.append(f"| {labels[style]} | " + " | ".join(cells) + " |")
   lines += ["", "Mean ± standard deviation over seeds. The claim rows (paired differences over seed pairs, "
             "per budget at the Bonferroni level and over every budget as an intersection) are in "
             "`python -m experiments.claims --from <this workdir>`; docs/diff_attention.md#clip-vs-diffclip."]
@@ -100,12 +111,12 @@ def write_report(workdir) -> str:
 
 
 def _render(records: list[dict], workdir: Path) -> str:
-  pgd, patch = asr_curves(records, "pgd"), asr_curves(records, "patch")
+  pgd, patch, labels = asr_curves(records, "pgd"), asr_curves(records, "patch"), model_labels(records)
   if pgd:
-    plot_asr(pgd, workdir / "asr_vs_eps.png", "ε (units of 1/255)", "PGD-L∞ on the zero-shot prediction")
+    plot_asr(pgd, workdir / "asr_vs_eps.png", "ε (units of 1/255)", "PGD-L∞ on the zero-shot prediction", labels)
   if patch:
     plot_asr(patch, workdir / "asr_vs_patch.png", "patch side (pixels)",
-             "unbounded patch at a random position")
+             "unbounded patch at a random position", labels)
   return stamp(summary_markdown(records), "differential_attention")
 
 

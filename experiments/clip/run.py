@@ -16,8 +16,8 @@ data order, captions and augmentation):
   * on the first ``attack_samples`` test images, counting the clean-correct ones only: PGD-L∞ at each ε of
     ``eps_255`` and an unbounded patch attack of each side in ``patch_sizes`` at a random position per image
     (the same positions for both models of a pair), both against the zero-shot prediction;
-  * with ``classifiers_workdir``, the same patch attacks on that differential-attention workdir's depth-1 ViT
-    and DiffViT classifiers (extra columns; their own test images).
+  * with ``classifiers_workdir``, the same patch attacks on that differential-attention workdir's ViT and
+    DiffViT classifiers at its shallowest depth (extra columns; their own test images).
 Quick config: a smoke run of every code path (2 pairs, 3 epochs on the embedded subset); ``--standard`` is the
 grid the claim rows read (``config.standard_config``).
 
@@ -51,7 +51,8 @@ KEY_FIELDS = ("kind", "model", "seed_index", "attack", "eps", "size", "source")
 NA = "-"
 ZERO_SHOT = "zero_shot"          # source of the CLIP / DiffCLIP records
 CLASSIFIER = "classifier"        # source of the differential-attention classifiers' records
-CLASSIFIER_MODELS = {"vit": "ViT", "diffvit": "DiffViT"}
+# Config fields that add columns the claim rows never read: a workdir resumes whatever their values.
+BOOKKEEPING = frozenset({"classifiers_workdir"})
 
 
 def _record(kind: str, model: str, seed_index: int, **fields) -> dict:
@@ -159,18 +160,20 @@ def _patch_attack(config: CLIPExperimentConfig, fn, x, y, size: int, position):
 
 
 def classifier_records(config: CLIPExperimentConfig, key, is_done):
-  """Yields the patch records of the depth-1 ViT / DiffViT classifiers of ``config.classifiers_workdir`` (a
-  finished ``experiments.diff_attention`` workdir; its models are loaded, never retrained).
+  """Yields the patch records of the ViT / DiffViT classifiers (main λ_init, every seed) at the shallowest depth
+  of ``config.classifiers_workdir`` (a finished ``experiments.diff_attention`` workdir; its models are loaded,
+  never retrained), on that workdir's own test images; each record names the workdir, depth and data set.
 
   Raises:
-    ValueError: the workdir has no config.json or no finished depth-1 model.
+    ValueError: the workdir has no config.json, or a model of that depth is not trained.
   """
   from experiments.diff_attention.config import DiffAttentionConfig
   from experiments.report.adapters import read_workdir_config
   workdir = Path(config.classifiers_workdir)
   da = read_workdir_config(workdir, DiffAttentionConfig, "diff_attention")
-  points = [p for p in vit_training.points(da) if p.depth == 1 and p.lambda_init in (vit_training.NO_LAMBDA,
-                                                                                     da.lambda_inits[0])]
+  depth = min(da.depths)
+  points = [p for p in vit_training.points(da) if p.depth == depth and p.lambda_init in (vit_training.NO_LAMBDA,
+                                                                                         da.lambda_inits[0])]
   unfinished = [p.name for p in points if not (workdir / "models" / p.name / "history.json").exists()]
   if unfinished:
     raise ValueError(f"classifiers_workdir {workdir}: the models {unfinished[:4]} are not trained; finish that "
@@ -178,15 +181,17 @@ def classifier_records(config: CLIPExperimentConfig, key, is_done):
   train, test = vit_training.load_data(da)
   n = len(test.y) if config.attack_samples is None else min(config.attack_samples, len(test.y))
   for tm in vit_training.train_points(da, points, train, test, workdir):
-    yield from attack_records(config, tm.logits_fn, tm.point.model, tm.point.seed_index, test.x[:n], test.y[:n],
-                              jax.random.fold_in(key, tm.point.seed_index), is_done, source=CLASSIFIER,
-                              patch_only=True)
+    for r in attack_records(config, tm.logits_fn, tm.point.model, tm.point.seed_index, test.x[:n], test.y[:n],
+                            jax.random.fold_in(key, tm.point.seed_index), is_done, source=CLASSIFIER,
+                            patch_only=True):
+      yield dict(r, classifiers_workdir=str(workdir), depth=depth, dataset=da.dataset,
+                 lambda_init=tm.point.lambda_init)
 
 
 def run(config: CLIPExperimentConfig, workdir, *, overwrite_config: bool = False) -> list[dict]:
   """Runs (or resumes) every pair's training and attacks, then the classifier columns; returns all records."""
   config.validate()
-  wd = Workdir(workdir, KEY_FIELDS, config, overwrite_config=overwrite_config)
+  wd = Workdir(workdir, KEY_FIELDS, config, overwrite_config=overwrite_config, bookkeeping=BOOKKEEPING)
   done = wd.done()
   train, test = config_lib.load_splits(config.data, "cifar10")
   n = len(test.y) if config.attack_samples is None else min(config.attack_samples, len(test.y))
