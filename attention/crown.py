@@ -523,11 +523,14 @@ def ibp_spec(spec, out: Box):
 @functools.partial(jax.jit, static_argnames=("graph", "norm", "box", "intermediate"))
 def output_bounds(graph: Graph, params, x0, eps, norm: str = "2", box=None, *, intermediate: str = "crown"):
   """Lower and upper bounds of every output (flattened [n_out]) over the input set (jitted; the graph, norm,
-  box and intermediate mode are static)."""
+  box and intermediate mode are static). The two bounds come from separate backward passes; where they meet
+  (ε = 0, or an output that does not depend on the input) rounding can leave the lower one a step above the
+  upper one, so each output's pair is returned in order (min, max): both are bounds up to that rounding."""
   shape = graph.nodes[-1].shape
   n = int(np.prod(shape))
   spec = jnp.eye(n, dtype=jnp.asarray(x0).dtype).reshape((n,) + shape)
-  return spec_bounds(graph, params, x0, spec, eps, norm, box, intermediate=intermediate)
+  lower, upper = spec_bounds(graph, params, x0, spec, eps, norm, box, intermediate=intermediate)
+  return jnp.minimum(lower, upper), jnp.maximum(lower, upper)
 
 
 @functools.partial(jax.jit, static_argnames=("graph", "label", "norm", "box", "intermediate"))

@@ -389,3 +389,16 @@ def test_an_overflowing_interval_bound_is_the_whole_line_not_nan(intermediate):
   assert not (np.isnan(np.asarray(lower)).any() or np.isnan(np.asarray(upper)).any())
   values = _outputs(graph, params, _ball_points(rng, np.asarray(x0), 0.5, "inf", None, 200))
   assert np.all(values >= np.asarray(lower) - 1e-3) and np.all(values <= np.asarray(upper) + 1e-3)
+
+
+def test_a_zero_radius_gives_ordered_bounds_at_the_network_value():
+  """At ε = 0 the lower and upper backward passes meet at f(x); rounding must not leave them crossed."""
+  rng = np.random.default_rng(11)
+  graph, params = _net(rng, CASES[2][0], tokens=CASES[2][1])
+  x0 = jnp.asarray(rng.uniform(0.2, 0.8, size=graph.nodes[0].shape), jnp.float32)
+  params = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float32), params)
+  lower, upper = crown.output_bounds(graph, params, x0, 0.0, "2")
+  value = _outputs(graph, params, np.asarray(x0)[None])[0]
+  assert np.all(np.asarray(lower) <= np.asarray(upper))
+  np.testing.assert_allclose(np.asarray(lower), value, rtol=1e-4, atol=1e-5)
+  np.testing.assert_allclose(np.asarray(upper), value, rtol=1e-4, atol=1e-5)

@@ -202,6 +202,22 @@ def make_step(module, config: ClassifierTrainConfig, tx, objective: Optional[Obj
   return step
 
 
+def check_labels(module, params, x_train, y_train) -> None:
+  """Labels must be integers in [0, C), C the module's number of logits (one forward pass on one image).
+
+  Raises:
+    ValueError: float labels, or labels outside [0, C) (named with the offending values).
+  """
+  y = np.asarray(y_train)
+  if not np.issubdtype(y.dtype, np.integer):
+    raise ValueError(f"y_train must hold integer class labels, got dtype {y.dtype}")
+  classes = int(module.apply({"params": params}, jnp.asarray(x_train[:1]), train=False).shape[-1])
+  bad = np.unique(y[(y < 0) | (y >= classes)])
+  if bad.size:
+    raise ValueError(f"y_train must hold labels in [0, {classes}) (the model has {classes} logits), "
+                     f"got {bad[:5].tolist()}")
+
+
 def seed_keys(seed: int):
   """(init, shuffle, dropout) keys of a training seed."""
   return jax.random.split(jax.random.PRNGKey(seed), 3)
@@ -231,7 +247,8 @@ def train_classifier(module, x_train, y_train, config: ClassifierTrainConfig, wo
     ``TrainResult``.
 
   Raises:
-    ValueError: bad config, x/y lengths that differ, or an active plateau rule without a validation split.
+    ValueError: bad config, x/y lengths that differ, labels that are not integers in [0, C) (``check_labels``),
+      or an active plateau rule without a validation split.
   """
   config.validate()
   if len(x_train) != len(y_train):
@@ -248,6 +265,7 @@ def train_classifier(module, x_train, y_train, config: ClassifierTrainConfig, wo
   steps_per_epoch = max(1, n // config.batch_size)
   init_key, shuffle_key, dropout_key = seed_keys(config.seed)
   params = module.init(init_key, jnp.asarray(x_train[:1]), train=False)["params"]
+  check_labels(module, params, x_train, y_train)
   tx = make_optimizer(config, steps_per_epoch)
   opt_state = tx.init(params)
   start_epoch, history = 0, []

@@ -27,8 +27,8 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from experiments.core.config import ClassifierTrainConfig
-from experiments.trainers.classifier import (EpochMetrics, TrainResult, make_optimizer, make_step, open_checkpoints,
-                                             save_checkpoint, seed_keys, train_classifier)
+from experiments.trainers.classifier import (EpochMetrics, TrainResult, check_labels, make_optimizer, make_step,
+                                             open_checkpoints, save_checkpoint, seed_keys, train_classifier)
 
 
 def _stack(trees):
@@ -84,6 +84,7 @@ def train_classifier_seeds(module, x_train, y_train, configs: Sequence[Classifie
   tx = make_optimizer(config, steps_per_epoch)
   keys = [seed_keys(c.seed) for c in configs]
   params = [module.init(k[0], jnp.asarray(x_train[:1]), train=False)["params"] for k in keys]
+  check_labels(module, params[0], x_train, y_train)
   opt_states = [tx.init(p) for p in params]
   histories: list[list] = [[] for _ in configs]
   managers = [None] * S

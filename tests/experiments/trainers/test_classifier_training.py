@@ -69,6 +69,11 @@ def test_bad_arguments():
   with pytest.raises(ValueError, match="learning_rate"):
     train_classifier(_MLP(), np.zeros((4, 28, 28, 1), np.float32), np.zeros(4, np.int32),
                      ClassifierTrainConfig(learning_rate=-1.0))
+  x = np.zeros((4, 28, 28, 1), np.float32)
+  with pytest.raises(ValueError, match="integer class labels"):
+    train_classifier(_MLP(), x, np.zeros(4, np.float32), ClassifierTrainConfig(epochs=1))
+  with pytest.raises(ValueError, match=r"labels in \[0, 10\).*\[-1, 10\]"):
+    train_classifier(_MLP(), x, np.asarray([0, 10, -1, 3]), ClassifierTrainConfig(epochs=1))
 
 
 
