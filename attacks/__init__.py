@@ -25,6 +25,7 @@ from attacks.losses import (
 )
 from attacks.metrics import SuccessRate, attack_success_rate, success_within_l2
 from attacks.mim import mim
+from attacks.over_models import over_models
 from attacks.patch import patch
 from attacks.pgd import pgd_l2, pgd_linf
 from attacks.projections import BUDGET_RTOL, within_budget
@@ -49,6 +50,7 @@ __all__ = [
     "is_adversarial",
     "logit_margin",
     "mim",
+    "over_models",
     "patch",
     "pgd_l2",
     "pgd_linf",

@@ -11,6 +11,7 @@ JSON lines through ``benchmarks/record.py``):
   ntk          ntk_fast_path.py            empirical NTK n = 1,000, widths 256 / 1024 / 4096, against
                                            neural-tangents' vector-product implementation
   train_seeds  train_seeds_vmap.py         10 ViT seeds as one vmapped program against one after another
+  attack_seeds attack_seeds_vmap.py        PGD-L∞ on 10 ViT seeds as one vmapped program (attacks.over_models)
   crown_vit    crown_vit_speed.py          CROWN, CROWN + LoFAST and LoFAST per image on the certified ViT
                                            (run once: its compilation alone takes minutes; the range is
                                            over its timed images)
@@ -43,6 +44,7 @@ def commands(torch_python: str | None) -> dict[str, list[str]]:
   out = {"ntk": [py, str(HERE / "ntk_fast_path.py"), "--skip_jacobian"],
          "train_seeds": [py, str(HERE / "train_seeds_vmap.py"), "--seeds", "1", "5", "10", "--images", "512",
                          "--repeats", "1"],
+         "attack_seeds": [py, str(HERE / "attack_seeds_vmap.py"), "--seeds", "10", "--repeats", "1"],
          "crown_vit": [py, str(HERE / "crown_vit_speed.py"), "--images", "3"]}
   if torch_python:
     out = {"pgd_mlp": [py, str(HERE / "attacks_pgd_speed.py"), "--rounds", "1", "--reps", "10", *torch],
@@ -81,6 +83,10 @@ def table(lines: list[dict], repeats: int) -> list[str]:
   for seeds in sorted({x["seeds"] for x in by.get("train_seeds", [])}):
     r = [x for x in by["train_seeds"] if x["seeds"] == seeds]
     rows.append(f"| ViT training, {seeds} seed(s): seconds per model per epoch (512 images) | vmapped "
+                f"{_spread(x['vmapped_s'] for x in r)} s | one after another {_spread(x['sequential_s'] for x in r)} s | "
+                f"{_spread(x['ratio'] for x in r)}× | |")
+  for r in [by["attack_seeds"]] if "attack_seeds" in by else []:
+    rows.append(f"| PGD-L∞ 10 steps on {r[0]['seeds']} ViT seeds, batch 128: seconds for all seeds | vmapped "
                 f"{_spread(x['vmapped_s'] for x in r)} s | one after another {_spread(x['sequential_s'] for x in r)} s | "
                 f"{_spread(x['ratio'] for x in r)}× | |")
   crown = {x["method"]: x for x in by.get("crown_vit", [])}
