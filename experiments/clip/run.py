@@ -135,7 +135,9 @@ def attack_records(config: CLIPExperimentConfig, fn, model: str, seed_index: int
       steps = config.pgd_steps
     else:
       position = patch_positions(point_key, len(y), size, height, width)[correct]
-      success, zero = _patch_attack(config, fn, xc, yc, size, position)
+      success, zero, _ = batched_attack(attacks.patch, fn, xc, yc, config.attack_batch_size, size=size,
+                                        per_sample=dict(position=position), alpha=config.patch_alpha,
+                                        steps=config.patch_steps)
       steps = config.patch_steps
     yield _record("attack", model, seed_index, asr=float(success.mean()), n_success=int(success.sum()),
                   n_counted=len(yc), n_zero_grad=int(zero.sum()), success=success.astype(int).tolist(),
@@ -148,15 +150,6 @@ def patch_positions(key, n: int, size: int, height: int, width: int) -> np.ndarr
   rows = jax.random.randint(key, (n,), 0, height - size + 1)
   cols = jax.random.randint(jax.random.fold_in(key, 1), (n,), 0, width - size + 1)
   return np.stack([np.asarray(rows), np.asarray(cols)], axis=1).astype(np.int32)
-
-
-def _patch_attack(config: CLIPExperimentConfig, fn, x, y, size: int, position):
-  """(success [n], zero_grad [n]) of ``attacks.patch`` over batches, each image at its own ``position``."""
-  b = config.attack_batch_size
-  outs = [attacks.patch(fn, jnp.asarray(x[i:i + b]), jnp.asarray(y[i:i + b]), size=size, position=position[i:i + b],
-                        alpha=config.patch_alpha, steps=config.patch_steps) for i in range(0, len(x), b)]
-  return (np.concatenate([np.asarray(o.success) for o in outs]),
-          np.concatenate([np.asarray(o.zero_grad) for o in outs]))
 
 
 def classifier_records(config: CLIPExperimentConfig, key, is_done):

@@ -59,9 +59,13 @@ def _record(kind, point: Point, **fields) -> dict:
   return base
 
 
-def batched_attack(attack, logits_fn, x, y, batch_size: int, **kwargs):
-  """Runs ``attack`` over batches; returns (success [n] bool, zero_grad [n] bool, x_adv [n, ...])."""
-  outs = [attack(logits_fn, jnp.asarray(x[i:i + batch_size]), jnp.asarray(y[i:i + batch_size]), **kwargs)
+def batched_attack(attack, logits_fn, x, y, batch_size: int, *, per_sample=None, **kwargs):
+  """Runs ``attack`` over batches; returns (success [n] bool, zero_grad [n] bool, x_adv [n, ...]).
+  ``per_sample``: {argument: array [n, ...]} sliced with the batch (e.g. a patch position per image); the other
+  keyword arguments go to every call as they are."""
+  per_sample = per_sample or {}
+  outs = [attack(logits_fn, jnp.asarray(x[i:i + batch_size]), jnp.asarray(y[i:i + batch_size]),
+                 **{k: v[i:i + batch_size] for k, v in per_sample.items()}, **kwargs)
           for i in range(0, len(x), batch_size)]
   return (np.concatenate([np.asarray(o.success) for o in outs]),
           np.concatenate([np.asarray(o.zero_grad) for o in outs]),
