@@ -33,7 +33,11 @@ def over_models(attack: Callable, apply: Callable, params_S, x, y, **kwargs) -> 
   Raises:
     ValueError: params_S leaves whose leading axes differ, or the attack's own errors.
   """
-  sizes = {leaf.shape[0] if leaf.ndim else None for leaf in jax.tree_util.tree_leaves(params_S)}
+  leaves = jax.tree_util.tree_leaves(params_S)
+  if not all(hasattr(leaf, "ndim") for leaf in leaves):
+    raise ValueError(f"params_S must hold arrays stacked along a leading model axis, got leaves of types "
+                     f"{sorted({type(leaf).__name__ for leaf in leaves})}")
+  sizes = {leaf.shape[0] if leaf.ndim else None for leaf in leaves}
   if len(sizes) != 1 or None in sizes:
     raise ValueError(f"params_S must stack the models along one leading axis of every leaf, got leading sizes "
                      f"{sorted(map(str, sizes))}")

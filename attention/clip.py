@@ -41,9 +41,9 @@ class WordTokenizer:
   """
 
   def __init__(self, vocabulary: Sequence[str]):
-    words = [w for w in vocabulary if w not in (PAD, UNK)]
+    words = [w.lower() for w in vocabulary if w not in (PAD, UNK)]   # ``split`` lower-cases what it reads
     if len(set(words)) != len(words):
-      raise ValueError("vocabulary must not repeat a word")
+      raise ValueError("vocabulary must not repeat a word (case-insensitively)")
     self.words = (PAD, UNK, *words)
     self.ids = {w: i for i, w in enumerate(self.words)}
 
@@ -68,10 +68,14 @@ class WordTokenizer:
     Raises:
       ValueError: max_length < 1, or a text without words.
     """
-    if max_length < 1:
-      raise ValueError(f"max_length must be >= 1, got {max_length}")
+    if isinstance(texts, str):
+      raise ValueError(f"texts must be a sequence of strings, got the single string {texts!r}")
+    if isinstance(max_length, bool) or not isinstance(max_length, (int, np.integer)) or max_length < 1:
+      raise ValueError(f"max_length must be an integer >= 1, got {max_length!r}")
     ids = np.zeros((len(texts), max_length), np.int32)
     for i, text in enumerate(texts):
+      if not isinstance(text, str):
+        raise ValueError(f"texts[{i}] must be a string, got {text!r}")
       words = self.split(text)[:max_length]
       if not words:
         raise ValueError(f"texts[{i}] = {text!r} has no words")
@@ -199,6 +203,17 @@ class ZeroShotCLIP(CLIP):
   """
   prompts: tuple = ()
 
+  def setup(self):
+    super().setup()
+    shape = np.shape(np.asarray(self.prompts, dtype=object)) if self.prompts else ()
+    if len(shape) != 3 or shape[2] != self.config.max_length:
+      raise ValueError(f"prompts must be token ids [classes][templates][max_length = {self.config.max_length}] "
+                       f"(prompt_table), got shape {shape}")
+    ids = np.asarray(self.prompts)
+    if ids.min() < 0 or ids.max() >= self.config.vocab_size:
+      raise ValueError(f"prompts must hold token ids in [0, vocab_size = {self.config.vocab_size}), got "
+                       f"[{ids.min()}, {ids.max()}]")
+
   def class_embeddings(self, train: bool = False):
     """Unit-length class embeddings [C, E]: each class's prompt embeddings averaged and renormalised."""
     tokens = jnp.asarray(self.prompts, jnp.int32)
@@ -220,20 +235,38 @@ class ZeroShotCLIP(CLIP):
     return loss, jnp.mean(jnp.argmax(logits, -1) == y_B)
 
 
+def check_templates(templates: Sequence[str]) -> None:
+  """Raises ValueError unless there is a template and each holds one '{}' for the class name (and no other
+  braces: str.format must accept it)."""
+  if not templates:
+    raise ValueError("templates must hold at least one template with '{}'")
+  for t in templates:
+    try:
+      ok = isinstance(t, str) and t.count("{}") == 1 and t.format("x") is not None
+    except (KeyError, IndexError, ValueError):
+      ok = False
+    if not ok:
+      raise ValueError(f"templates must each hold one '{{}}' for the class name (and no other braces), got {t!r}")
+
+
 def prompt_table(tokenizer: WordTokenizer, class_names: Sequence[str], templates: Sequence[str],
                  max_length: int) -> tuple:
   """``ZeroShotCLIP.prompts``: template.format(name) for every class and template, tokenized and padded.
 
   Raises:
-    ValueError: a template without exactly one '{}' placeholder, or a prompt longer than max_length words
-      (it would be cut, and two classes could then share a prompt).
+    ValueError: no template, a template without exactly one '{}' placeholder (or that str.format refuses),
+      class names that are equal case-insensitively, a prompt word the tokenizer does not know, or a prompt
+      longer than max_length words (it would be cut, and two classes could then share a prompt).
   """
-  for t in templates:
-    if t.count("{}") != 1:
-      raise ValueError(f"templates must each hold one '{{}}' for the class name, got {t!r}")
+  check_templates(templates)
+  if len({n.lower() for n in class_names}) != len(class_names):
+    raise ValueError(f"class_names must differ case-insensitively (the tokenizer lower-cases), got {list(class_names)}")
   table = []
   for name in class_names:
     texts = [t.format(name) for t in templates]
+    unknown = sorted({w for t in texts for w in tokenizer.split(t) if w not in tokenizer.ids})
+    if unknown:
+      raise ValueError(f"the prompts of class {name!r} hold words the tokenizer does not know: {unknown}")
     long = [t for t in texts if len(tokenizer.split(t)) > max_length]
     if long:
       raise ValueError(f"max_length = {max_length} words cuts the prompt {long[0]!r}: raise max_length")

@@ -520,12 +520,21 @@ def ibp_spec(spec, out: Box):
   return low.sum(-1), high.sum(-1)
 
 
-@functools.partial(jax.jit, static_argnames=("graph", "norm", "box", "intermediate"))
 def output_bounds(graph: Graph, params, x0, eps, norm: str = "2", box=None, *, intermediate: str = "crown"):
   """Lower and upper bounds of every output (flattened [n_out]) over the input set (jitted; the graph, norm,
   box and intermediate mode are static). The two bounds come from separate backward passes; where they meet
   (ε = 0, or an output that does not depend on the input) rounding can leave the lower one a step above the
-  upper one, so each output's pair is returned in order (min, max): both are bounds up to that rounding."""
+  upper one, so each output's pair is returned in order (min, max): both are bounds up to that rounding.
+
+  Raises:
+    ValueError: an unknown norm or intermediate mode, a negative or non-finite ε (a concrete one).
+  """
+  _check(norm, intermediate, eps)
+  return _output_bounds(graph, params, x0, eps, norm, box, intermediate=intermediate)
+
+
+@functools.partial(jax.jit, static_argnames=("graph", "norm", "box", "intermediate"))
+def _output_bounds(graph: Graph, params, x0, eps, norm: str = "2", box=None, *, intermediate: str = "crown"):
   shape = graph.nodes[-1].shape
   n = int(np.prod(shape))
   spec = jnp.eye(n, dtype=jnp.asarray(x0).dtype).reshape((n,) + shape)
@@ -533,11 +542,21 @@ def output_bounds(graph: Graph, params, x0, eps, norm: str = "2", box=None, *, i
   return jnp.minimum(lower, upper), jnp.maximum(lower, upper)
 
 
-@functools.partial(jax.jit, static_argnames=("graph", "label", "norm", "box", "intermediate"))
 def margin_bounds(graph: Graph, params, x0, label: int, eps, norm: str = "2", box=None, *,
                   intermediate: str = "crown"):
   """Lower bounds [C − 1] of the margins f_y − f_j, j ≠ y (label y), of a network with C outputs; the input
-  is certified when all are > 0."""
+  is certified when all are > 0 (jitted; the graph, label, norm, box and intermediate mode are static).
+
+  Raises:
+    ValueError: an unknown norm or intermediate mode, a negative or non-finite ε (a concrete one).
+  """
+  _check(norm, intermediate, eps)
+  return _margin_bounds(graph, params, x0, label, eps, norm, box, intermediate=intermediate)
+
+
+@functools.partial(jax.jit, static_argnames=("graph", "label", "norm", "box", "intermediate"))
+def _margin_bounds(graph: Graph, params, x0, label: int, eps, norm: str = "2", box=None, *,
+                   intermediate: str = "crown"):
   c = int(np.prod(graph.nodes[-1].shape))
   others = [j for j in range(c) if j != label]
   spec = (jnp.eye(c)[label][None, :] - jnp.eye(c)[jnp.array(others)]).astype(jnp.asarray(x0).dtype)
@@ -550,7 +569,10 @@ def _check(norm, intermediate, eps):
     raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
   if intermediate not in INTERMEDIATE:
     raise ValueError(f"intermediate must be one of {INTERMEDIATE}, got {intermediate!r}")
-  if isinstance(eps, (int, float)) and not (math.isfinite(eps) and eps >= 0):
+  if isinstance(eps, jax.core.Tracer):
+    return   # a traced ε (one compiled program for every radius) is the caller's to check
+  e = np.asarray(eps, dtype=np.float64)
+  if e.ndim == 0 and not (math.isfinite(float(e)) and float(e) >= 0):
     raise ValueError(f"eps must be finite and >= 0, got {eps!r}")
 
 

@@ -45,3 +45,9 @@ def test_unstacked_parameters_are_refused():
   with pytest.raises(ValueError, match="params_S"):
     attacks.over_models(attacks.pgd_linf, _apply(), bad, jnp.zeros((1, 2, 3, 2)), jnp.zeros(1, jnp.int32),
                         eps=0.1, key=jax.random.key(0))
+
+
+def test_non_array_leaves_are_refused_naming_their_types():
+  with pytest.raises(ValueError, match="params_S must hold arrays.*float"):
+    attacks.over_models(attacks.pgd_linf, _apply(), {"w1": 0.5, "w2": jnp.zeros((2, 16, 3))},
+                        jnp.zeros((1, 2, 3, 2)), jnp.zeros(1, jnp.int32), eps=0.1, key=jax.random.key(0))

@@ -83,3 +83,25 @@ def test_tokenizer_pads_truncates_and_maps_unknown_words():
     TOK.encode(["  "], 4)
   with pytest.raises(ValueError, match="vocab_size"):
     dataclasses.replace(_config(), vocab_size=2).validate()
+
+
+def test_prompt_tables_and_zero_shot_models_refuse_what_would_train_silently_wrong():
+  from attention.clip import ZeroShotCLIP, prompt_table
+  tok = WordTokenizer.from_texts(["a photo of a cat.", "a photo of a dog."])
+  with pytest.raises(ValueError, match="at least one template"):
+    prompt_table(tok, ["cat"], [], 6)
+  for bad in ("a {} {name}", "a }{} {", "no placeholder", "{} and {}"):
+    with pytest.raises(ValueError, match="one '\\{\\}'"):
+      prompt_table(tok, ["cat"], [bad], 6)
+  with pytest.raises(ValueError, match="does not know.*zebra"):
+    prompt_table(tok, ["cat", "zebra"], ["a photo of a {}."], 6)
+  with pytest.raises(ValueError, match="case-insensitively"):
+    prompt_table(tok, ["cat", "Cat"], ["a photo of a {}."], 6)
+  with pytest.raises(ValueError, match="single string"):
+    tok.encode("a cat", 4)
+  assert WordTokenizer(["Cat"]).encode(["cat"], 2)[0].tolist() == [[2, 0]]  # the vocabulary is lower-cased too
+  table = prompt_table(TOK, ["cat", "dog"], ["a photo of a {}."], 8)
+  x = jnp.zeros((1, 8, 8, 3))
+  for prompts, match in ((table[0], "shape"), ((((0,) * 6,),), "max_length"), ((((99,) * 8,),), "vocab_size")):
+    with pytest.raises(ValueError, match=match):
+      ZeroShotCLIP(_config(), prompts).init(jax.random.key(0), x)

@@ -402,3 +402,14 @@ def test_a_zero_radius_gives_ordered_bounds_at_the_network_value():
   assert np.all(np.asarray(lower) <= np.asarray(upper))
   np.testing.assert_allclose(np.asarray(lower), value, rtol=1e-4, atol=1e-5)
   np.testing.assert_allclose(np.asarray(upper), value, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("eps", [-0.1, float("nan"), float("inf"), np.float32(-1.0)])
+def test_the_jitted_entry_points_refuse_a_bad_radius_as_the_others_do(eps):
+  rng = np.random.default_rng(12)
+  graph, params = _net(rng, CASES[0][0])
+  x0 = jnp.asarray(rng.uniform(0.2, 0.8, size=graph.nodes[0].shape))
+  with pytest.raises(ValueError, match="eps must be finite and >= 0"):
+    crown.output_bounds(graph, params, x0, eps, "inf")
+  with pytest.raises(ValueError, match="eps must be finite and >= 0"):
+    crown.margin_bounds(graph, params, x0, 0, eps, "inf")

@@ -144,8 +144,10 @@ def current_isa(xla_flags: str = "", cpu_flags: Optional[set] = None) -> Optiona
   level = max(i for i, name in enumerate(names) if have[name])
   for item in xla_flags.split():
     if item.startswith(ISA_FLAG + "="):
-      cap = item.split("=", 1)[1].upper()
-      capped = [i for i, name in enumerate(names) if cap.startswith(name)]
+      cap = item.split("=", 1)[1].strip("'\"").upper()
+      # XLA's names: SSE4_2, AVX, AVX2, AVX512 and its extensions (AVX512_VNNI, AVX512_BF16, AMX, ...); it
+      # ignores any other value, and so does this
+      capped = [names.index(cap)] if cap in names else [3] if cap.startswith(("AVX512_", "AMX")) else []
       level = min(level, max(capped)) if capped else level
   return names[level]
 

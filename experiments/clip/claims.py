@@ -118,7 +118,7 @@ def attack_rows(src: Source, attack: str) -> list[dict]:
   name, unit, every = ATTACKS[attack]
   values = budgets(src.records, attack)
   stem = "clip_asr_pgd_eps" if attack == "pgd" else "clip_asr_patch_size"
-  rows, diffs, labels, saturated_labels = [], [], [], []
+  rows, diffs, labels, saturated_labels, missing = [], {}, [], [], []
   level = family_level(len(values))
   for value in values:
     label = budget_label(attack, value)
@@ -128,8 +128,9 @@ def attack_rows(src: Source, attack: str) -> list[dict]:
     if not seeds:
       rows.append(not_measured(cid, claim, ARXIV_DA, PAPER, f"no seed pair attacked at {label}",
                                produced_by=src.command))
+      missing.append(label)
       continue
-    diffs.append(d)
+    diffs[label] = dict(zip(seeds, d))
     labels.append(label)
     note = "a substitute for the paper's pretrained models (see the setting)"
     if saturated(clip, diff, seeds):
@@ -140,14 +141,15 @@ def attack_rows(src: Source, attack: str) -> list[dict]:
                          setting=_setting(src.records, attack, label, seeds, clip, diff, level), note=note))
   cid = f"clip_asr_{attack}_every_{'budget' if attack == 'pgd' else 'size'}"
   claim = f"DiffCLIP's ASR exceeds CLIP's at {every} ({name}; CIFAR-10 substitute)"
-  if not diffs:
-    return rows + [not_measured(cid, claim, ARXIV_DA, PAPER, f"no {name} budget attacked on both models",
-                                produced_by=src.command)]
-  n = min(len(d) for d in diffs)
-  rows.append(every_budget_row([d[:n] for d in diffs], labels, claim_id=cid, claim=claim, source=ARXIV_DA,
-                               paper_value=PAPER, produced_by=src.command,
-                               setting=f"{SUBSTITUTE}; {name} at {', '.join(labels)}; {n} seed pairs; an "
-                                       "intersection over the budgets (see the reason)",
+  common = sorted(set.intersection(*(set(d) for d in diffs.values()))) if diffs else []
+  if missing or not common:
+    why = (f"no seed pair attacked at {', '.join(missing)}: 'every budget' needs them all" if missing else
+           f"no seed pair attacked at every {name} budget" if diffs else f"no {name} budget attacked on both models")
+    return rows + [not_measured(cid, claim, ARXIV_DA, PAPER, why, produced_by=src.command)]
+  rows.append(every_budget_row([np.asarray([diffs[b][s] for s in common]) for b in labels], labels, claim_id=cid,
+                               claim=claim, source=ARXIV_DA, paper_value=PAPER, produced_by=src.command,
+                               setting=f"{SUBSTITUTE}; {name} at {', '.join(labels)}; the {len(common)} seed pairs "
+                                       "attacked at every budget; an intersection over the budgets (see the reason)",
                                note="; ".join(["a substitute for the paper's pretrained models (see the setting)"]
                                               + [saturation_text(label) for label in saturated_labels])))
   return rows

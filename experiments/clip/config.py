@@ -6,11 +6,12 @@ Override any field on the command line as ``field=value`` (``experiments.core.co
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Optional
 
 import numpy as np
 
-from attention.clip import CLIPConfig, WordTokenizer, prompt_table
+from attention.clip import CLIPConfig, WordTokenizer, check_templates, prompt_table
 from attention.vit import ViTConfig
 from experiments.core import config as config_lib
 from experiments.trainers.vit import parse_lambda_init
@@ -101,6 +102,10 @@ class CLIPExperimentConfig:
     if self.attack_samples is not None and self.attack_samples < 1:
       raise ValueError(f"attack_samples must be >= 1 or None, got {self.attack_samples}")
     parse_lambda_init(self.lambda_init)
+    if self.classifiers_workdir is not None and not (Path(self.classifiers_workdir.strip() or "/nonexistent")
+                                                     / "config.json").is_file():
+      raise ValueError(f"classifiers_workdir must be None or an experiments.diff_attention workdir (holding its "
+                       f"config.json), got {self.classifiers_workdir!r}")
     prompts(self)
     for model in MODELS:
       self.clip_config(model).validate()
@@ -128,10 +133,13 @@ def captions(config: CLIPExperimentConfig) -> list[str]:
 
 
 def tokenizer(config: CLIPExperimentConfig) -> WordTokenizer:
-  """The word tokenizer over the captions' own vocabulary."""
-  for t in config.templates:
-    if t.count("{}") != 1:
-      raise ValueError(f"templates must each hold one '{{}}' for the class name, got {t!r}")
+  """The word tokenizer over the captions' own vocabulary.
+
+  Raises:
+    ValueError: a bad template (``attention.clip.check_templates``; a template holding a comma is split by the
+      command line's tuple syntax).
+  """
+  check_templates(config.templates)
   return WordTokenizer.from_texts(captions(config))
 
 

@@ -152,18 +152,22 @@ def patch_positions(key, n: int, size: int, height: int, width: int) -> np.ndarr
   return np.stack([np.asarray(rows), np.asarray(cols)], axis=1).astype(np.int32)
 
 
-def classifier_records(config: CLIPExperimentConfig, key, is_done):
-  """Yields the patch records of the ViT / DiffViT classifiers (main λ_init, every seed) at the shallowest depth
-  of ``config.classifiers_workdir`` (a finished ``experiments.diff_attention`` workdir; its models are loaded,
-  never retrained), on that workdir's own test images; each record names the workdir, depth and data set.
+def classifier_models(config: CLIPExperimentConfig):
+  """(the differential-attention config, depth, points) of the classifiers ``classifier_records`` attacks: the
+  ViT / DiffViT of ``config.classifiers_workdir`` at its shallowest depth (main λ_init, every seed).
 
   Raises:
-    ValueError: the workdir has no config.json, or a model of that depth is not trained.
+    ValueError: the workdir is not a differential-attention workdir, or a model of that depth is not trained.
   """
+  from experiments.diff_attention import SPEC as DA_SPEC
   from experiments.diff_attention.config import DiffAttentionConfig
   from experiments.report.adapters import read_workdir_config
   workdir = Path(config.classifiers_workdir)
   da = read_workdir_config(workdir, DiffAttentionConfig, "diff_attention")
+  from experiments.core.workdir import read_config
+  if not all(k in read_config(workdir / "config.json") for k in DA_SPEC.config_signature):
+    raise ValueError(f"classifiers_workdir {workdir} is not an experiments.diff_attention workdir (its config.json "
+                     f"lacks {', '.join(DA_SPEC.config_signature)})")
   depth = min(da.depths)
   points = [p for p in vit_training.points(da) if p.depth == depth and p.lambda_init in (vit_training.NO_LAMBDA,
                                                                                          da.lambda_inits[0])]
@@ -171,6 +175,18 @@ def classifier_records(config: CLIPExperimentConfig, key, is_done):
   if unfinished:
     raise ValueError(f"classifiers_workdir {workdir}: the models {unfinished[:4]} are not trained; finish that "
                      f"run first (python -m experiments.diff_attention --workdir {workdir})")
+  return da, depth, points
+
+
+def classifier_records(config: CLIPExperimentConfig, key, is_done):
+  """Yields the patch records of the classifiers of ``classifier_models`` (loaded, never retrained), on their
+  workdir's own test images; each record names the workdir, depth and data set.
+
+  Raises:
+    ValueError: as ``classifier_models``.
+  """
+  da, depth, points = classifier_models(config)
+  workdir = Path(config.classifiers_workdir)
   train, test = vit_training.load_data(da)
   n = len(test.y) if config.attack_samples is None else min(config.attack_samples, len(test.y))
   for tm in vit_training.train_points(da, points, train, test, workdir):
@@ -184,6 +200,8 @@ def classifier_records(config: CLIPExperimentConfig, key, is_done):
 def run(config: CLIPExperimentConfig, workdir, *, overwrite_config: bool = False) -> list[dict]:
   """Runs (or resumes) every pair's training and attacks, then the classifier columns; returns all records."""
   config.validate()
+  if config.classifiers_workdir is not None:
+    classifier_models(config)  # before hours of training: the classifiers must be there
   wd = Workdir(workdir, KEY_FIELDS, config, overwrite_config=overwrite_config, bookkeeping=BOOKKEEPING)
   done = wd.done()
   train, test = config_lib.load_splits(config.data, "cifar10")

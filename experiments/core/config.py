@@ -264,7 +264,7 @@ def _parse_scalar(text: str, kind: type, field: str) -> Any:
     raise ValueError(f"{field} must be of type {kind.__name__}, got {text!r}") from None
   if kind is float and not math.isfinite(value):
     raise ValueError(f"{field} must be a finite number, got {text!r}")
-  if kind is int and "seed" in field and value < 0:
+  if kind is int and "seed" in field and not field.endswith("seeds") and value < 0:
     raise ValueError(f"{field} must be an integer >= 0 (a random seed), got {value}")
   return value
 

@@ -202,19 +202,23 @@ def make_step(module, config: ClassifierTrainConfig, tx, objective: Optional[Obj
   return step
 
 
-def check_labels(module, params, x_train, y_train) -> None:
-  """Labels must be integers in [0, C), C the module's number of logits (one forward pass on one image).
+def check_labels(module, params, x_train, y_train, name: str = "y_train") -> None:
+  """Labels must be a vector [n] of integers in [0, C), C the module's number of logits (one forward pass on one
+  image).
 
   Raises:
-    ValueError: float labels, or labels outside [0, C) (named with the offending values).
+    ValueError: labels that are not one per image, not integers, or outside [0, C) (named with the offending
+      values).
   """
   y = np.asarray(y_train)
+  if y.ndim != 1:
+    raise ValueError(f"{name} must be a vector of labels [n], got shape {y.shape}")
   if not np.issubdtype(y.dtype, np.integer):
-    raise ValueError(f"y_train must hold integer class labels, got dtype {y.dtype}")
+    raise ValueError(f"{name} must hold integer class labels, got dtype {y.dtype}")
   classes = int(module.apply({"params": params}, jnp.asarray(x_train[:1]), train=False).shape[-1])
   bad = np.unique(y[(y < 0) | (y >= classes)])
   if bad.size:
-    raise ValueError(f"y_train must hold labels in [0, {classes}) (the model has {classes} logits), "
+    raise ValueError(f"{name} must hold labels in [0, {classes}) (the model has {classes} logits), "
                      f"got {bad[:5].tolist()}")
 
 
@@ -251,8 +255,11 @@ def train_classifier(module, x_train, y_train, config: ClassifierTrainConfig, wo
       or an active plateau rule without a validation split.
   """
   config.validate()
+  y_train = np.asarray(y_train)
   if len(x_train) != len(y_train):
     raise ValueError(f"x_train has {len(x_train)} rows but y_train has {len(y_train)}")
+  if len(x_train) == 0:
+    raise ValueError("x_train holds no images")
   if plateau is not None:
     plateau.validate()
     if plateau.active and validation is None:
@@ -266,6 +273,8 @@ def train_classifier(module, x_train, y_train, config: ClassifierTrainConfig, wo
   init_key, shuffle_key, dropout_key = seed_keys(config.seed)
   params = module.init(init_key, jnp.asarray(x_train[:1]), train=False)["params"]
   check_labels(module, params, x_train, y_train)
+  if validation is not None:
+    check_labels(module, params, validation[0], validation[1], "validation labels")
   tx = make_optimizer(config, steps_per_epoch)
   opt_state = tx.init(params)
   start_epoch, history = 0, []

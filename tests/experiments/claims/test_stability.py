@@ -88,6 +88,9 @@ AVX_CPU = {"sse4_2", "avx"}
     (AVX512_CPU, "--xla_dump_to=/tmp --xla_cpu_max_isa=AVX", "AVX", ("SSE4_2", "Nehalem")),
     (AVX512_CPU, "--xla_cpu_max_isa=avx2", "AVX2", ("AVX", "Sandybridge")),
     (AVX_CPU, "--xla_cpu_max_isa=AVX512", "AVX", ("SSE4_2", "Nehalem")),  # a cap above the CPU changes nothing
+    (AVX512_CPU, '--xla_cpu_max_isa="AVX"', "AVX", ("SSE4_2", "Nehalem")),  # XLA strips the quotes, so do we
+    (AVX512_CPU, "--xla_cpu_max_isa=AVX10", "AVX512", ("AVX", "Sandybridge")),  # XLA ignores unknown names
+    (AVX512_CPU, "--xla_cpu_max_isa=AVX512_VNNI", "AVX512", ("AVX", "Sandybridge")),
 ])
 def test_the_isa_mode_always_runs_an_older_instruction_set_than_this_process(cpu, xla_flags, current, lower):
   assert stability.current_isa(xla_flags, cpu) == current

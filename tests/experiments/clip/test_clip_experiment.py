@@ -144,3 +144,16 @@ def test_a_saturated_budget_is_named_a_ceiling_in_its_row_and_the_intersection()
   assert "ε = 8/255 both models' ASR is 1" in rows["clip_asr_pgd_eps8"]["note"]
   every = rows["clip_asr_pgd_every_budget"]
   assert every["direction"] == "inconclusive" and "ceiling" in every["note"]
+
+
+def test_every_budget_needs_every_budget_and_reads_only_the_pairs_they_share():
+  # a run killed before ε = 8/255 was attacked: 'every budget' cannot hold from ε = 1/255 alone
+  rows = _rows(_records({1.0: around(0.2, 0.05)}) + [r for r in _records({8.0: around(0.2, 0.05)})
+                                                      if r["model"] == "clip"])
+  assert rows["clip_asr_pgd_eps8"]["status"] == "not measured"
+  assert rows["clip_asr_pgd_every_budget"]["status"] == "not measured"
+  assert "ε = 8/255" in rows["clip_asr_pgd_every_budget"]["reason"]
+  # ε = 2/255 on seeds 5–9 only: the intersection reads those five pairs at both budgets, not seeds 0–4 at one
+  late = [r for r in _records({2.0: around(0.2, 0.05)}) if r["seed_index"] >= 5]
+  every = _rows(_records({1.0: around(0.2, 0.05)}) + late)["clip_asr_pgd_every_budget"]
+  assert every["n"] == 5 and "the 5 seed pairs attacked at every budget" in every["setting"]

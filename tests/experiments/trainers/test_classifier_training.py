@@ -74,6 +74,12 @@ def test_bad_arguments():
     train_classifier(_MLP(), x, np.zeros(4, np.float32), ClassifierTrainConfig(epochs=1))
   with pytest.raises(ValueError, match=r"labels in \[0, 10\).*\[-1, 10\]"):
     train_classifier(_MLP(), x, np.asarray([0, 10, -1, 3]), ClassifierTrainConfig(epochs=1))
+  with pytest.raises(ValueError, match=r"vector of labels \[n\], got shape \(4, 1\)"):
+    train_classifier(_MLP(), x, np.zeros((4, 1), np.int32), ClassifierTrainConfig(epochs=1))
+  with pytest.raises(ValueError, match="validation labels must hold labels in"):
+    train_classifier(_MLP(), x, [0, 1, 2, 3], ClassifierTrainConfig(epochs=1), validation=(x, np.full(4, 12)))
+  with pytest.raises(ValueError, match="no images"):
+    train_classifier(_MLP(), x[:0], np.zeros(0, np.int32), ClassifierTrainConfig(epochs=1))
 
 
 
