@@ -249,7 +249,7 @@ class AttackBudget:
       raise ValueError(f"{_field_name(group, 'restarts')} must be >= 1, got {self.restarts}")
 
 
-def _parse_scalar(text: str, kind: type, field: str) -> Any:
+def _parse_scalar(text: str, kind: type, field: str, random_seed: bool = False) -> Any:
   if kind is bool:
     if text.lower() in ("true", "1", "yes"):
       return True
@@ -264,7 +264,7 @@ def _parse_scalar(text: str, kind: type, field: str) -> Any:
     raise ValueError(f"{field} must be of type {kind.__name__}, got {text!r}") from None
   if kind is float and not math.isfinite(value):
     raise ValueError(f"{field} must be a finite number, got {text!r}")
-  if kind is int and "seed" in field and not field.endswith("seeds") and value < 0:
+  if kind is int and random_seed and value < 0:
     raise ValueError(f"{field} must be an integer >= 0 (a random seed), got {value}")
   return value
 
@@ -276,7 +276,7 @@ def _parse(text: str, annotation: Any, field: str) -> Any:
     parts = [t.strip() for t in text.split(",")]
     if text.strip() and not all(parts):
       raise ValueError(f"{field}={text!r} has an empty entry: give comma-separated values (e.g. 16,32)")
-    values = tuple(_parse_scalar(t, kind, field) for t in parts if t)
+    values = tuple(_parse_scalar(t, kind, field, random_seed="seed" in field) for t in parts if t)
     if len(set(values)) != len(values):
       raise ValueError(f"{field} holds a value twice ({text!r}): each sweep point is computed once")
     return values
@@ -284,7 +284,8 @@ def _parse(text: str, annotation: Any, field: str) -> Any:
     if text.lower() == "none":
       return None
     return _parse(text, [a for a in args if a is not type(None)][0], field)
-  return _parse_scalar(text, annotation, field)
+  # a scalar '...seeds' counts seeds (e.g. depth1_seeds); a '...seed' or a tuple of '...seeds' holds random seeds
+  return _parse_scalar(text, annotation, field, random_seed="seed" in field and not field.endswith("seeds"))
 
 
 def _is_group(annotation) -> bool:
