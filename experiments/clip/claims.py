@@ -155,14 +155,17 @@ def attack_rows(src: Source, attack: str) -> list[dict]:
   return rows
 
 
+SATURATION = 0.99  # both models' ASR at least this on every pair: the budget leaves (almost) no room for a difference
+
+
 def saturated(clip: dict, diff: dict, seeds: Sequence[int]) -> bool:
-  """Whether both models' ASR is 1 on every seed pair: the attack leaves no room for a difference."""
-  return all(clip[s] == 1.0 and diff[s] == 1.0 for s in seeds)
+  """Whether both models' ASR is at least ``SATURATION`` on every seed pair."""
+  return all(clip[s] >= SATURATION and diff[s] >= SATURATION for s in seeds)
 
 
 def saturation_text(label: str) -> str:
-  return (f"at {label} both models' ASR is 1 on every seed pair: the attack saturates these small models, so no "
-          "difference can show there (a ceiling, not evidence against the paper)")
+  return (f"at {label} both models' ASR is at least {SATURATION:g} on every seed pair: the attack saturates these "
+          "small models, so almost no difference can show there (a ceiling, not evidence against the paper)")
 
 
 CLIP_CLAIMS = (("clip_asr_pgd_every_budget", "DiffCLIP's ASR exceeds CLIP's at every perturbation budget (PGD-L∞)"),
