@@ -39,8 +39,8 @@ ATTACKS = {"pgd": ("PGD-L∞", "ε", "every perturbation budget"), "patch": ("pa
 
 
 def budget_label(attack: str, value: float) -> str:
-  """'ε = 2/255' or 'a 4-pixel patch'."""
-  return f"ε = {value:g}/255" if attack == "pgd" else f"a {int(value)}-pixel patch"
+  """'ε = 2/255' or 'patch of side 4 px'."""
+  return f"ε = {value:g}/255" if attack == "pgd" else f"patch of side {int(value)} px"
 
 
 def per_seed_asr(records: Sequence[dict], model: str, attack: str, value: float) -> dict:
@@ -107,7 +107,8 @@ def _setting(records, attack: str, label: str, seeds: list, clip: dict, diff: di
          for m in ("clip", "diffclip")}
   params = {m: next((trains[m, s]["parameters"] for s in seeds if (m, s) in trains), None) for m in ("clip", "diffclip")}
   asr = "; ".join(f"seed {s}: {diff[s]:.3f} vs {clip[s]:.3f}" for s in seeds)
-  return (f"{SUBSTITUTE}; {ATTACKS[attack][0]} at {label} on the zero-shot prediction, clean-correct images only; "
+  what = f"PGD-L∞ at {label}" if attack == "pgd" else f"an unbounded {label}"
+  return (f"{SUBSTITUTE}; {what} on the zero-shot prediction, clean-correct images only; "
           f"{len(seeds)} seed pairs; zero-shot accuracy DiffCLIP {acc['diffclip']:.3f} vs CLIP {acc['clip']:.3f} "
           f"(mean over seeds), parameters {params['diffclip']} vs {params['clip']}; ASR DiffCLIP vs CLIP {asr}"
           + ("" if level == LEVEL else f"; interval at {100 * level:.4g} % (Bonferroni over the budgets)"))
@@ -123,7 +124,7 @@ def attack_rows(src: Source, attack: str) -> list[dict]:
   for value in values:
     label = budget_label(attack, value)
     cid = f"{stem}{value:g}"
-    claim = f"DiffCLIP's ASR exceeds CLIP's ({name}, {label}; CIFAR-10 substitute)"
+    claim = f"DiffCLIP's ASR exceeds CLIP's ({f'{name}, ' if attack == 'pgd' else ''}{label}; CIFAR-10 substitute)"
     d, seeds, clip, diff = paired_differences(src.records, attack, value)
     if not seeds:
       rows.append(not_measured(cid, claim, ARXIV_DA, PAPER, f"no seed pair attacked at {label}",

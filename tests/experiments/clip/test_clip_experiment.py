@@ -116,7 +116,7 @@ def test_every_budget_fails_when_one_budget_fails_at_the_family_level():
                attack="patch")
   every = rows["clip_asr_patch_every_size"]
   assert every["direction"] == "fails" and every["level"] == pytest.approx(family_level(3))
-  assert "2-pixel patch" in every["reason"]
+  assert "patch of side 2 px" in every["reason"]
 
 
 def test_a_budget_below_zero_at_95_percent_only_is_no_failure_of_the_intersection():
