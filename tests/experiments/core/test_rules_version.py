@@ -10,7 +10,8 @@ from experiments.core import rules_version, verdicts
 DOCS = Path(__file__).resolve().parents[3] / "docs"
 SUMMARIES = (("quick_summary.md", "core"), ("claims_summary.md", "core"),
              ("diff_attention_summary.md", "differential_attention"), ("certify_summary.md", "certification"),
-             ("diff_attention_depth2_summary.md", "differential_attention"), ("crown_summary.md", "certification"))
+             ("diff_attention_depth2_summary.md", "differential_attention"), ("crown_summary.md", "certification"),
+             ("clip_summary.md", "core"))
 # docs/claims_stability_summary_previous.md is the previous version's four-mode stability pass, kept as history
 # under the rules it states (b26e5bfa): it is not rendered by this code.
 
