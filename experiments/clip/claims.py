@@ -141,7 +141,7 @@ def attack_rows(src: Source, attack: str) -> list[dict]:
                          paper_sign=+1, null=0.0, scale="difference", produced_by=src.command,
                          setting=_setting(src.records, attack, label, seeds, clip, diff, level), note=note))
   cid = f"clip_asr_{attack}_every_{'budget' if attack == 'pgd' else 'size'}"
-  claim = f"DiffCLIP's ASR exceeds CLIP's at {every} ({name}; CIFAR-10 substitute)"
+  claim = f"DiffCLIP's ASR exceeds CLIP's at {every} ({f'{name}; ' if attack == 'pgd' else ''}CIFAR-10 substitute)"
   common = sorted(set.intersection(*(set(d) for d in diffs.values()))) if diffs else []
   if missing or not common:
     why = (f"no seed pair attacked at {', '.join(missing)}: 'every budget' needs them all" if missing else
