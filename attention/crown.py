@@ -32,7 +32,7 @@ import functools
 import json
 import math
 import sys
-from typing import Any, Callable, NamedTuple, Optional, Sequence
+from typing import NamedTuple, Optional, Sequence
 
 import jax
 import jax.numpy as jnp

@@ -23,19 +23,19 @@ Two kinds of row, for each attack (PGD-L∞ over ε, patches over their side):
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from experiments.core.claim import Case, Claim, ExperimentClaims, around, direction_cases
 from experiments.core.rows import ARXIV_DA, LEVEL, Source, make_row, not_measured, not_run, paired_interval
-from experiments.core.verdicts import Interval, direction_verdict, family_level
+from experiments.core.verdicts import direction_verdict, family_level
 
 SUBSTITUTE = ("small CLIP / DiffCLIP pairs trained here from scratch on CIFAR-10 images with captions made from the "
               "class names, standing in for the paper's pretrained CLIP / DiffCLIP (ViT-B/16, λ_init 0.8), which "
               "could not be loaded offline")
 PAPER = "DiffCLIP higher at every budget and patch size (pretrained ViT-B/16, λ_init 0.8)"
-ATTACKS = {"pgd": ("PGD-L∞", "ε", "every perturbation budget"), "patch": ("patch", "side", "every patch size")}
+ATTACKS = {"pgd": ("PGD-L∞", "every perturbation budget"), "patch": ("patch", "every patch size")}
 
 
 def budget_label(attack: str, value: float) -> str:
@@ -116,7 +116,7 @@ def _setting(records, attack: str, label: str, seeds: list, clip: dict, diff: di
 
 def attack_rows(src: Source, attack: str) -> list[dict]:
   """The per-budget rows and the every-budget row of ``attack`` ('pgd' or 'patch')."""
-  name, unit, every = ATTACKS[attack]
+  name, every = ATTACKS[attack]
   values = budgets(src.records, attack)
   stem = "clip_asr_pgd_eps" if attack == "pgd" else "clip_asr_patch_size"
   rows, diffs, labels, saturated_labels, missing = [], {}, [], [], []
