@@ -397,9 +397,9 @@ def main(argv=None) -> None:
                                                                       for m in stability.MODES) + " (default all)")
   parser.add_argument("--standard", action="store_true",
                       help="also run the missing standard grids: differential attention (the Fashion-MNIST grid "
-                           "and the CIFAR-10 depth-1 pair), certification, and the flip-rate grids (MNIST, 30 "
-                           "seeds; CIFAR-10, 10 seeds); hours on 2 CPU cores (docs/claims.md); set ATTN_DATA_DIR "
-                           "to the full data files")
+                           "and the CIFAR-10 depth-1 pair), CLIP / DiffCLIP (10 pairs), certification, and the "
+                           "flip-rate grids (MNIST, 30 seeds; CIFAR-10, 10 seeds); hours on 2 CPU cores "
+                           "(docs/claims.md); set ATTN_DATA_DIR to the full data files")
   args = parser.parse_args(argv)
   start = time.perf_counter()
   with cli.user_errors(), removed_if_unused(cli.check_workdir(args.workdir)):
