@@ -222,7 +222,12 @@ class ZeroShotCLIP(CLIP):
     return class_embeddings(self.encode_text(flat, flat != 0, train).reshape(c, p, -1))
 
   def __call__(self, x_BxHxWxC, train: bool = False):
-    return zero_shot_logits(self.encode_image(x_BxHxWxC, train), self.class_embeddings(train), self.logit_scale)
+    return self.logits_against(x_BxHxWxC, self.class_embeddings(train), train)
+
+  def logits_against(self, x_BxHxWxC, classes_CxE, train: bool = False):
+    """Zero-shot logits [B, C] against given class embeddings (``class_embeddings``, computed once for a model
+    whose parameters do not change, e.g. under attack: the text tower then runs once, not at every step)."""
+    return zero_shot_logits(self.encode_image(x_BxHxWxC, train), classes_CxE, self.logit_scale)
 
   def contrastive(self, x_BxHxWxC, y_B, template_B, train: bool = True):
     """(CLIP's symmetric InfoNCE loss over the batch's (image, caption) pairs, zero-shot top-1 accuracy on the

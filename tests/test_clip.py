@@ -105,3 +105,13 @@ def test_prompt_tables_and_zero_shot_models_refuse_what_would_train_silently_wro
   for prompts, match in ((table[0], "shape"), ((((0,) * 6,),), "max_length"), ((((99,) * 8,),), "vocab_size")):
     with pytest.raises(ValueError, match=match):
       ZeroShotCLIP(_config(), prompts).init(jax.random.key(0), x)
+
+
+def test_zero_shot_logits_against_precomputed_classes_equal_the_full_call():
+  from attention.clip import ZeroShotCLIP, prompt_table
+  model = ZeroShotCLIP(_config(), prompt_table(TOK, ["cat", "dog"], ["a photo of a {}.", "an image of a {}"], 8))
+  x = jax.random.uniform(jax.random.key(1), (3, 8, 8, 3))
+  params = model.init(jax.random.key(0), x)["params"]
+  classes = model.apply({"params": params}, method=ZeroShotCLIP.class_embeddings)
+  np.testing.assert_allclose(np.asarray(model.apply({"params": params}, x, classes, method=ZeroShotCLIP.logits_against)),
+                             np.asarray(model.apply({"params": params}, x)), rtol=1e-6, atol=1e-6)

@@ -69,13 +69,15 @@ def module_of(clip_config, prompt_table) -> ZeroShotCLIP:
 
 @functools.lru_cache(maxsize=None)
 def _apply_fn(module: ZeroShotCLIP):
-  return lambda params, x: module.apply({"params": params}, x)
+  return lambda params, classes, x: module.apply({"params": params}, x, classes, method=ZeroShotCLIP.logits_against)
 
 
 def logits_function(module: ZeroShotCLIP, params):
-  """``jax.tree_util.Partial`` images [B, 32, 32, 3] -> zero-shot logits [B, 10], params as its leaves (one
+  """``jax.tree_util.Partial`` images [B, 32, 32, 3] -> zero-shot logits [B, 10]: the class embeddings computed
+  once (the text tower does not run again at every attack step), params and class embeddings as its leaves (one
   compiled attack per architecture, see ``attacks._driver``)."""
-  return jax.tree_util.Partial(_apply_fn(module), params)
+  classes = module.apply({"params": params}, method=ZeroShotCLIP.class_embeddings)
+  return jax.tree_util.Partial(_apply_fn(module), params, classes)
 
 
 def contrastive_objective(n_templates: int):

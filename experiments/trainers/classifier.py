@@ -203,8 +203,8 @@ def make_step(module, config: ClassifierTrainConfig, tx, objective: Optional[Obj
 
 
 def check_labels(module, params, x_train, y_train, name: str = "y_train") -> None:
-  """Labels must be a vector [n] of integers in [0, C), C the module's number of logits (one forward pass on one
-  image).
+  """Labels must be a vector [n] of integers in [0, C), C the module's number of logits (its output shape on one
+  image, by ``jax.eval_shape``).
 
   Raises:
     ValueError: labels that are not one per image, not integers, or outside [0, C) (named with the offending
@@ -215,7 +215,8 @@ def check_labels(module, params, x_train, y_train, name: str = "y_train") -> Non
     raise ValueError(f"{name} must be a vector of labels [n], got shape {y.shape}")
   if not np.issubdtype(y.dtype, np.integer):
     raise ValueError(f"{name} must hold integer class labels, got dtype {y.dtype}")
-  classes = int(module.apply({"params": params}, jnp.asarray(x_train[:1]), train=False).shape[-1])
+  classes = int(jax.eval_shape(lambda p, x: module.apply({"params": p}, x, train=False), params,
+                               jnp.asarray(x_train[:1])).shape[-1])   # traced for its shape only, not run
   bad = np.unique(y[(y < 0) | (y >= classes)])
   if bad.size:
     raise ValueError(f"{name} must hold labels in [0, {classes}) (the model has {classes} logits), "
