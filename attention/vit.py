@@ -144,6 +144,24 @@ class EncoderBlock(nn.Module):
     return x_BxNxD + drop(y)
 
 
+class PatchEmbedding(nn.Module):
+  """Non-overlapping p×p patches, each mapped linearly to ``features``: a strided p×p convolution with the
+  parameters of ``nn.Conv`` (kernel [p, p, C, features], bias [features]), computed as one matrix product."""
+  features: int
+  patch_size: int
+
+  @nn.compact
+  def __call__(self, x_BxHxWxC):
+    b, h, w, c = x_BxHxWxC.shape
+    p = self.patch_size
+    kernel = self.param("kernel", nn.initializers.lecun_normal(), (p, p, c, self.features))
+    bias = self.param("bias", nn.initializers.zeros, (self.features,))
+    x_BxHxWxC, kernel, bias = nn.dtypes.promote_dtype(x_BxHxWxC, kernel, bias)  # as nn.Conv does
+    patches = x_BxHxWxC.reshape(b, h // p, p, w // p, p, c).transpose(0, 1, 3, 2, 4, 5)
+    patches = patches.reshape(b, h // p, w // p, p * p * c)
+    return patches @ kernel.reshape(p * p * c, self.features) + bias.reshape(1, 1, 1, -1)
+
+
 class VisionTransformer(nn.Module):
   """ViT / DiffViT classifier: images [B, H, W, C] in [0, 1] -> logits [B, num_classes]."""
   config: ViTConfig
@@ -151,8 +169,7 @@ class VisionTransformer(nn.Module):
   def setup(self):
     c = self.config
     c.validate()
-    self.patch_embed = nn.Conv(c.dim, (c.patch_size, c.patch_size), strides=(c.patch_size, c.patch_size),
-                               padding="VALID", name="patch_embed")
+    self.patch_embed = PatchEmbedding(c.dim, c.patch_size, name="patch_embed")
     if c.pool == "cls":
       self.cls_token = self.param("cls_token", nn.initializers.zeros, (1, 1, c.dim))
     self.pos_embed = self.param("pos_embed", nn.initializers.normal(0.02), (1, c.num_tokens, c.dim))

@@ -221,6 +221,30 @@ def test_standard_and_differential_layers_have_the_same_projection_shapes():
   assert extra == 4 * D + 2 * D  # λ's four vectors and the RMSNorm gain
 
 
+@pytest.mark.parametrize("patch, channels", [(4, 3), (2, 1), (8, 3)])
+def test_patch_embedding_is_the_strided_convolution_with_its_parameters(patch, channels):
+  """The ViT's patch embedding (one matrix product) equals ``nn.Conv`` with stride = kernel = p on the same
+  weights, to float32 rounding, and its parameters are ``nn.Conv``'s: the same tree, shapes and initial
+  values, so checkpoints and the torch twin read them unchanged. A product with the patch's pixels in
+  another order (the transpose of (row, column) in each patch) fails the first check."""
+  from attention.vit import PatchEmbedding
+  x = jax.random.uniform(jax.random.key(1), (5, 16, 16, channels))
+  conv = flax.linen.Conv(32, (patch, patch), strides=(patch, patch), padding="VALID")
+  conv_params = conv.init(jax.random.key(0), x)["params"]
+  embed_params = PatchEmbedding(32, patch).init(jax.random.key(0), x)["params"]
+  assert jax.tree_util.tree_structure(embed_params) == jax.tree_util.tree_structure(conv_params)
+  for a, b in zip(jax.tree_util.tree_leaves(embed_params), jax.tree_util.tree_leaves(conv_params)):
+    np.testing.assert_array_equal(a, b)
+  params = {"kernel": jax.random.normal(jax.random.key(2), conv_params["kernel"].shape),
+            "bias": jax.random.normal(jax.random.key(3), (32,))}
+  want = conv.apply({"params": params}, x)
+  got = PatchEmbedding(32, patch).apply({"params": params}, x)
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+  if patch > 1:  # the check can fail: the same product with each patch transposed is another map
+    swapped = {**params, "kernel": params["kernel"].transpose(1, 0, 2, 3)}
+    assert np.abs(PatchEmbedding(32, patch).apply({"params": swapped}, x) - want).max() > 1e-2
+
+
 @pytest.mark.parametrize("kwargs, match", [
     (dict(num_heads=0, head_dim=4, lambda_init=0.8), "num_heads"),
     (dict(num_heads=2, head_dim=0, lambda_init=0.8), "head_dim"),
