@@ -8,9 +8,13 @@ JSON lines through ``benchmarks/record.py``):
 
   pgd_mlp      attacks_pgd_speed.py        PGD-L∞ 10 steps, MLP 784-1024-10, batch 256, against torchattacks
   pgd_vit      attacks_pgd_vit_speed.py    PGD-L∞ 10 steps, small ViT, batch 256, against torchattacks
+  pgd_diffvit  attacks_pgd_vit_speed.py    the same on the matched DiffViT, against a torch twin of it
+  pgd_*_tuned  the three above under the tuned XLA:CPU settings (xla_cpu.py: TUNED_FLAGS, and for the
+               ViTs one single-threaded XLA device per core, over which the attack shards its batch)
   ntk          ntk_fast_path.py            empirical NTK n = 1,000, widths 256 / 1024 / 4096, against
                                            neural-tangents' vector-product implementation
   train_seeds  train_seeds_vmap.py         10 ViT seeds as one vmapped program against one after another
+                                           (train_seeds_tuned: 1 and 10 seeds under TUNED_FLAGS)
   attack_seeds attack_seeds_vmap.py        PGD-L∞ on 10 ViT seeds as one vmapped program (attacks.over_models)
   crown_vit    crown_vit_speed.py          CROWN, CROWN + LoFAST and LoFAST per image on the certified ViT
                                            (run once: its compilation alone takes minutes; the range is
@@ -44,11 +48,18 @@ def commands(torch_python: str | None) -> dict[str, list[str]]:
   out = {"ntk": [py, str(HERE / "ntk_fast_path.py"), "--skip_jacobian"],
          "train_seeds": [py, str(HERE / "train_seeds_vmap.py"), "--seeds", "1", "5", "10", "--images", "512",
                          "--repeats", "1"],
+         "train_seeds_tuned": [py, str(HERE / "train_seeds_vmap.py"), "--seeds", "1", "10", "--images", "512",
+                               "--repeats", "1", "--xla-cpu-tuned"],
          "attack_seeds": [py, str(HERE / "attack_seeds_vmap.py"), "--seeds", "10", "--repeats", "1"],
          "crown_vit": [py, str(HERE / "crown_vit_speed.py"), "--images", "3"]}
   if torch_python:
-    out = {"pgd_mlp": [py, str(HERE / "attacks_pgd_speed.py"), "--rounds", "1", "--reps", "10", *torch],
-           "pgd_vit": [py, str(HERE / "attacks_pgd_vit_speed.py"), "--reps", "5", *torch], **out}
+    mlp = [py, str(HERE / "attacks_pgd_speed.py"), "--rounds", "1", "--reps", "10", *torch]
+    vit = [py, str(HERE / "attacks_pgd_vit_speed.py"), "--reps", "5", *torch]
+    tuned = ["--devices", str(os.cpu_count()), "--xla-cpu-tuned"]
+    diff = ["--attention", "differential"]
+    out = {"pgd_mlp": mlp, "pgd_mlp_tuned": [*mlp, "--xla-cpu-tuned"], "pgd_vit": vit,
+           "pgd_vit_tuned": [*vit, *tuned], "pgd_diffvit": [*vit, *diff], "pgd_diffvit_tuned": [*vit, *diff, *tuned],
+           **out}
   return out
 
 
@@ -70,19 +81,22 @@ def table(lines: list[dict], repeats: int) -> list[str]:
     by.setdefault(line["benchmark"], []).append(line)
   rows = ["| benchmark | JAX | reference | reference / JAX (> 1: JAX faster) | JAX % of matmul peak |",
           "|---|---|---|---|---|"]
-  for name, label in (("pgd_mlp", "PGD-L∞ 10 steps, MLP 784-1024-10, batch 256"),
-                      ("pgd_vit", "PGD-L∞ 10 steps, small ViT (dim 64, depth 2, 4 heads, 65 tokens), batch 256")):
-    if name in by:
-      r = by[name]
+  models = {"pgd_mlp": {"standard": "MLP 784-1024-10"},
+            "pgd_vit": {"standard": "small ViT (dim 64, depth 2, 4 heads, 65 tokens)",
+                        "differential": "matched DiffViT (dim 64, depth 2, 2 differential heads, 65 tokens)"}}
+  for name, model in models.items():
+    for r in _settings(by.get(name, [])):
+      label = f"PGD-L∞ 10 steps, {model[r[0].get('attention', 'standard')]}, batch 256{_setting(r[0])}"
       rows.append(f"| {label} | {_spread(x['jax_ms'] for x in r)} ms | torchattacks {_spread(x['torch_ms'] for x in r)} "
                   f"ms | {_spread(x['ratio'] for x in r)}× | {_spread(100 * x['jax_peak'] for x in r)} % |")
   for width in sorted({x["width"] for x in by.get("ntk", [])}):
     r = [x for x in by["ntk"] if x["width"] == width]
     rows.append(f"| empirical NTK, n = 1,000, width {width} | {_spread(x['fast_s'] for x in r)} s | neural-tangents "
                 f"({r[0]['implementation']}) {_spread(x['nt_s'] for x in r)} s | {_spread(x['ratio'] for x in r)}× | |")
-  for seeds in sorted({x["seeds"] for x in by.get("train_seeds", [])}):
-    r = [x for x in by["train_seeds"] if x["seeds"] == seeds]
-    rows.append(f"| ViT training, {seeds} seed(s): seconds per model per epoch (512 images) | vmapped "
+  for seeds, tuned in sorted({(x["seeds"], x.get("tuned", False)) for x in by.get("train_seeds", [])},
+                             key=lambda k: (k[1], k[0])):
+    r = [x for x in by["train_seeds"] if (x["seeds"], x.get("tuned", False)) == (seeds, tuned)]
+    rows.append(f"| ViT training, {seeds} seed(s){_setting(r[0])}: seconds per model per epoch (512 images) | vmapped "
                 f"{_spread(x['vmapped_s'] for x in r)} s | one after another {_spread(x['sequential_s'] for x in r)} s | "
                 f"{_spread(x['ratio'] for x in r)}× | |")
   for r in [by["attack_seeds"]] if "attack_seeds" in by else []:
@@ -95,6 +109,21 @@ def table(lines: list[dict], repeats: int) -> list[str]:
                 f"(compiling call {x['compile_s']:.0f} s; peak resident memory so far {x['peak_gb']:.2f} GB) | "
                 f"{x['seconds']:.3g} s | | | |")
   return rows
+
+
+def _settings(lines: list[dict]) -> list[list[dict]]:
+  """The lines of one benchmark grouped by model and XLA setting, in a fixed order."""
+  groups = {}
+  for line in lines:
+    groups.setdefault((line.get("attention", "standard"), line.get("tuned", False)), []).append(line)
+  return [groups[k] for k in sorted(groups, key=lambda k: (k[0] != "standard", k))]
+
+
+def _setting(line: dict) -> str:
+  if not line.get("tuned"):
+    return ""
+  devices = line.get("devices", 1)
+  return ", tuned XLA:CPU" + (f" ({devices} single-threaded devices)" if devices > 1 else "")
 
 
 def render(lines, repeats: int, machine: str, versions: dict, torch_note: str) -> str:
@@ -127,8 +156,8 @@ def main(argv=None) -> int:
                       help="the page whose marked section is rewritten (default: the repository's "
                            "docs/performance.md, a tracked file)")
   parser.add_argument("--only", nargs="+", default=None,
-                      help="benchmark names: pgd_mlp, pgd_vit (both need --torch-python), ntk, train_seeds, "
-                           "crown_vit (default: all available)")
+                      help="benchmark names: pgd_mlp, pgd_vit, pgd_diffvit and their *_tuned forms (these need "
+                           "--torch-python), ntk, train_seeds, attack_seeds, crown_vit (default: all available)")
   torch_interpreter.add_argument(parser, ("torch", "torchattacks"))
   args = parser.parse_args(argv)
   if args.repeats < 1:
@@ -139,7 +168,7 @@ def main(argv=None) -> int:
     unknown = sorted(set(args.only) - set(todo))
     if unknown:
       parser.error(f"--only: unknown or unavailable benchmarks {unknown}; available: {sorted(todo)}"
-                   + ("" if torch_python else " (pgd_mlp and pgd_vit need --torch-python)"))
+                   + ("" if torch_python else " (the pgd_* benchmarks need --torch-python)"))
     todo = {k: v for k, v in todo.items() if k in args.only}
   with tempfile.TemporaryDirectory() as tmp:
     sink = Path(tmp) / "figures.jsonl"

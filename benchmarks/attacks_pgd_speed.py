@@ -39,7 +39,8 @@ import time
 import numpy as np
 
 import record  # noqa: E402
-import torch_interpreter  # benchmarks/ is sys.path[0] when this runs as a script
+import torch_interpreter
+import xla_cpu  # benchmarks/ is sys.path[0] when this runs as a script
 
 TORCH_NEEDS = ("torch", "torchattacks")
 
@@ -204,6 +205,7 @@ def main() -> None:
   parser.add_argument("--threads", type=int, default=0,
                       help="intra-op threads for both libraries (0: each library's default, all cores); "
                            "1 is less sensitive to other jobs on a shared machine")
+  parser.add_argument("--xla-cpu-tuned", action="store_true", help="add xla_cpu.TUNED_FLAGS to XLA_FLAGS")
   args = parser.parse_args()
   for name in ("batch", "reps", "rounds"):
     if getattr(args, name) < 1:
@@ -211,8 +213,9 @@ def main() -> None:
   if args.threads < 0:
     parser.error(f"--threads must be >= 0 (0: each library's default), got {args.threads}")
   if args.threads == 1:  # must precede the first jax import (XLA reads it at backend start-up)
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                               + " --xla_cpu_multi_thread_eigen=false").strip()
+    xla_cpu.add_flags("--xla_cpu_multi_thread_eigen=false")
+  if args.xla_cpu_tuned:
+    xla_cpu.add_flags(*xla_cpu.TUNED_FLAGS)
   elif args.threads > 1:
     print("--threads > 1 applies to torch only; XLA uses all cores", file=sys.stderr)
   if args.only == "all":
@@ -254,7 +257,7 @@ def main() -> None:
           f" CPU {1e3 * r['cpu']:6.1f} ms = {flops / r['cpu'] / peak['cpu']:4.0%} of CPU peak")
   if len(results) > 2:
     like = results[0]          # weights [out, in], as torch stores them: the like-for-like comparison
-    record.emit("pgd_mlp", jax_ms=1e3 * like["median"], torch_ms=1e3 * results[2]["median"],
+    record.emit("pgd_mlp", tuned=args.xla_cpu_tuned, jax_ms=1e3 * like["median"], torch_ms=1e3 * results[2]["median"],
                 ratio=results[2]["median"] / like["median"], jax_peak=flops / like["median"] / peak["wall"],
                 torch_peak=flops / results[2]["median"] / results[2]["matmul_peak"]["wall"])
     for jax_result in results[:2]:

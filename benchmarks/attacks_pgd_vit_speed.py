@@ -4,9 +4,11 @@ PyTorch twin of it, over batch sizes.
   python benchmarks/attacks_pgd_vit_speed.py                          # batch 256, XLA's default threading
   python benchmarks/attacks_pgd_vit_speed.py --batch 1 8 32 256       # where per-op overhead matters
   python benchmarks/attacks_pgd_vit_speed.py --devices 2              # one single-threaded XLA device per core
+  python benchmarks/attacks_pgd_vit_speed.py --devices 2 --xla-cpu-tuned --attention differential
 
 The ViT is ``attention.vit.VisionTransformer`` with its default CPU config (CIFAR-10 32×32, patch 4, width
-64, depth 2, 4 heads, class token). Its weights are exported to an npz file; the torch half (run as a
+64, depth 2, 4 heads, class token); ``--attention differential`` times its matched DiffViT (2 differential
+heads, the λ_init depth schedule) against a torch twin of differential attention. Its weights are exported to an npz file; the torch half (run as a
 subprocess in an interpreter that has torch and torchattacks: this one if it imports them, else
 `--torch-python PATH`; PyTorch is not a project dependency) rebuilds the
 same network, checks that its logits equal the JAX logits on the same images (prints the max abs
@@ -15,7 +17,10 @@ same CIFAR-10 test images.
 
 ``--devices N`` splits the host into N XLA CPU devices with single-threaded Eigen each
 (``--xla_force_host_platform_device_count``); ``attacks`` then shards every batch over them (data
-parallel over cores). torch always uses its intra-op thread pool (``--threads``, default all cores).
+parallel over cores). ``--xla-cpu-tuned`` adds ``xla_cpu.TUNED_FLAGS`` (XLA:CPU hands only its matrix
+products and convolutions to the YNNPACK library, one at a time, and fuses the elementwise work itself;
+docs/performance.md#xla-cpu-settings). torch always uses its intra-op thread pool (``--threads``, default all
+cores).
 
 Printed per batch size: ms per batch (median and best of the timed runs, wall-clock), µs per image, median
 process CPU time, the ratio torch / JAX (> 1: JAX faster), and the matmul FLOP/s each reaches as a fraction of the
@@ -39,7 +44,8 @@ import time
 import numpy as np
 
 import record  # noqa: E402
-import torch_interpreter  # benchmarks/ is sys.path[0] when this runs as a script
+import torch_interpreter
+import xla_cpu  # benchmarks/ is sys.path[0] when this runs as a script
 
 EPS, ALPHA, STEPS = 8 / 255, 2 / 255, 10
 
@@ -53,19 +59,30 @@ z = np.load(path)
 t = lambda a: torch.from_numpy(np.ascontiguousarray(a))
 
 class Block(torch.nn.Module):
-  def __init__(self, p, heads, dim):
+  def __init__(self, p, heads, dim, lambda_init):
     super().__init__()
-    self.p, self.h, self.d = p, heads, dim // heads
+    self.p, self.h, self.d, self.lambda_init = p, heads, dim // heads, lambda_init
   def ln(self, x, name):
     return torch.nn.functional.layer_norm(x, x.shape[-1:], t(z[name + "/scale"]), t(z[name + "/bias"]), 1e-6)
+  def attention(self, y):
+    p, (b, n, dim) = self.p + "attention/", y.shape
+    q, k, v = (y @ t(z[p + w + "/kernel"]) for w in ("q_proj", "k_proj", "v_proj"))
+    if cfg["attention"] == "standard":
+      split = lambda u: u.reshape(b, n, self.h, self.d).transpose(1, 2)
+      a = torch.softmax((split(q) * self.d ** -0.5) @ split(k).transpose(-1, -2), dim=-1)
+      return (a @ split(v)).transpose(1, 2).reshape(b, n, dim) @ t(z[p + "out_proj/kernel"])
+    h, d = self.h // 2, self.d  # differential heads; query/key head 2i + j is map j of head i
+    pairs = lambda u: u.reshape(b, n, h, 2, d).permute(0, 2, 3, 1, 4)
+    q, k, v = pairs(q), pairs(k), v.reshape(b, n, h, 2 * d).transpose(1, 2)
+    a1, a2 = (torch.softmax((q[:, :, j] * d ** -0.5) @ k[:, :, j].transpose(-1, -2), dim=-1) for j in (0, 1))
+    lam = (torch.exp((t(z[p + "lambda_q1"]) * t(z[p + "lambda_k1"])).sum())
+           - torch.exp((t(z[p + "lambda_q2"]) * t(z[p + "lambda_k2"])).sum()) + self.lambda_init)
+    o = (a1 - lam * a2) @ v
+    o = o * torch.rsqrt(o.square().mean(-1, keepdim=True) + 1e-5) * t(z[p + "norm_gain"]) * (1 - self.lambda_init)
+    return o.transpose(1, 2).reshape(b, n, dim) @ t(z[p + "out_proj/kernel"])
   def forward(self, x):
-    p, (b, n, dim) = self.p, x.shape
-    y = self.ln(x, p + "norm_attention")
-    split = lambda u: u.reshape(b, n, self.h, self.d).transpose(1, 2)
-    q, k, v = (split(y @ t(z[p + "attention/" + w + "/kernel"])) for w in ("q_proj", "k_proj", "v_proj"))
-    a = torch.softmax((q * self.d ** -0.5) @ k.transpose(-1, -2), dim=-1)
-    o = (a @ v).transpose(1, 2).reshape(b, n, dim) @ t(z[p + "attention/out_proj/kernel"])
-    x = x + o
+    p = self.p
+    x = x + self.attention(self.ln(x, p + "norm_attention"))
     y = self.ln(x, p + "norm_mlp")
     y = torch.nn.functional.gelu(y @ t(z[p + "mlp_in/kernel"]) + t(z[p + "mlp_in/bias"]), approximate="tanh")
     return x + y @ t(z[p + "mlp_out/kernel"]) + t(z[p + "mlp_out/bias"])
@@ -78,7 +95,7 @@ class ViT(torch.nn.Module):
     with torch.no_grad():
       self.conv.weight.copy_(t(z["patch_embed/kernel"].transpose(3, 2, 0, 1)))
       self.conv.bias.copy_(t(z["patch_embed/bias"]))
-    self.blocks = [Block(f"block_{l}/", cfg["num_heads"], dim) for l in range(cfg["depth"])]
+    self.blocks = [Block(f"block_{l}/", cfg["num_heads"], dim, cfg["lambda_init"][l]) for l in range(cfg["depth"])]
   def forward(self, x_nchw):
     tok = self.conv(x_nchw).flatten(2).transpose(1, 2)
     b = tok.shape[0]
@@ -147,6 +164,9 @@ def main(argv=None) -> None:
   torch_interpreter.add_argument(parser, ("torch", "torchattacks"))
   parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch intra-op threads")
   parser.add_argument("--reps", type=int, default=5, help="timed attacks per batch size and library")
+  parser.add_argument("--attention", choices=("standard", "differential"), default="standard",
+                      help="the ViT or its matched DiffViT")
+  parser.add_argument("--xla-cpu-tuned", action="store_true", help="add xla_cpu.TUNED_FLAGS to XLA_FLAGS")
   args = parser.parse_args(argv)
   if args.devices < 1 or args.reps < 1 or args.threads < 1 or any(not 1 <= b <= 1000 for b in args.batch):
     parser.error("--devices, --reps and --threads must be >= 1 and every --batch in [1, 1000]")
@@ -154,18 +174,18 @@ def main(argv=None) -> None:
   if args.torch_python is None:
     sys.exit(2)  # resolve printed the one line saying how to provide an interpreter
   if args.devices > 1:  # must precede the first jax import: XLA reads it when the backend starts
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count="
-                               f"{args.devices} --xla_cpu_multi_thread_eigen=false "
-                               "intra_op_parallelism_threads=1").strip()
+    xla_cpu.add_flags(*xla_cpu.one_device_per_core(args.devices))
+  if args.xla_cpu_tuned:
+    xla_cpu.add_flags(*xla_cpu.TUNED_FLAGS)
   import jax
   import jax.numpy as jnp
   from flax.traverse_util import flatten_dict
 
   import attacks
-  from attention.vit import ViTConfig, VisionTransformer, init_params
+  from attention.vit import ViTConfig, VisionTransformer, init_params, matched_configs
   from experiments.data import load_dataset
 
-  config = ViTConfig()
+  config = matched_configs(ViTConfig())[args.attention == "differential"]
   params = init_params(config, key=jax.random.PRNGKey(0))
   data = load_dataset("cifar10", "test", n=max(args.batch), seed=0)
   model = VisionTransformer(config)
@@ -188,17 +208,20 @@ def main(argv=None) -> None:
     np.savez(path, x=np.asarray(data.x), y=np.asarray(data.y), logits=np.asarray(apply(params, x_all)),
              **weights)
     cfg = json.dumps(dict(patch_size=config.patch_size, dim=config.dim, depth=config.depth,
-                          num_heads=config.num_heads))
+                          num_heads=config.num_heads, attention=config.attention,
+                          lambda_init=[config.lambda_init_at(l) for l in range(config.depth)]))
     out = subprocess.run([args.torch_python, "-c", TORCH_HALF, path, cfg, str(args.threads), str(args.reps),
                           ",".join(map(str, args.batch))], capture_output=True, text=True)
   if out.returncode:
     sys.exit(f"torch half failed:\n{out.stderr[-2000:]}")
   torch_res = json.loads(out.stdout.strip().splitlines()[-1])
 
-  print(f"PGD-L∞ {STEPS} steps on the small ViT (dim {config.dim}, depth {config.depth}, "
-        f"{config.num_heads} heads, {config.num_tokens} tokens), {os.cpu_count()} CPUs, {args.reps} timed runs")
+  heads = f"{config.num_heads} heads" if config.attention == "standard" else f"{config.num_heads // 2} differential heads"
+  print(f"PGD-L∞ {STEPS} steps on the small {'ViT' if config.attention == 'standard' else 'DiffViT'} (dim {config.dim}, "
+        f"depth {config.depth}, {heads}, {config.num_tokens} tokens), {os.cpu_count()} CPUs, {args.reps} timed runs")
   print(f"JAX {jax.__version__}: {len(jax.devices())} XLA device(s) "
-        f"({'one thread each' if args.devices > 1 else 'Eigen thread pool'}); matmul peak "
+        f"({'one thread each' if args.devices > 1 else 'Eigen thread pool'}"
+        f"{', xla_cpu.TUNED_FLAGS' if args.xla_cpu_tuned else ''}); matmul peak "
         f"{jax_peak / 1e9:.0f} GFLOP/s. {torch_res['versions']}: {torch_res['threads']} threads; matmul peak "
         f"{torch_res['matmul_peak'] / 1e9:.0f} GFLOP/s. Twin's max |logit diff| = "
         f"{torch_res['max_abs_logit_diff']:.2e}")
@@ -212,7 +235,7 @@ def main(argv=None) -> None:
     print(f"{n:5d}  {1e3 * jm:7.1f} ({1e3 * min(j['wall']):6.1f}) {1e6 * jm / n:7.0f} {1e3 * jc:7.1f} "
           f"{flops / jm / jax_peak:5.0%}   {1e3 * tm:8.1f} ({1e3 * min(t['wall']):6.1f}) {1e6 * tm / n:7.0f} "
           f"{1e3 * tc:7.1f} {flops / tm / torch_res['matmul_peak']:5.0%}   {tm / jm:5.2f}×, {tc / jc:5.2f}×")
-    record.emit("pgd_vit", batch=n, jax_ms=1e3 * jm, torch_ms=1e3 * tm, ratio=tm / jm, jax_peak=flops / jm / jax_peak,
+    record.emit("pgd_vit", attention=config.attention, devices=args.devices, tuned=args.xla_cpu_tuned, batch=n, jax_ms=1e3 * jm, torch_ms=1e3 * tm, ratio=tm / jm, jax_peak=flops / jm / jax_peak,
                 torch_peak=flops / tm / torch_res["matmul_peak"], cpu_ratio=tc / jc)
 
 

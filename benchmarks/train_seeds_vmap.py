@@ -53,9 +53,13 @@ def main(argv=None) -> list[dict]:
   parser.add_argument("--seeds", type=int, nargs="+", default=[1, 5, 10])
   parser.add_argument("--images", type=int, default=1024)
   parser.add_argument("--repeats", type=int, default=3)
+  parser.add_argument("--xla-cpu-tuned", action="store_true", help="add xla_cpu.TUNED_FLAGS to XLA_FLAGS")
   args = parser.parse_args(argv)
   if min(args.seeds) < 1 or args.images < 64 or args.repeats < 1:
     parser.error("--seeds must be ≥ 1, --images ≥ 64 (one batch) and --repeats ≥ 1")
+  if args.xla_cpu_tuned:
+    import xla_cpu
+    xla_cpu.add_flags(*xla_cpu.TUNED_FLAGS)
   from experiments.core.machine import one_line
   from experiments.data import load_dataset
   train = load_dataset("cifar10", "train", n=args.images, source="embedded")
@@ -73,7 +77,7 @@ def main(argv=None) -> list[dict]:
           f"{row['vmapped']:.3f} s [{min(vm):.3f}, {max(vm):.3f}]: {row['speedup']:.2f}×", flush=True)
   import record
   for row in rows:
-    record.emit("train_seeds", model=args.model, seeds=row["seeds"], sequential_s=row["sequential"],
+    record.emit("train_seeds", model=args.model, tuned=args.xla_cpu_tuned, seeds=row["seeds"], sequential_s=row["sequential"],
                 vmapped_s=row["vmapped"], ratio=row["speedup"])
   last = rows[-1]
   print(f"vmapped speed-up at {last['seeds']} seeds (sequential time / vmapped time): {last['speedup']:.2f}×")

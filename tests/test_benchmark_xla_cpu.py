@@ -1,0 +1,48 @@
+"""benchmarks/xla_cpu.py: the XLA:CPU flags the speed benchmarks opt into, and the table rows they label."""
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+import all as all_benchmarks  # noqa: E402
+import xla_cpu  # noqa: E402
+
+
+def _add_flags_in_fresh_process(existing: str, *flags: str) -> str:
+  code = ("import os, sys; sys.path.insert(0, sys.argv[1]); import xla_cpu; "
+          "xla_cpu.add_flags(*sys.argv[2:]); print(os.environ['XLA_FLAGS'])")
+  env = dict(os.environ, XLA_FLAGS=existing)
+  return subprocess.run([sys.executable, "-c", code, str(BENCHMARKS), *flags], env=env, capture_output=True,
+                        text=True, check=True).stdout.strip()
+
+
+def test_add_flags_appends_and_keeps_what_the_user_set():
+  assert _add_flags_in_fresh_process("", *xla_cpu.TUNED_FLAGS) == " ".join(xla_cpu.TUNED_FLAGS)
+  user = "--xla_cpu_experimental_ynn_fusion_type=individual_dot"
+  got = _add_flags_in_fresh_process(f"--xla_cpu_max_isa=AVX {user}", *xla_cpu.TUNED_FLAGS,
+                                    *xla_cpu.one_device_per_core(2))
+  assert got.split() == ["--xla_cpu_max_isa=AVX", user, "--xla_force_host_platform_device_count=2",
+                         "--xla_cpu_multi_thread_eigen=false", "intra_op_parallelism_threads=1"]
+
+
+def test_add_flags_refuses_once_jax_is_imported():
+  import jax  # noqa: F401  (the test process has it; XLA would ignore the variable from now on)
+  with pytest.raises(RuntimeError, match="before the first `import jax`"):
+    xla_cpu.add_flags(*xla_cpu.TUNED_FLAGS)
+
+
+def test_table_names_the_model_and_the_setting_of_every_attack_row():
+  line = dict(jax_ms=1000.0, torch_ms=1200.0, ratio=1.2, jax_peak=0.3)
+  lines = [dict(line, benchmark="pgd_vit", attention="standard", devices=1, tuned=False),
+           dict(line, benchmark="pgd_vit", attention="differential", devices=2, tuned=True),
+           dict(line, benchmark="pgd_mlp", tuned=True)]
+  rows = all_benchmarks.table(lines, repeats=1)[2:]
+  assert len(rows) == 3
+  assert "MLP 784-1024-10, batch 256, tuned XLA:CPU |" in rows[0]
+  assert "small ViT (dim 64, depth 2, 4 heads, 65 tokens), batch 256 |" in rows[1]
+  assert "matched DiffViT (dim 64, depth 2, 2 differential heads, 65 tokens), batch 256, tuned XLA:CPU " \
+         "(2 single-threaded devices) |" in rows[2]
