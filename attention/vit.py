@@ -152,8 +152,14 @@ class PatchEmbedding(nn.Module):
 
   @nn.compact
   def __call__(self, x_BxHxWxC):
-    b, h, w, c = x_BxHxWxC.shape
+    """x_BxHxWxC images [B, H, W, C] (p divides H and W) -> patch tokens [B, H/p, W/p, features].
+
+    Raises ValueError on another rank or a side p does not divide."""
     p = self.patch_size
+    if x_BxHxWxC.ndim != 4 or x_BxHxWxC.shape[1] % p or x_BxHxWxC.shape[2] % p:
+      raise ValueError(f"PatchEmbedding expects images [batch, H, W, channels] with H and W divisible by "
+                       f"patch_size {p}, got shape {tuple(x_BxHxWxC.shape)}")
+    b, h, w, c = x_BxHxWxC.shape
     kernel = self.param("kernel", nn.initializers.lecun_normal(), (p, p, c, self.features))
     bias = self.param("bias", nn.initializers.zeros, (self.features,))
     x_BxHxWxC, kernel, bias = nn.dtypes.promote_dtype(x_BxHxWxC, kernel, bias)  # as nn.Conv does

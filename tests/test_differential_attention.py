@@ -243,6 +243,8 @@ def test_patch_embedding_is_the_strided_convolution_with_its_parameters(patch, c
   if patch > 1:  # the check can fail: the same product with each patch transposed is another map
     swapped = {**params, "kernel": params["kernel"].transpose(1, 0, 2, 3)}
     assert np.abs(PatchEmbedding(32, patch).apply({"params": swapped}, x) - want).max() > 1e-2
+  with pytest.raises(ValueError, match="divisible by patch_size"):
+    PatchEmbedding(32, 3).apply({"params": params}, x)
 
 
 @pytest.mark.parametrize("kwargs, match", [
