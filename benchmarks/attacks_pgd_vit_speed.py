@@ -19,7 +19,7 @@ same CIFAR-10 test images.
 (``--xla_force_host_platform_device_count``); ``attacks`` then shards every batch over them (data
 parallel over cores). ``--xla-cpu-tuned`` adds ``xla_cpu.TUNED_FLAGS`` (XLA:CPU hands only its matrix
 products and convolutions to the YNNPACK library, one at a time, and fuses the elementwise work itself;
-docs/performance.md#xla-cpu-settings). torch always uses its intra-op thread pool (``--threads``, default all
+docs/performance.md#xlacpu-settings). torch always uses its intra-op thread pool (``--threads``, default all
 cores).
 
 Printed per batch size: ms per batch (median and best of the timed runs, wall-clock), µs per image, median

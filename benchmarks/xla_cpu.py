@@ -1,5 +1,5 @@
 """XLA:CPU settings the speed benchmarks can opt into (``--xla-cpu-tuned``, ``--devices N``), set through
-``XLA_FLAGS`` before JAX starts its backend. What they change and what they gain: docs/performance.md#xla-cpu-settings.
+``XLA_FLAGS`` before JAX starts its backend. What they change and what they gain: docs/performance.md#xlacpu-settings.
 
 TUNED_FLAGS hands XLA:CPU's matrix products and convolutions to the YNNPACK library one at a time and leaves
 the elementwise work around them to XLA's own loop fusions. By default (jax 0.12) XLA also folds elementwise
