@@ -8,10 +8,10 @@ PyTorch twin of it, over batch sizes.
 
 The ViT is ``attention.vit.VisionTransformer`` with its default CPU config (CIFAR-10 32×32, patch 4, width
 64, depth 2, 4 heads, class token); ``--attention differential`` times its matched DiffViT (2 differential
-heads, the λ_init depth schedule) against a torch twin of differential attention. Its weights are exported to an npz file; the torch half (run as a
-subprocess in an interpreter that has torch and torchattacks: this one if it imports them, else
-`--torch-python PATH`; PyTorch is not a project dependency) rebuilds the
-same network, checks that its logits equal the JAX logits on the same images (prints the max abs
+heads, the λ_init depth schedule) against a torch twin of differential attention. Its weights are exported
+to an npz file; the torch half (run as a subprocess in an interpreter that has torch and torchattacks: this
+one if it imports them, else `--torch-python PATH`; PyTorch is not a project dependency) rebuilds the same
+network, checks that its logits equal the JAX logits on the same images (prints the max abs
 difference), and times torchattacks' PGD. Both use ε = 8/255, α = 2/255, 10 steps, random start, on the
 same CIFAR-10 test images.
 
@@ -216,8 +216,9 @@ def main(argv=None) -> None:
     sys.exit(f"torch half failed:\n{out.stderr[-2000:]}")
   torch_res = json.loads(out.stdout.strip().splitlines()[-1])
 
-  heads = f"{config.num_heads} heads" if config.attention == "standard" else f"{config.num_heads // 2} differential heads"
-  print(f"PGD-L∞ {STEPS} steps on the small {'ViT' if config.attention == 'standard' else 'DiffViT'} (dim {config.dim}, "
+  standard = config.attention == "standard"
+  heads = f"{config.num_heads} heads" if standard else f"{config.num_heads // 2} differential heads"
+  print(f"PGD-L∞ {STEPS} steps on the small {'ViT' if standard else 'DiffViT'} (dim {config.dim}, "
         f"depth {config.depth}, {heads}, {config.num_tokens} tokens), {os.cpu_count()} CPUs, {args.reps} timed runs")
   print(f"JAX {jax.__version__}: {len(jax.devices())} XLA device(s) "
         f"({'one thread each' if args.devices > 1 else 'Eigen thread pool'}"
@@ -235,7 +236,8 @@ def main(argv=None) -> None:
     print(f"{n:5d}  {1e3 * jm:7.1f} ({1e3 * min(j['wall']):6.1f}) {1e6 * jm / n:7.0f} {1e3 * jc:7.1f} "
           f"{flops / jm / jax_peak:5.0%}   {1e3 * tm:8.1f} ({1e3 * min(t['wall']):6.1f}) {1e6 * tm / n:7.0f} "
           f"{1e3 * tc:7.1f} {flops / tm / torch_res['matmul_peak']:5.0%}   {tm / jm:5.2f}×, {tc / jc:5.2f}×")
-    record.emit("pgd_vit", attention=config.attention, devices=args.devices, tuned=args.xla_cpu_tuned, batch=n, jax_ms=1e3 * jm, torch_ms=1e3 * tm, ratio=tm / jm, jax_peak=flops / jm / jax_peak,
+    record.emit("pgd_vit", attention=config.attention, devices=args.devices, tuned=args.xla_cpu_tuned, batch=n,
+                jax_ms=1e3 * jm, torch_ms=1e3 * tm, ratio=tm / jm, jax_peak=flops / jm / jax_peak,
                 torch_peak=flops / tm / torch_res["matmul_peak"], cpu_ratio=tc / jc)
 
 
