@@ -154,7 +154,11 @@ class PatchEmbedding(nn.Module):
   def __call__(self, x_BxHxWxC):
     """x_BxHxWxC images [B, H, W, C] (p divides H and W) -> patch tokens [B, H/p, W/p, features].
 
-    Raises ValueError on another rank or a side p does not divide."""
+    Raises ValueError on another rank, a side p does not divide, or a patch_size / features that is not an
+    integer >= 1."""
+    for name in ("patch_size", "features"):
+      if not _is_int(getattr(self, name)) or getattr(self, name) < 1:
+        raise ValueError(f"PatchEmbedding.{name} must be an integer >= 1, got {getattr(self, name)!r}")
     p = self.patch_size
     if x_BxHxWxC.ndim != 4 or x_BxHxWxC.shape[1] % p or x_BxHxWxC.shape[2] % p:
       raise ValueError(f"PatchEmbedding expects images [batch, H, W, channels] with H and W divisible by "
