@@ -16,7 +16,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Any, Optional
 
 import flax.linen as nn
 import jax
@@ -149,6 +149,7 @@ class PatchEmbedding(nn.Module):
   parameters of ``nn.Conv`` (kernel [p, p, C, features], bias [features]), computed as one matrix product."""
   features: int
   patch_size: int
+  param_dtype: Any = jnp.float32  # nn.Conv's default, also under jax.enable_x64
 
   @nn.compact
   def __call__(self, x_BxHxWxC):
@@ -164,8 +165,8 @@ class PatchEmbedding(nn.Module):
       raise ValueError(f"PatchEmbedding expects images [batch, H, W, channels] with H and W divisible by "
                        f"patch_size {p}, got shape {tuple(x_BxHxWxC.shape)}")
     b, h, w, c = x_BxHxWxC.shape
-    kernel = self.param("kernel", nn.initializers.lecun_normal(), (p, p, c, self.features))
-    bias = self.param("bias", nn.initializers.zeros, (self.features,))
+    kernel = self.param("kernel", nn.initializers.lecun_normal(), (p, p, c, self.features), self.param_dtype)
+    bias = self.param("bias", nn.initializers.zeros, (self.features,), self.param_dtype)
     x_BxHxWxC, kernel, bias = nn.dtypes.promote_dtype(x_BxHxWxC, kernel, bias)  # as nn.Conv does
     patches = x_BxHxWxC.reshape(b, h // p, p, w // p, p, c).transpose(0, 1, 3, 2, 4, 5)
     patches = patches.reshape(b, h // p, w // p, p * p * c)

@@ -40,6 +40,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 BEGIN, END = "<!-- benchmarks/all.py -->", "<!-- /benchmarks/all.py -->"
 ONCE = {"crown_vit"}
+DEFAULT_OUT = HERE.parent / "docs" / "performance.md"
 
 
 def commands(torch_python: str | None) -> dict[str, list[str]]:
@@ -152,7 +153,7 @@ def main(argv=None) -> int:
   from experiments.core.machine import describe, one_line
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
   parser.add_argument("--repeats", type=int, default=3, help="runs of each benchmark (default 3)")
-  parser.add_argument("--out", default=str(HERE.parent / "docs" / "performance.md"),
+  parser.add_argument("--out", default=str(DEFAULT_OUT),
                       help="the page whose marked section is rewritten (default: the repository's "
                            "docs/performance.md, a tracked file)")
   parser.add_argument("--only", nargs="+", default=None,
@@ -162,6 +163,12 @@ def main(argv=None) -> int:
   args = parser.parse_args(argv)
   if args.repeats < 1:
     parser.error("--repeats must be ≥ 1")
+  out = Path(args.out)
+  if out.is_dir() or not out.parent.is_dir():
+    parser.error(f"--out must be a file in an existing directory, got {args.out}")
+  if args.only and out.resolve() == DEFAULT_OUT.resolve():
+    parser.error("--only runs part of the benchmarks, and its table would replace the whole run's table in "
+                 f"{DEFAULT_OUT.relative_to(HERE.parent)}: give --out PATH for a partial run")
   torch_python = torch_interpreter.resolve(args.torch_python, ("torch", "torchattacks"))
   todo = commands(torch_python)
   if args.only:
@@ -173,12 +180,14 @@ def main(argv=None) -> int:
   with tempfile.TemporaryDirectory() as tmp:
     sink = Path(tmp) / "figures.jsonl"
     env = dict(os.environ, BENCHMARK_JSON=str(sink))
+    failed = []
     for name, cmd in todo.items():
       for run in range(1 if name in ONCE else args.repeats):
         print(f"[{name} run {run + 1}] {' '.join(cmd[1:])}", flush=True)
         done = subprocess.run(cmd, env=env, cwd=HERE.parent)
         if done.returncode:
           print(f"{name} failed (exit {done.returncode})", file=sys.stderr)
+          failed.append(name)
     lines = [json.loads(line) for line in sink.read_text().splitlines()] if sink.exists() else []
   m = describe()
   versions = dict(m["versions"])
@@ -190,8 +199,11 @@ def main(argv=None) -> int:
   note = ("" if torch_python else "No interpreter with torch and torchattacks was given, so the rows against "
           "torchattacks are left out. ") + (f"Device: {m['device']}." if m["device"] else "")
   section = render(lines, args.repeats, one_line(m), versions, note)
-  write_page(Path(args.out), section)
   print(section)
+  if failed:  # a table without some of the runs is not one run's table: the page keeps its old one
+    print(f"not written to {args.out}: these benchmarks failed: {', '.join(sorted(set(failed)))}", file=sys.stderr)
+    return 1
+  write_page(out, section)
   return 0
 
 

@@ -20,15 +20,23 @@ def add_flags(*flags: str) -> None:
 
   Raises:
     RuntimeError: if JAX was already imported (XLA reads the variable once, when its backend starts).
+    ValueError: if $XLA_FLAGS names a flag file (XLA reads a value without a leading "--" as one).
   """
   if "jax" in sys.modules:
     raise RuntimeError("XLA flags must be set before the first `import jax` of the process")
   current = os.environ.get("XLA_FLAGS", "").split()
+  if current and not current[0].startswith("--"):
+    raise ValueError(f"XLA_FLAGS names a flag file ({current[0]!r}); add {' '.join(flags)} to that file instead")
   names = {f.split("=", 1)[0] for f in current}
   os.environ["XLA_FLAGS"] = " ".join(current + [f for f in flags if f.split("=", 1)[0] not in names])
 
 
 def one_device_per_core(devices: int) -> tuple[str, ...]:
-  """Flags for ``devices`` XLA CPU devices with one thread each (``attacks`` shards batches over them)."""
-  return (f"--xla_force_host_platform_device_count={devices}", "--xla_cpu_multi_thread_eigen=false",
-          "intra_op_parallelism_threads=1")
+  """Flags for ``devices`` XLA CPU devices with one thread each (``attacks`` shards batches over them).
+
+  Raises:
+    ValueError: if devices is not an integer >= 1 (XLA's own error for 0 names no flag).
+  """
+  if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
+    raise ValueError(f"devices must be an integer >= 1, got {devices!r}")
+  return (f"--xla_force_host_platform_device_count={devices}", "--xla_cpu_multi_thread_eigen=false")

@@ -27,7 +27,10 @@ def test_add_flags_appends_and_keeps_what_the_user_set():
   got = _add_flags_in_fresh_process(f"--xla_cpu_max_isa=AVX {user}", *xla_cpu.TUNED_FLAGS,
                                     *xla_cpu.one_device_per_core(2))
   assert got.split() == ["--xla_cpu_max_isa=AVX", user, "--xla_force_host_platform_device_count=2",
-                         "--xla_cpu_multi_thread_eigen=false", "intra_op_parallelism_threads=1"]
+                         "--xla_cpu_multi_thread_eigen=false"]
+  for bad in (0, -1, 2.5, True, None):
+    with pytest.raises(ValueError, match="devices must be an integer >= 1"):
+      xla_cpu.one_device_per_core(bad)
 
 
 def test_add_flags_refuses_once_jax_is_imported():
@@ -47,3 +50,23 @@ def test_table_names_the_model_and_the_setting_of_every_attack_row():
   assert "small ViT (dim 64, depth 2, 4 heads, 65 tokens), batch 256 |" in rows[1]
   assert "matched DiffViT (dim 64, depth 2, 2 differential heads, 65 tokens), batch 256, tuned XLA:CPU " \
          "(2 single-threaded devices) |" in rows[2]
+
+
+def test_all_refuses_a_partial_run_into_the_tracked_page_and_a_bad_out_before_running(tmp_path, capsys):
+  """Checked before any benchmark runs: --only into docs/performance.md (it would replace the whole table),
+  an --out that is a directory or in a missing directory."""
+  for argv in (["--only", "ntk"], ["--out", str(tmp_path)], ["--out", str(tmp_path / "missing" / "perf.md")]):
+    with pytest.raises(SystemExit) as stop:
+      all_benchmarks.main([*argv, "--torch-python", "none"])
+    assert stop.value.code == 2
+  err = capsys.readouterr().err
+  assert "give --out PATH for a partial run" in err and err.count("--out must be a file in an existing directory") == 2
+
+
+def test_all_keeps_the_page_when_a_benchmark_fails(tmp_path, monkeypatch):
+  page = tmp_path / "perf.md"
+  page.write_text("# Performance\n\n<!-- benchmarks/all.py -->\nold table\n<!-- /benchmarks/all.py -->\n")
+  failing = {"ntk": [sys.executable, "-c", "raise SystemExit(3)"]}
+  monkeypatch.setattr(all_benchmarks, "commands", lambda torch_python: failing)
+  assert all_benchmarks.main(["--out", str(page), "--repeats", "1", "--torch-python", "none"]) == 1
+  assert "old table" in page.read_text()

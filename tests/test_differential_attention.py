@@ -245,6 +245,9 @@ def test_patch_embedding_is_the_strided_convolution_with_its_parameters(patch, c
     assert np.abs(PatchEmbedding(32, patch).apply({"params": swapped}, x) - want).max() > 1e-2
   with pytest.raises(ValueError, match="divisible by patch_size"):
     PatchEmbedding(32, 3).apply({"params": params}, x)
+  with jax.enable_x64(True):  # float32 parameters, as nn.Conv's, also when float64 is on
+    assert {leaf.dtype for leaf in jax.tree_util.tree_leaves(PatchEmbedding(32, patch).init(
+        jax.random.key(0), x.astype(jnp.float64)))} == {jnp.dtype(jnp.float32)}
   for bad in (dict(features=32, patch_size=0), dict(features=32, patch_size=-2), dict(features=0, patch_size=2)):
     with pytest.raises(ValueError, match="must be an integer >= 1"):
       PatchEmbedding(**bad).init(jax.random.key(0), x)
