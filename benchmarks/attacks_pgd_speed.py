@@ -257,7 +257,7 @@ def main() -> None:
           f" CPU {1e3 * r['cpu']:6.1f} ms = {flops / r['cpu'] / peak['cpu']:4.0%} of CPU peak")
   if len(results) > 2:
     like = results[0]          # weights [out, in], as torch stores them: the like-for-like comparison
-    record.emit("pgd_mlp", tuned=args.xla_cpu_tuned, jax_ms=1e3 * like["median"], torch_ms=1e3 * results[2]["median"],
+    record.emit("pgd_mlp", tuned=xla_cpu.tuned(), jax_ms=1e3 * like["median"], torch_ms=1e3 * results[2]["median"],
                 ratio=results[2]["median"] / like["median"], jax_peak=flops / like["median"] / peak["wall"],
                 torch_peak=flops / results[2]["median"] / results[2]["matmul_peak"]["wall"])
     for jax_result in results[:2]:

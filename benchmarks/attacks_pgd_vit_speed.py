@@ -222,7 +222,7 @@ def main(argv=None) -> None:
         f"depth {config.depth}, {heads}, {config.num_tokens} tokens), {os.cpu_count()} CPUs, {args.reps} timed runs")
   print(f"JAX {jax.__version__}: {len(jax.devices())} XLA device(s) "
         f"({'one thread each' if args.devices > 1 else 'Eigen thread pool'}"
-        f"{', xla_cpu.TUNED_FLAGS' if args.xla_cpu_tuned else ''}); matmul peak "
+        f"{', xla_cpu.TUNED_FLAGS' if xla_cpu.tuned() else ''}); matmul peak "
         f"{jax_peak / 1e9:.0f} GFLOP/s. {torch_res['versions']}: {torch_res['threads']} threads; matmul peak "
         f"{torch_res['matmul_peak'] / 1e9:.0f} GFLOP/s. Twin's max |logit diff| = "
         f"{torch_res['max_abs_logit_diff']:.2e}")
@@ -236,7 +236,7 @@ def main(argv=None) -> None:
     print(f"{n:5d}  {1e3 * jm:7.1f} ({1e3 * min(j['wall']):6.1f}) {1e6 * jm / n:7.0f} {1e3 * jc:7.1f} "
           f"{flops / jm / jax_peak:5.0%}   {1e3 * tm:8.1f} ({1e3 * min(t['wall']):6.1f}) {1e6 * tm / n:7.0f} "
           f"{1e3 * tc:7.1f} {flops / tm / torch_res['matmul_peak']:5.0%}   {tm / jm:5.2f}×, {tc / jc:5.2f}×")
-    record.emit("pgd_vit", attention=config.attention, devices=args.devices, tuned=args.xla_cpu_tuned, batch=n,
+    record.emit("pgd_vit", attention=config.attention, devices=len(jax.devices()), tuned=xla_cpu.tuned(), batch=n,
                 jax_ms=1e3 * jm, torch_ms=1e3 * tm, ratio=tm / jm, jax_peak=flops / jm / jax_peak,
                 torch_peak=flops / tm / torch_res["matmul_peak"], cpu_ratio=tc / jc)
 

@@ -57,8 +57,8 @@ def main(argv=None) -> list[dict]:
   args = parser.parse_args(argv)
   if min(args.seeds) < 1 or args.images < 64 or args.repeats < 1:
     parser.error("--seeds must be ≥ 1, --images ≥ 64 (one batch) and --repeats ≥ 1")
+  import xla_cpu  # benchmarks/ is on sys.path (above)
   if args.xla_cpu_tuned:
-    import xla_cpu
     xla_cpu.add_flags(*xla_cpu.TUNED_FLAGS)
   from experiments.core.machine import one_line
   from experiments.data import load_dataset
@@ -77,7 +77,7 @@ def main(argv=None) -> list[dict]:
           f"{row['vmapped']:.3f} s [{min(vm):.3f}, {max(vm):.3f}]: {row['speedup']:.2f}×", flush=True)
   import record
   for row in rows:
-    record.emit("train_seeds", model=args.model, tuned=args.xla_cpu_tuned, seeds=row["seeds"], sequential_s=row["sequential"],
+    record.emit("train_seeds", model=args.model, tuned=xla_cpu.tuned(), seeds=row["seeds"], sequential_s=row["sequential"],
                 vmapped_s=row["vmapped"], ratio=row["speedup"])
   last = rows[-1]
   print(f"vmapped speed-up at {last['seeds']} seeds (sequential time / vmapped time): {last['speedup']:.2f}×")

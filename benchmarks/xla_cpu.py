@@ -31,6 +31,12 @@ def add_flags(*flags: str) -> None:
   os.environ["XLA_FLAGS"] = " ".join(current + [f for f in flags if f.split("=", 1)[0] not in names])
 
 
+def tuned() -> bool:
+  """Whether ``$XLA_FLAGS`` holds TUNED_FLAGS as they are (a user's own value of the flag is not the setting)."""
+  current = os.environ.get("XLA_FLAGS", "").split()
+  return all(flag in current for flag in TUNED_FLAGS)
+
+
 def one_device_per_core(devices: int) -> tuple[str, ...]:
   """Flags for ``devices`` XLA CPU devices with one thread each (``attacks`` shards batches over them).
 

@@ -33,6 +33,15 @@ def test_add_flags_appends_and_keeps_what_the_user_set():
       xla_cpu.one_device_per_core(bad)
 
 
+def test_tuned_is_true_only_for_the_tuned_flags_as_they_are(monkeypatch):
+  monkeypatch.setenv("XLA_FLAGS", " ".join(("--xla_cpu_max_isa=AVX", *xla_cpu.TUNED_FLAGS)))
+  assert xla_cpu.tuned()
+  monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_experimental_ynn_fusion_type=individual_dot")  # the user's own value
+  assert not xla_cpu.tuned()
+  monkeypatch.delenv("XLA_FLAGS")
+  assert not xla_cpu.tuned()
+
+
 def test_add_flags_refuses_once_jax_is_imported():
   importlib.import_module("jax")  # the test process has it; XLA would ignore the variable from now on
   with pytest.raises(RuntimeError, match="before the first `import jax`"):
