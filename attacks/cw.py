@@ -11,7 +11,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from attacks import _checks, _driver
+from attacks import _checks, _driver, chunking
 from attacks.losses import all_zero, cw_loss, is_adversarial, logit_margin
 from attacks.projections import per_sample, safe_sqrt, within_budget
 from attacks.result import AttackResult
@@ -46,14 +46,20 @@ def _cw_l2(*, fn_static, fn_dynamic, x, y, target, eps, initial_const, confidenc
   def to_pixels(w):
     return lower + scale * (jnp.tanh(w) + 1.0) / 2.0
 
-  def total(w, const_B):
+  def total(w, const_B, x_B, y_B, target_B):
     x_adv = to_pixels(w)
-    dist_B = _sum_sq(x_adv - x)
+    dist_B = _sum_sq(x_adv - x_B)
     logits_BxK = logits_fn(x_adv)
-    loss_B = dist_B + const_B * cw_loss(logits_BxK, y, target_B=target, confidence=confidence)
+    loss_B = dist_B + const_B * cw_loss(logits_BxK, y_B, target_B=target_B, confidence=confidence)
     return jnp.sum(loss_B), (loss_B, dist_B, logits_BxK, x_adv)
 
-  grad_fn = jax.grad(total, has_aux=True)
+  chunk = chunking.chunk_size(logits_fn, x)  # cache-sized chunks on CPU (attacks.chunking)
+
+  def grad_fn(w, const_B):
+    per_chunk = jax.grad(total, has_aux=True)
+    if chunk is None:
+      return per_chunk(w, const_B, x, y, target)
+    return chunking.map_chunks(per_chunk, chunk, w, const_B, x, y, target)
   check_every = max(steps // 10, 1)
 
   def optimise(const_B, best_dist_B, best_x):

@@ -11,6 +11,8 @@ from typing import Literal
 import jax
 import jax.numpy as jnp
 
+from attacks import chunking
+
 Loss = Literal["ce", "dlr"]
 LOSSES = ("ce", "dlr")
 
@@ -125,11 +127,12 @@ def is_adversarial(logits_BxK, labels_B, *, target_B=None) -> jnp.ndarray:
   return pred_B == target_B
 
 
-def objective_and_grad(logits_fn, x, labels_B, *, target_B=None, loss: Loss = "ce"):
+def objective_and_grad(logits_fn, x, labels_B, *, target_B=None, loss: Loss = "ce", chunk="auto"):
   """Objective, logits and input gradient in one forward and one backward pass.
 
   The gradient of Σ_i objective_i with respect to x is the per-sample gradient, because logits_fn treats
-  samples independently (no batch statistics).
+  samples independently (no batch statistics). On CPU the batch is processed in cache-sized chunks
+  (``attacks.chunking``); the values agree with one pass over the whole batch to float32 rounding.
 
   Args:
     logits_fn: pure function x [batch, ...] -> logits [batch, classes].
@@ -137,10 +140,23 @@ def objective_and_grad(logits_fn, x, labels_B, *, target_B=None, loss: Loss = "c
     labels_B: true labels, shape [batch].
     target_B: target labels for a targeted attack, or None.
     loss: "ce" or "dlr".
+    chunk: samples per chunk: "auto" (``chunking.chunk_size``), None (the whole batch) or an integer >= 1.
 
   Returns:
     (objective [batch], logits [batch, classes], gradient with the shape of x).
+
+  Raises:
+    ValueError: chunk is not "auto", None or an integer >= 1.
   """
+  chunking.check_chunk(chunk)
+  if chunk == "auto":
+    chunk = chunking.chunk_size(logits_fn, x)
+  if chunk is not None:
+    return chunking.map_chunks(
+        lambda x_c, labels_c, target_c: objective_and_grad(logits_fn, x_c, labels_c, target_B=target_c,
+                                                           loss=loss, chunk=None),
+        chunk, x, labels_B, target_B)
+
   def total(x_adv):
     logits_BxK = logits_fn(x_adv)
     objective_B = attack_objective(logits_BxK, labels_B, target_B=target_B, loss=loss)

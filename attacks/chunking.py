@@ -1,0 +1,119 @@
+"""Per-sample work over a batch in chunks that fit the CPU's caches, one compiled loop over the chunks.
+
+On XLA:CPU the attacks' gradient steps are bound by memory traffic once the model's largest intermediate
+array outgrows the caches: on the small ViT (65 tokens, 4 heads) each attention map is 67.6 kB per image,
+17 MB for a batch of 256, and every elementwise pass of the softmax and its backward streams it from memory.
+Computing the forward and backward pass for 32 images at a time (2.2 MB per map) keeps them in cache: PGD-L∞
+on a batch of 256 went from 1,420–1,650 ms to 985–1,024 ms on 2 cores (docs/performance.md). The samples of a
+chunk are strided (sample i in chunk i mod n) so that a batch sharded over devices stays sharded.
+
+The result is the same function of each sample (``logits_fn`` must treat samples independently, as every
+attack requires); only the matrix products' blocking differs, so values agree with the unchunked pass to
+float32 rounding (tested). Accelerators keep the whole batch.
+"""
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.extend import core as jex_core
+
+CHUNK_BYTES = 2 ** 21
+"""Target size of the largest intermediate array of one chunk (2 MiB). On the 2-core AVX-512 machine of
+docs/performance.md the chunk of 32 images (2.2 MB attention maps) was fastest for both the ViT and the
+DiffViT, ahead of 16 and 64."""
+
+
+def _largest_output_bytes(jaxpr, largest: int = 0) -> int:
+  for eqn in jaxpr.eqns:
+    for var in eqn.outvars:
+      aval = var.aval
+      if hasattr(aval, "shape") and hasattr(aval, "dtype"):
+        largest = max(largest, math.prod(aval.shape) * np.dtype(aval.dtype).itemsize)
+    for param in eqn.params.values():
+      for sub in param if isinstance(param, (tuple, list)) else (param,):
+        if isinstance(sub, jex_core.ClosedJaxpr):
+          largest = _largest_output_bytes(sub.jaxpr, largest)
+        elif isinstance(sub, jex_core.Jaxpr):
+          largest = _largest_output_bytes(sub, largest)
+  return largest
+
+
+def largest_intermediate_bytes(fn, x) -> int:
+  """Bytes of the largest array ``fn`` computes for one sample of x (nested jaxprs included).
+
+  Args:
+    fn: pure function of a batch [batch, ...] (for example a model's logits function).
+    x: a batch [batch, ...] (concrete or traced); only its per-sample shape and dtype are used.
+  """
+  one = jax.ShapeDtypeStruct((1,) + tuple(x.shape[1:]), x.dtype)
+  return _largest_output_bytes(jax.make_jaxpr(fn)(one).jaxpr)
+
+
+def chunk_size(fn, x) -> int | None:
+  """Samples per chunk for per-sample work on the batch x, or None to keep the whole batch.
+
+  The power of two nearest (in log scale) to CHUNK_BYTES / (largest intermediate of one sample), at least 1;
+  None on an accelerator backend or when that chunk holds the whole batch.
+
+  Args:
+    fn: the per-sample-independent function of a batch whose intermediates set the chunk.
+    x: the batch [batch, ...].
+  """
+  if jax.default_backend() != "cpu":
+    return None
+  largest = max(largest_intermediate_bytes(fn, x), 1)
+  chunk = 2 ** max(0, round(math.log2(CHUNK_BYTES / largest)))
+  return chunk if chunk < x.shape[0] else None
+
+
+def check_chunk(chunk) -> None:
+  """Raises ValueError unless chunk is "auto", None or an integer >= 1."""
+  if chunk is None or (isinstance(chunk, str) and chunk == "auto"):
+    return
+  if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
+    raise ValueError(f"chunk must be 'auto', None or an integer >= 1, got {chunk!r}")
+
+
+def map_chunks(fn, chunk: int, *batched):
+  """fn over the batch in chunks of at most ``chunk`` samples, under one ``lax.map``.
+
+  The batch is split into n = ⌈B / chunk⌉ equal chunks of ⌈B / n⌉ samples, padded with copies of its first
+  samples (fewer than n) and strided: chunk j holds samples j, j + n, j + 2n, ...
+
+  Args:
+    fn: function of per-sample arrays (fn(*chunks), each [c, ...]) returning a pytree whose leaves all have
+      a leading axis of c samples.
+    chunk: the largest number of samples per chunk, an integer >= 1.
+    *batched: arrays with the same leading batch axis B, or None (passed to fn as None).
+
+  Returns:
+    fn's pytree with every leaf reassembled to [B, ...] in the original sample order.
+
+  Raises:
+    ValueError: chunk is not an integer >= 1, no array is given, or the arrays' batch sizes differ.
+  """
+  check_chunk(chunk)
+  if chunk is None or isinstance(chunk, str):
+    raise ValueError(f"map_chunks needs an integer chunk >= 1, got {chunk!r}")
+  sizes = {a.shape[0] for a in batched if a is not None}
+  if len(sizes) != 1:
+    raise ValueError(f"map_chunks needs arrays with one common leading batch size, got {sorted(sizes)}")
+  (b,) = sizes
+  if b <= chunk:
+    return fn(*batched)
+  n = -(-b // chunk)
+  size = -(-b // n)
+  pad = n * size - b
+
+  def split(a):
+    if a is None:
+      return None
+    if pad:
+      a = jnp.concatenate([a, a[:pad]], axis=0)
+    return jnp.swapaxes(a.reshape((size, n) + a.shape[1:]), 0, 1)
+
+  out = jax.lax.map(lambda args: fn(*args), tuple(split(a) for a in batched))
+  return jax.tree_util.tree_map(lambda o: jnp.swapaxes(o, 0, 1).reshape((n * size,) + o.shape[2:])[:b], out)
