@@ -7,7 +7,10 @@ Every attack has the shape
 with `logits_fn(x) -> [batch, classes]` pure and model-agnostic, x [batch, ...] in [0, 1] (or `bounds`),
 y integer labels [batch] and ε on the pixel scale. The whole loop runs under jit (lax loops); norms,
 projections, momentum, step sizes and early stopping are per sample; random starts use fold_in(key, i)
-for sample i; batches are sharded over local devices. Semantics: docs/theory.md#attack-conventions.
+for sample i; batches are sharded over local devices. On CPU the input gradients are computed in
+cache-sized chunks of the batch (``attacks.chunking``), which needs sample i's logits to depend on x[i]
+alone; a logits_fn that also reads its row's position (its one-sample trace does not return one row) keeps
+the whole batch. Semantics: docs/theory.md#attack-conventions.
 """
 from attacks import presets
 from attacks.apgd import apgd, checkpoint_schedule

@@ -41,30 +41,51 @@ def _largest_output_bytes(jaxpr, largest: int = 0) -> int:
   return largest
 
 
+def _one_sample_trace(fn, x):
+  """(jaxpr, output shapes) of fn on one sample of x, or None when fn cannot take a batch of one."""
+  one = jax.ShapeDtypeStruct((1,) + tuple(x.shape[1:]), x.dtype)
+  try:
+    closed, out = jax.make_jaxpr(fn, return_shape=True)(one)
+  except (TypeError, ValueError):  # shapes fixed to the full batch
+    return None
+  return closed.jaxpr, [leaf.shape for leaf in jax.tree_util.tree_leaves(out)]
+
+
 def largest_intermediate_bytes(fn, x) -> int:
   """Bytes of the largest array ``fn`` computes for one sample of x (nested jaxprs included).
 
   Args:
     fn: pure function of a batch [batch, ...] (for example a model's logits function).
-    x: a batch [batch, ...] (concrete or traced); only its per-sample shape and dtype are used.
+    x: a batch [batch, ...] (concrete, traced or a ShapeDtypeStruct); only its per-sample shape and dtype
+      are used.
+
+  Raises:
+    ValueError: fn cannot be traced on a batch of one sample.
   """
-  one = jax.ShapeDtypeStruct((1,) + tuple(x.shape[1:]), x.dtype)
-  return _largest_output_bytes(jax.make_jaxpr(fn)(one).jaxpr)
+  traced = _one_sample_trace(fn, x)
+  if traced is None:
+    raise ValueError("fn cannot be traced on a batch of one sample")
+  return _largest_output_bytes(traced[0])
 
 
 def chunk_size(fn, x) -> int | None:
   """Samples per chunk for per-sample work on the batch x, or None to keep the whole batch.
 
-  The power of two nearest (in log scale) to CHUNK_BYTES / (largest intermediate of one sample), at least 1;
-  None on an accelerator backend or when that chunk holds the whole batch.
+  The power of two nearest (in log scale) to CHUNK_BYTES / (largest intermediate of one sample), at least 1.
+  None on an accelerator backend, when that chunk holds the whole batch, and when fn is not visibly a
+  function of each sample alone: its trace on one sample fails or returns an output whose leading axis is not
+  1 (as ``influence.malleability``'s row logits, where row i also reads clean training row i).
 
   Args:
-    fn: the per-sample-independent function of a batch whose intermediates set the chunk.
+    fn: the per-sample function of a batch whose intermediates set the chunk.
     x: the batch [batch, ...].
   """
   if jax.default_backend() != "cpu":
     return None
-  largest = max(largest_intermediate_bytes(fn, x), 1)
+  traced = _one_sample_trace(fn, x)
+  if traced is None or any(not shape or shape[0] != 1 for shape in traced[1]):
+    return None
+  largest = max(_largest_output_bytes(traced[0]), 1)
   chunk = 2 ** max(0, round(math.log2(CHUNK_BYTES / largest)))
   return chunk if chunk < x.shape[0] else None
 
