@@ -170,9 +170,7 @@ def main(argv=None) -> None:
   args = parser.parse_args(argv)
   if args.devices < 1 or args.reps < 1 or args.threads < 1 or any(not 1 <= b <= 1000 for b in args.batch):
     parser.error("--devices, --reps and --threads must be >= 1 and every --batch in [1, 1000]")
-  args.torch_python = torch_interpreter.resolve(args.torch_python, ("torch", "torchattacks"))
-  if args.torch_python is None:
-    sys.exit(2)  # resolve printed the one line saying how to provide an interpreter
+  args.torch_python = torch_interpreter.require(args.torch_python, ("torch", "torchattacks"))
   if args.devices > 1:  # must precede the first jax import: XLA reads it when the backend starts
     xla_cpu.add_flags(*xla_cpu.one_device_per_core(args.devices))
   if args.xla_cpu_tuned:

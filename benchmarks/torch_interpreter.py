@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import subprocess
 import sys
 
 HOW_TO = ("python3 -m venv /tmp/torchref && /tmp/torchref/bin/pip install torch==2.13.0 torchattacks==3.5.1 numpy, "
@@ -29,7 +30,8 @@ def resolve(value: str | None, needs: tuple[str, ...]) -> str | None:
     needs: modules the torch half imports, e.g. ("torch", "torchattacks").
 
   Returns:
-    An executable path, or None when there is none to use.
+    An executable path that imports every module in ``needs`` (checked by running it), or None when there is
+    none to use.
   """
   if value is not None and value.lower() in ("", "none"):
     return None
@@ -42,4 +44,21 @@ def resolve(value: str | None, needs: tuple[str, ...]) -> str | None:
   if not (os.path.isfile(value) and os.access(value, os.X_OK)):
     print(f"--torch-python {value} is not an executable file; {HOW_TO}", file=sys.stderr)
     return None
+  tried = subprocess.run([value, "-c", f"import {', '.join(needs)}"], capture_output=True, text=True)
+  if tried.returncode:
+    last = (tried.stderr.strip().splitlines() or ["exit status %d" % tried.returncode])[-1]
+    print(f"--torch-python {value} cannot import {' and '.join(needs)} ({last}); {HOW_TO}", file=sys.stderr)
+    return None
   return value
+
+
+def require(value: str | None, needs: tuple[str, ...]) -> str:
+  """``resolve`` for a benchmark that has nothing to run without torch: exits with status 2 and one line
+  (resolve's, or one naming --torch-python none) when there is no interpreter to use."""
+  path = resolve(value, needs)
+  if path is None:
+    if value is not None and value.lower() in ("", "none"):
+      print(f"--torch-python {value!r}: this benchmark compares against {' and '.join(needs)} and has nothing "
+            f"to run without them", file=sys.stderr)
+    sys.exit(2)
+  return path

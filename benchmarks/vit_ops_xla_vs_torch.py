@@ -66,9 +66,7 @@ def main(argv=None) -> None:
   args = parser.parse_args(argv)
   if args.batch < 1:
     parser.error(f"--batch must be >= 1, got {args.batch}")
-  args.torch_python = torch_interpreter.resolve(args.torch_python, ("torch",))
-  if args.torch_python is None:
-    sys.exit(2)  # resolve printed the one line saying how to provide an interpreter
+  args.torch_python = torch_interpreter.require(args.torch_python, ("torch",))
   import flax.linen as nn
   import jax
   import jax.numpy as jnp
