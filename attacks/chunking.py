@@ -3,9 +3,9 @@
 On XLA:CPU the attacks' gradient steps are bound by memory traffic once the model's largest intermediate
 array outgrows the caches: on the small ViT (65 tokens, 4 heads) each attention map is 67.6 kB per image,
 17 MB for a batch of 256, and every elementwise pass of the softmax and its backward streams it from memory.
-Computing the forward and backward pass for 32 images at a time (2.2 MB per map) keeps them in cache: PGD-L∞
-on a batch of 256 went from 1,420–1,650 ms to 985–1,024 ms on 2 cores (docs/performance.md). The samples of a
-chunk are strided (sample i in chunk i mod n) so that a batch sharded over devices stays sharded.
+Computing the forward and backward pass for 32 images at a time (2.2 MB per map) keeps them in cache
+(PGD-L∞ on a batch of 256, with and without: docs/performance.md). The samples of a chunk are strided
+(sample i in chunk i mod n) so that a batch sharded over devices stays sharded.
 
 The result is the same function of each sample (``logits_fn`` must treat samples independently, as every
 attack requires); only the matrix products' blocking differs, so values agree with the unchunked pass to
@@ -90,11 +90,13 @@ def chunk_size(fn, x) -> int | None:
   return chunk if chunk < x.shape[0] else None
 
 
+def _is_count(chunk) -> bool:
+  return isinstance(chunk, (int, np.integer)) and not isinstance(chunk, bool) and chunk >= 1
+
+
 def check_chunk(chunk) -> None:
   """Raises ValueError unless chunk is "auto", None or an integer >= 1."""
-  if chunk is None or (isinstance(chunk, str) and chunk == "auto"):
-    return
-  if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
+  if not (chunk is None or (isinstance(chunk, str) and chunk == "auto") or _is_count(chunk)):
     raise ValueError(f"chunk must be 'auto', None or an integer >= 1, got {chunk!r}")
 
 
@@ -114,10 +116,9 @@ def map_chunks(fn, chunk: int, *batched):
     fn's pytree with every leaf reassembled to [B, ...] in the original sample order.
 
   Raises:
-    ValueError: chunk is not an integer >= 1, no array is given, or the arrays' batch sizes differ.
+    ValueError: chunk is not an integer >= 1, or no array is given, or the arrays' batch sizes differ.
   """
-  check_chunk(chunk)
-  if chunk is None or isinstance(chunk, str):
+  if not _is_count(chunk):
     raise ValueError(f"map_chunks needs an integer chunk >= 1, got {chunk!r}")
   sizes = {a.shape[0] for a in batched if a is not None}
   if len(sizes) != 1:
