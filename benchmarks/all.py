@@ -15,7 +15,8 @@ JSON lines through ``benchmarks/record.py``):
                                            neural-tangents' vector-product implementation
   train_seeds  train_seeds_vmap.py         10 ViT seeds as one vmapped program against one after another
                                            (train_seeds_tuned: 1 and 10 seeds under TUNED_FLAGS)
-  attack_seeds attack_seeds_vmap.py        PGD-L∞ on 10 ViT seeds as one vmapped program (attacks.over_models)
+  attack_seeds attack_seeds_vmap.py        PGD-L∞ on 10 ViT seeds as one program (attacks.over_models),
+                                           vmapped and mapped, against one after another
   crown_vit    crown_vit_speed.py          CROWN, CROWN + LoFAST and LoFAST per image on the certified ViT
                                            (run once: its compilation alone takes minutes; the range is
                                            over its timed images)
@@ -101,9 +102,10 @@ def table(lines: list[dict], repeats: int) -> list[str]:
                 f"{_spread(x['vmapped_s'] for x in r)} s | one after another {_spread(x['sequential_s'] for x in r)} s | "
                 f"{_spread(x['ratio'] for x in r)}× | |")
   for r in [by["attack_seeds"]] if "attack_seeds" in by else []:
-    rows.append(f"| PGD-L∞ 10 steps on {r[0]['seeds']} ViT seeds, batch 128: seconds for all seeds | vmapped "
-                f"{_spread(x['vmapped_s'] for x in r)} s | one after another {_spread(x['sequential_s'] for x in r)} s | "
-                f"{_spread(x['ratio'] for x in r)}× | |")
+    for how, time_key, ratio_key in (("vmapped", "vmapped_s", "ratio"), ("mapped (lax.map)", "mapped_s", "map_ratio")):
+      rows.append(f"| PGD-L∞ 10 steps on {r[0]['seeds']} ViT seeds, batch 128: seconds for all seeds | {how} "
+                  f"{_spread(x[time_key] for x in r)} s | one after another {_spread(x['sequential_s'] for x in r)} s | "
+                  f"{_spread(x[ratio_key] for x in r)}× | |")
   crown = {x["method"]: x for x in by.get("crown_vit", [])}
   for method, x in crown.items():
     rows.append(f"| {method} on the certified ViT (standard grid size): seconds per image after compilation "

@@ -1,5 +1,5 @@
-"""Times PGD-L∞ on S training seeds of the small ViT as one vmapped program (``attacks.over_models``) against
-the same S attacks one after another.
+"""Times PGD-L∞ on S training seeds of the small ViT as one program (``attacks.over_models``, vmapped and
+mapped with lax.map, its CPU default) against the same S attacks one after another.
 
   python benchmarks/attack_seeds_vmap.py                       # S = 10, ViT, batch 128, 10 steps
   python benchmarks/attack_seeds_vmap.py --seeds 10 --batch 128 --repeats 3 --model diffvit
@@ -7,7 +7,7 @@ the same S attacks one after another.
 The ViT is ``attention.vit.VisionTransformer`` with its default CPU config (CIFAR-10 32×32, patch 4, width 64,
 depth 2, 4 heads; DiffViT its parameter-matched differential twin), S random initialisations, random images.
 Each timing follows a compiling call. Printed: seconds for all S models (median and range over ``--repeats``),
-whether the vmapped adversarial images equal the sequential ones, and last
+whether the vmapped and mapped adversarial images equal the sequential ones, and last
 
   vmapped speed-up at 10 seeds (sequential time / vmapped time): N.NN×
 
@@ -55,26 +55,34 @@ def main(argv=None) -> dict:
             for p in models]
 
   def vmapped():
-    return attacks.over_models(attacks.pgd_linf, apply, stacked, x, y, **kwargs).x_adv.block_until_ready()
+    return attacks.over_models(attacks.pgd_linf, apply, stacked, x, y, vectorize=True,
+                               **kwargs).x_adv.block_until_ready()
 
-  equal = np.array_equal(np.stack([np.asarray(a) for a in sequential()]), np.asarray(vmapped()))
+  def mapped():
+    return attacks.over_models(attacks.pgd_linf, apply, stacked, x, y, vectorize=False,
+                               **kwargs).x_adv.block_until_ready()
+
+  alone = np.stack([np.asarray(a) for a in sequential()])
+  equal = np.array_equal(alone, np.asarray(vmapped()))
+  map_equal = np.array_equal(alone, np.asarray(mapped()))
   times = {}
-  for name, fn in (("sequential", sequential), ("vmapped", vmapped)):
+  for name, fn in (("sequential", sequential), ("vmapped", vmapped), ("mapped", mapped)):
     runs = []
     for _ in range(args.repeats):
       start = time.perf_counter()
       fn()
       runs.append(time.perf_counter() - start)
     times[name] = runs
-  seq, vm = statistics.median(times["sequential"]), statistics.median(times["vmapped"])
+  seq, vm, mp = (statistics.median(times[k]) for k in ("sequential", "vmapped", "mapped"))
   print(f"{args.model}, {args.seeds} seeds, batch {args.batch}, PGD-L∞ 10 steps; {one_line()}")
-  print(f"sequential {seq:.3f} s [{min(times['sequential']):.3f}, {max(times['sequential']):.3f}], vmapped {vm:.3f} s "
-        f"[{min(times['vmapped']):.3f}, {max(times['vmapped']):.3f}]; adversarial images equal: {equal}")
+  print("; ".join(f"{k} {statistics.median(v):.3f} s [{min(v):.3f}, {max(v):.3f}]" for k, v in times.items())
+        + f"; adversarial images equal to sequential: vmapped {equal}, mapped {map_equal}")
   import record
   record.emit("attack_seeds", model=args.model, seeds=args.seeds, sequential_s=seq, vmapped_s=vm, ratio=seq / vm,
-              equal=bool(equal))
+              mapped_s=mp, map_ratio=seq / mp, equal=bool(equal), map_equal=bool(map_equal))
+  print(f"mapped (lax.map) speed-up at {args.seeds} seeds (sequential time / mapped time): {seq / mp:.2f}×")
   print(f"vmapped speed-up at {args.seeds} seeds (sequential time / vmapped time): {seq / vm:.2f}×")
-  return dict(sequential=seq, vmapped=vm, equal=equal)
+  return dict(sequential=seq, vmapped=vm, mapped=mp, equal=equal, map_equal=map_equal)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""attacks.over_models: S models attacked as one vmapped program give each model's own attack result."""
+"""attacks.over_models: S models attacked as one program (vmapped or mapped) give each model's own attack result."""
 import functools
 
 import jax
@@ -23,14 +23,15 @@ def _params(seed):
     (attacks.pgd_linf, dict(eps=0.1, alpha=0.03, steps=5)),
     (attacks.patch, dict(size=2, position=(0, 1), alpha=0.2, steps=4)),
 ])
-def test_each_model_gets_what_the_attack_on_it_alone_gives(attack, kwargs):
+@pytest.mark.parametrize("vectorize", [True, False, None])
+def test_each_model_gets_what_the_attack_on_it_alone_gives(attack, kwargs, vectorize):
   x = jax.random.uniform(jax.random.key(9), (6, 2, 3, 2))
   y = jnp.arange(6) % 3
   if attack is attacks.pgd_linf:
     kwargs = dict(kwargs, key=jax.random.key(4))
   models = [_params(s) for s in range(3)]
   stacked = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *models)
-  together = attacks.over_models(attack, _apply(), stacked, x, y, **kwargs)
+  together = attacks.over_models(attack, _apply(), stacked, x, y, vectorize=vectorize, **kwargs)
   assert together.x_adv.shape == (3, *x.shape) and together.success.shape == (3, 6)
   for s, p in enumerate(models):
     alone = attack(jax.tree_util.Partial(_apply(), p), x, y, **kwargs)
@@ -51,3 +52,9 @@ def test_non_array_leaves_are_refused_naming_their_types():
   with pytest.raises(ValueError, match="params_S must hold arrays.*float"):
     attacks.over_models(attacks.pgd_linf, _apply(), {"w1": 0.5, "w2": jnp.zeros((2, 16, 3))},
                         jnp.zeros((1, 2, 3, 2)), jnp.zeros(1, jnp.int32), eps=0.1, key=jax.random.key(0))
+
+
+def test_vectorize_must_be_a_bool_or_none():
+  with pytest.raises(ValueError, match="vectorize"):
+    attacks.over_models(attacks.fgsm, _apply(), {"w1": jnp.zeros((2, 12, 16)), "w2": jnp.zeros((2, 16, 3))},
+                        jnp.zeros((1, 2, 3, 2)), jnp.zeros(1, jnp.int32), eps=0.1, vectorize="yes")

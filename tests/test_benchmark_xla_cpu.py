@@ -61,6 +61,15 @@ def test_table_names_the_model_and_the_setting_of_every_attack_row():
          "(2 single-threaded devices) |" in rows[2]
 
 
+def test_table_gives_the_vmapped_and_the_mapped_attack_seeds_rows():
+  line = dict(benchmark="attack_seeds", model="vit", seeds=10, sequential_s=6.0, vmapped_s=8.0, ratio=0.75,
+              mapped_s=5.0, map_ratio=1.2, equal=True, map_equal=True)
+  rows = all_benchmarks.table([line], repeats=1)[2:]
+  assert len(rows) == 2
+  assert "| vmapped 8 s | one after another 6 s | 0.75× |" in rows[0]
+  assert "| mapped (lax.map) 5 s | one after another 6 s | 1.2× |" in rows[1]
+
+
 def test_all_refuses_a_partial_run_into_the_tracked_page_and_a_bad_out_before_running(tmp_path, capsys):
   """Checked before any benchmark runs: --only into docs/performance.md (it would replace the whole table),
   an --out that is a directory or in a missing directory."""
