@@ -26,18 +26,35 @@ docs/performance.md the chunk of 32 images (2.2 MB attention maps) was fastest f
 DiffViT, ahead of 16 and 64."""
 
 
-def _largest_output_bytes(jaxpr, largest: int = 0) -> int:
+def _nbytes(aval) -> int:
+  if not (hasattr(aval, "shape") and hasattr(aval, "dtype")):
+    return 0
+  return math.prod(aval.shape) * np.dtype(aval.dtype).itemsize
+
+
+def _sub_jaxprs(eqn):
+  for param in eqn.params.values():
+    for sub in param if isinstance(param, (tuple, list)) else (param,):
+      if isinstance(sub, jex_core.ClosedJaxpr):
+        yield sub.jaxpr
+      elif isinstance(sub, jex_core.Jaxpr):
+        yield sub
+
+
+def _largest_output_bytes(jaxpr, depends) -> int:
+  """The largest output of an equation that depends on the inputs flagged in ``depends`` (one bool per invar of
+  jaxpr); arrays computed from the weights alone (a transposed kernel, say) do not grow with the chunk."""
+  tainted = {v for v, d in zip(jaxpr.invars, depends) if d}
+  largest = 0
   for eqn in jaxpr.eqns:
-    for var in eqn.outvars:
-      aval = var.aval
-      if hasattr(aval, "shape") and hasattr(aval, "dtype"):
-        largest = max(largest, math.prod(aval.shape) * np.dtype(aval.dtype).itemsize)
-    for param in eqn.params.values():
-      for sub in param if isinstance(param, (tuple, list)) else (param,):
-        if isinstance(sub, jex_core.ClosedJaxpr):
-          largest = _largest_output_bytes(sub.jaxpr, largest)
-        elif isinstance(sub, jex_core.Jaxpr):
-          largest = _largest_output_bytes(sub, largest)
+    flags = [not isinstance(v, jex_core.Literal) and v in tainted for v in eqn.invars]
+    if not any(flags):
+      continue
+    for sub in _sub_jaxprs(eqn):  # arguments map one to one (pjit, custom_jvp, scan), else taint them all
+      inner = flags if len(sub.invars) == len(flags) else [True] * len(sub.invars)
+      largest = max(largest, _largest_output_bytes(sub, inner))
+    tainted.update(eqn.outvars)
+    largest = max([largest] + [_nbytes(v.aval) for v in eqn.outvars])
   return largest
 
 
@@ -52,7 +69,8 @@ def _one_sample_trace(fn, x):
 
 
 def largest_intermediate_bytes(fn, x) -> int:
-  """Bytes of the largest array ``fn`` computes for one sample of x (nested jaxprs included).
+  """Bytes of the largest array ``fn`` computes from one sample of x (nested jaxprs included; arrays computed
+  from fn's weights alone, which do not grow with the batch, are left out).
 
   Args:
     fn: pure function of a batch [batch, ...] (for example a model's logits function).
@@ -65,7 +83,7 @@ def largest_intermediate_bytes(fn, x) -> int:
   traced = _one_sample_trace(fn, x)
   if traced is None:
     raise ValueError("fn cannot be traced on a batch of one sample")
-  return _largest_output_bytes(traced[0])
+  return _largest_output_bytes(traced[0], [True])
 
 
 def chunk_size(fn, x) -> int | None:
@@ -85,7 +103,7 @@ def chunk_size(fn, x) -> int | None:
   traced = _one_sample_trace(fn, x)
   if traced is None or any(not shape or shape[0] != 1 for shape in traced[1]):
     return None
-  largest = max(_largest_output_bytes(traced[0]), 1)
+  largest = max(_largest_output_bytes(traced[0], [True]), 1)
   chunk = 2 ** max(0, round(math.log2(CHUNK_BYTES / largest)))
   return chunk if chunk < x.shape[0] else None
 

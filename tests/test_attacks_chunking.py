@@ -111,6 +111,18 @@ def test_chunk_size_keeps_a_small_models_batch_whole():
   assert chunking.chunk_size(mlp, jax.ShapeDtypeStruct((2048, 784), jnp.float32)) == 512
 
 
+def test_arrays_of_the_weights_alone_do_not_set_the_chunk():
+  """An MLP with [out, in] kernels: the transposed kernels (3.2 MB) are computed once, not per sample."""
+  w1, w2 = jnp.zeros((1024, 784)), jnp.zeros((10, 1024))
+  mlp = lambda x: jax.nn.relu(x @ w1.T) @ w2.T  # noqa: E731
+  x = jax.ShapeDtypeStruct((256, 784), jnp.float32)
+  assert chunking.largest_intermediate_bytes(mlp, x) == 1024 * 4
+  assert chunking.chunk_size(mlp, x) is None
+  # the same product with the weight transposed after it meets the input is per sample
+  big = lambda x: jnp.sum(x[:, :, None] * w1.T[None], axis=1)  # noqa: E731
+  assert chunking.largest_intermediate_bytes(big, x) == 784 * 1024 * 4
+
+
 def test_largest_intermediate_is_found_inside_nested_jaxprs():
   """An outer product hidden in a jitted, scanned inner function still sets the size (d² floats)."""
   inner = jax.jit(lambda v: jax.lax.scan(lambda c, _: (c, jnp.outer(v, v)), 0.0, None, length=1)[1])
