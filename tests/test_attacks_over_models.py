@@ -23,7 +23,7 @@ def _params(seed):
     (attacks.pgd_linf, dict(eps=0.1, alpha=0.03, steps=5)),
     (attacks.patch, dict(size=2, position=(0, 1), alpha=0.2, steps=4)),
 ])
-@pytest.mark.parametrize("vectorize", [True, False, None])
+@pytest.mark.parametrize("vectorize", [True, False])
 def test_each_model_gets_what_the_attack_on_it_alone_gives(attack, kwargs, vectorize):
   x = jax.random.uniform(jax.random.key(9), (6, 2, 3, 2))
   y = jnp.arange(6) % 3
@@ -54,7 +54,7 @@ def test_non_array_leaves_are_refused_naming_their_types():
                         jnp.zeros((1, 2, 3, 2)), jnp.zeros(1, jnp.int32), eps=0.1, key=jax.random.key(0))
 
 
-def test_vectorize_must_be_a_bool_or_none():
+def test_vectorize_must_be_a_bool():
   with pytest.raises(ValueError, match="vectorize"):
     attacks.over_models(attacks.fgsm, _apply(), {"w1": jnp.zeros((2, 12, 16)), "w2": jnp.zeros((2, 16, 3))},
                         jnp.zeros((1, 2, 3, 2)), jnp.zeros(1, jnp.int32), eps=0.1, vectorize="yes")
