@@ -149,7 +149,7 @@ def objective_and_grad(logits_fn, x, labels_B, *, target_B=None, loss: Loss = "c
     ValueError: chunk is not "auto", None or an integer >= 1.
   """
   chunking.check_chunk(chunk)
-  if chunk == "auto":
+  if isinstance(chunk, str):  # "auto" (check_chunk refused any other string)
     chunk = chunking.chunk_size(logits_fn, x)
   if chunk is not None:
     return chunking.map_chunks(
