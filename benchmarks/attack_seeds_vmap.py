@@ -1,5 +1,5 @@
 """Times PGD-L∞ on S training seeds of the small ViT as one program (``attacks.over_models``, vmapped and
-mapped with lax.map, its CPU default) against the same S attacks one after another.
+mapped with lax.map, ``vectorize=False``) against the same S attacks one after another.
 
   python benchmarks/attack_seeds_vmap.py                       # S = 10, ViT, batch 128, 10 steps
   python benchmarks/attack_seeds_vmap.py --seeds 10 --batch 128 --repeats 3 --model diffvit
