@@ -106,14 +106,27 @@ def distinct(value: float, other: float, digits: int = 3) -> tuple[str, str]:
 LOSS_OPS = 16
 
 
+def fixed_budget(record: dict, prefix: str = "") -> bool:
+  """Whether a record's network was trained to a fixed budget (the paper's recipe: loss target 0, never
+  reached) and ran it whole with a finite final loss: such a point is trained, not unconverged."""
+  target = record.get(prefix + "loss_target", record.get("loss_target"))
+  epochs, cap = record.get(prefix + "epochs_trained"), record.get(prefix + "max_epochs", record.get("max_epochs"))
+  loss = record.get(prefix + "train_loss")
+  return (target is not None and float(target) == 0.0 and epochs is not None and cap is not None
+          and int(epochs) >= int(cap) and loss is not None and math.isfinite(float(loss)))
+
+
 def reached_target(record: dict, prefix: str = "") -> bool:
   """Whether a training record reached its loss target: its ``converged`` flag (absent: True, as for records
   written before the criterion), or, where the flag is False, its final ``train_loss`` at most its
   ``loss_target`` within float32 rounding (``LOSS_OPS`` ulps of the target; a target of 0 has none). So a
   run that stopped on the target in float32 and was recorded a rounding above it counts as having reached
-  it. ``prefix`` selects another set of fields (e.g. ``'trained_'``)."""
+  it. A fixed-budget point (``fixed_budget``: target 0, its whole budget run, a finite loss) counts as trained.
+  ``prefix`` selects another set of fields (e.g. ``'trained_'``)."""
   flag = record.get(prefix + "converged", True)
   if flag is not False:
+    return True
+  if fixed_budget(record, prefix):
     return True
   loss, target = record.get(prefix + "train_loss"), record.get(prefix + "loss_target", record.get("loss_target"))
   if loss is None or target is None or not (math.isfinite(float(loss)) and math.isfinite(float(target))):

@@ -53,7 +53,11 @@ class FlipRateConfig:
   seed, the behaviour before; seed_floor, also train a second
   network from seed + 100,000 on the same data to the same criterion and record the flip rate between the
   two networks' influence (no attack: the seed noise floor; with adversarial_training the second network
-  is the clean one)."""
+  is the clean one); extra_kernels, more influence kernels whose flip rates are measured from the same
+  attacked data (record fields flip_rate_<kernel>, n_flipped_<kernel>, n_top_<kernel>, spearman_<kernel>);
+  sign_randomized_control, for every attack and ε > 0 also the sign-randomised attack (``run.sign_randomized``:
+  the attack's δ with random per-pixel signs, clipped; fields control_flip_rate[_<kernel>], control_n_flipped…,
+  and the mean ‖δ‖₂ of both, delta_l2 and control_delta_l2)."""
   tasks: tuple[str, ...] = ("mnist",)
   models: tuple[str, ...] = config_lib.one_of(("relu", "mlp_attn"), ntk.MODEL_NAMES)
   widths: tuple[int, ...] = (256,)
@@ -74,6 +78,8 @@ class FlipRateConfig:
   ridge_scale: float = 1e-3
   data_seed_follows_seed: bool = True
   seed_floor: bool = False
+  extra_kernels: tuple[str, ...] = ()
+  sign_randomized_control: bool = False
 
   def validate(self) -> None:
     config_lib.check_common(self, dataset_fields=("tasks",), binary_tasks=True, centering=True,
@@ -101,6 +107,10 @@ class FlipRateConfig:
     for name in ("pgd_steps", "mim_steps", "at_rounds", "at_epochs_per_round"):
       if getattr(self, name) < 1:
         raise ValueError(f"{name} must be an integer >= 1, got {getattr(self, name)}")
+    bad = [k for k in self.extra_kernels if k not in INFLUENCE_KERNELS or k == self.influence_kernel]
+    if bad or len(set(self.extra_kernels)) != len(self.extra_kernels):
+      raise ValueError(f"extra_kernels must be distinct kernels of {INFLUENCE_KERNELS} other than influence_kernel "
+                       f"({self.influence_kernel!r}), got {self.extra_kernels}")
     if self.influence_kernel not in INFLUENCE_KERNELS:
       raise ValueError(f"influence_kernel must be one of {INFLUENCE_KERNELS}, got {self.influence_kernel!r}")
     if not (np.isfinite(self.ridge_scale) and self.ridge_scale > 0):
@@ -157,3 +167,28 @@ def _full_config() -> FlipRateConfig:
                         widths=(256, 1024, 4096), seeds=tuple(range(20)), eps=FULL_EPS,
                         train=config_lib.TrainConfig(optimizer="lbfgs"),
                         data=config_lib.DataConfig(n_train=1000, n_test=500, source="dir"))
+
+
+PAPER_TASKS = ("mnist", "cifar10", "mnist_3v8", "cifar_cars_planes")
+
+
+def paper_config(task: str, *, adversarial_training: bool = False) -> FlipRateConfig:
+  """The core paper's flip-rate grid on ``task`` (``PAPER_TASKS``) as the paper ran it (arXiv 2603.13085 §5;
+  docs/theory.md#training-recipe): the paper's recipe (``config_lib.PAPER_TRAIN``; cross-entropy for 10
+  classes, ½·MSE for the binary tasks), n = 1,000 training images per seed from the full files (disjoint
+  blocks), width 256, 10 seeds, FGSM / PGD (40 steps) / MIM (10 steps) and both controls over the claims ε grid,
+  both influence kernels (the trained network's empirical NTK and K∞) from the same attacked data, and the
+  sign-randomised attack. Test images: 100, or 96 on cars vs planes (its test split in the data files holds
+  192 images of the two classes, and each seed draws its own). With ``adversarial_training`` the paper's PGD
+  adversarial training (ε = 0.3) first. Run by ``python -m experiments.paper flip_rate``.
+
+  Raises:
+    ValueError: an unknown task.
+  """
+  if task not in PAPER_TASKS:
+    raise ValueError(f"the paper grid's task must be one of {PAPER_TASKS}, got {task!r}")
+  n_test = 96 if task == "cifar_cars_planes" else 100
+  return FlipRateConfig(tasks=(task,), widths=(256,), seeds=tuple(range(10)), eps=CLAIMS_EPS,
+                        data=config_lib.DataConfig(n_train=1000, n_test=n_test, source="dir"),
+                        train=config_lib.PAPER_TRAIN, extra_kernels=("infinite",), sign_randomized_control=True,
+                        adversarial_training=adversarial_training, at_eps=0.3)

@@ -124,6 +124,33 @@ def train_model(config, model, model_name, x, y_onehot, n_classes, key, *, mean_
   return adversarial_rounds(config, model, model_name, x, y_onehot, n_classes, key, result, mean_row=mean_row)
 
 
+def _kernel_influence(model, kernel, params, y_tr, y_te, ridge_scale):
+  """(f_train, f_test) -> ``LOOInfluence`` under influence kernel ``kernel`` (``INFLUENCE_KERNELS``: the
+  empirical NTK at ``params``, trained or initial, or K∞)."""
+  return lambda a, b: malleability.feature_influence(
+      model, params, a, b, y_tr, y_te, kernel="infinite" if kernel == "infinite" else "empirical",
+      ridge_scale=ridge_scale)
+
+
+def _flip_fields(before, after, top_fraction, kernel: str, prefix: str = "") -> dict:
+  """The flip-rate fields of one influence kernel: ``<prefix>flip_rate[_<kernel>]``, n_flipped, n_top, spearman
+  (no suffix for the run's own ``influence_kernel``)."""
+  fr = flip_rate(before, after, top_fraction)
+  suffix = f"_{kernel}" if kernel else ""
+  return {f"{prefix}flip_rate{suffix}": fr.rate, f"{prefix}n_flipped{suffix}": fr.n_flipped,
+          f"{prefix}n_top{suffix}": fr.n_top, f"{prefix}spearman{suffix}": fr.spearman}
+
+
+def sign_randomized(x_NxD, x_adv_NxD, key) -> np.ndarray:
+  """The sign-randomised attack: the attack's own perturbation δ = x_adv − x with each pixel's sign drawn
+  at random (±1 with probability ½, from ``key``), added to x and clipped to [0, 1]: the same magnitudes at
+  the same pixels, with the attack's direction removed (the control of the flip-rate rows; its mean ‖δ‖₂ is
+  recorded beside the attack's, clipping can shorten it). Shapes [n, d], [0, 1] pixel scale."""
+  delta = np.asarray(x_adv_NxD, np.float32) - np.asarray(x_NxD, np.float32)
+  signs = np.where(np.asarray(jax.random.bernoulli(key, 0.5, delta.shape)), 1.0, -1.0).astype(np.float32)
+  return np.clip(np.asarray(x_NxD, np.float32) + signs * delta, 0.0, 1.0)
+
+
 def _points(config):
   for task in config.tasks:
     for model_name in config.models:
@@ -171,12 +198,13 @@ def run(config: FlipRateConfig, workdir, *, overwrite_config: bool = False) -> l
         result, mean_row=mean_row)
     centre = (lambda v: v) if mean_row is None else (lambda v: v - mean_row)
     f_tr, f_te = ntk.model_features(model_name, centre(train.x), centre(test.x))
-    kernel_params = params if config.influence_kernel != "init" else network_training.init_network(
+    init_params = network_training.init_network(
         model, model_name, x_in, network_training.split_key(jax.random.fold_in(jax.random.PRNGKey(seed), 0))[0])[1]
-    influence = lambda p, a, b: malleability.feature_influence(  # noqa: E731
-        model, p, a, b, y_tr, y_te, kernel="infinite" if config.influence_kernel == "infinite" else "empirical",
-        ridge_scale=config.ridge_scale)
-    before = influence(kernel_params, f_tr, f_te)
+    kernels = {k: _kernel_influence(model, k, init_params if k == "init" else params, y_tr, y_te,
+                                    config.ridge_scale) for k in (config.influence_kernel, *config.extra_kernels)}
+    influence = kernels[config.influence_kernel]
+    before_all = {k: fn(f_tr, f_te) for k, fn in kernels.items()}
+    before = before_all[config.influence_kernel]
     train_acc = float(np.mean(np.argmax(np.asarray(model.apply_fn(params, f_tr)), 1) == train.y))
     test_acc = float(np.mean(np.argmax(np.asarray(model.apply_fn(params, f_te)), 1) == test.y))
     setup_s = time.perf_counter() - start
@@ -198,7 +226,8 @@ def run(config: FlipRateConfig, workdir, *, overwrite_config: bool = False) -> l
                                              is None else (result.learning_rate,))
       other_params = other.params if config.influence_kernel != "init" else network_training.init_network(
           model, model_name, x_in, network_training.split_key(other_key)[0])[1]
-      second = influence(other_params, f_tr, f_te).scores
+      second = _kernel_influence(model, config.influence_kernel, other_params, y_tr, y_te,
+                                 config.ridge_scale)(f_tr, f_te).scores
       fr = flip_rate(before.scores, second, config.top_fraction)
       wd.append(dict(**criterion, **units, **common, attack=SEED_FLOOR, eps=0.0, flip_rate=fr.rate,
                      influence_norm=float(np.linalg.norm(before.scores)),
@@ -220,8 +249,20 @@ def run(config: FlipRateConfig, workdir, *, overwrite_config: bool = False) -> l
             attack, logits_fn, x, jnp.asarray(train.y), eps=eps, key=attack_key, pgd_steps=config.pgd_steps,
             pgd_alpha=config.pgd_alpha, mim_steps=config.mim_steps))
         linf = np.abs(x_adv - train.x).max(axis=1)
-        after = influence(kernel_params, *ntk.model_features(model_name, centre(x_adv), centre(test.x)))
+        feats_adv = ntk.model_features(model_name, centre(x_adv), centre(test.x))
+        after = influence(*feats_adv)
         fr = flip_rate(before.scores, after.scores, config.top_fraction)
+        extra = {}
+        for k in config.extra_kernels:
+          extra.update(_flip_fields(before_all[k].scores, kernels[k](*feats_adv).scores, config.top_fraction, k))
+        if config.sign_randomized_control and eps and attack not in malleability.CONTROLS:
+          x_ctrl = sign_randomized(train.x, x_adv, jax.random.fold_in(attack_key, 7))
+          feats_ctrl = ntk.model_features(model_name, centre(x_ctrl), centre(test.x))
+          extra.update(delta_l2=float(np.mean(np.linalg.norm(x_adv - train.x, axis=1))),
+                       control_delta_l2=float(np.mean(np.linalg.norm(x_ctrl - train.x, axis=1))))
+          for k in kernels:
+            extra.update(_flip_fields(before_all[k].scores, kernels[k](*feats_ctrl).scores, config.top_fraction,
+                                      k if k != config.influence_kernel else "", prefix="control_"))
         adv_acc = float(np.mean(np.argmax(np.asarray(logits_fn(jnp.asarray(x_adv))), 1) == train.y))
         wd.append(dict(**criterion, **units, **common, attack=attack, eps=eps,
                        eps_standardized=[float(v) for v in scales.eps_to_standardized(eps, stats.std)],
@@ -231,7 +272,7 @@ def run(config: FlipRateConfig, workdir, *, overwrite_config: bool = False) -> l
                        spearman=fr.spearman, mean_linf_over_eps=float(np.mean(linf) / eps) if eps else 0.0,
                        attacked_row_accuracy=adv_acc, ridge=before.ridge,
                        gram_shift=malleability.gram_shift(train.x, x_adv, base_DxD=x_gram) if eps else 0.0,
-                       wall_time_s=time.perf_counter() - t0))
+                       **extra, wall_time_s=time.perf_counter() - t0))
         bar.update()
   bar.close()
   return wd.records()

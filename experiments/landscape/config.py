@@ -64,3 +64,14 @@ def get_config(full: bool = False) -> LandscapeConfig:
   return LandscapeConfig(tasks=("mnist", "fashion_mnist", "cifar10"), widths=(256, 1024, 4096),
                          train=config_lib.TrainConfig(optimizer="lbfgs"),
                          seeds=(0, 1, 2, 3, 4), data=config_lib.DataConfig(n_train=1000, n_test=0, source="dir"))
+
+
+def paper_config() -> LandscapeConfig:
+  """Sharpness of networks trained by the core paper's recipe (``config_lib.PAPER_TRAIN``: Adam 1e-3, L2
+  1e-3, batch 128, 500 epochs; arXiv 2603.13085 §5), MNIST, n = 1,000 per seed from the full files, width
+  256, 10 seeds, the fixed ±1 readout. The recipe trains a fixed budget with no loss target, so the models are
+  compared as the recipe leaves them (``match_loss`` off: there is no target to match), each point recording
+  its final train loss. Run by ``python -m experiments.paper_grid sharpness``."""
+  return LandscapeConfig(tasks=("mnist",), widths=(256,), seeds=tuple(range(10)),
+                         data=config_lib.DataConfig(n_train=1000, n_test=0, source="dir"),
+                         train=config_lib.PAPER_TRAIN, readouts=("fixed",), match_loss=False)

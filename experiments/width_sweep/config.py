@@ -13,6 +13,7 @@ from experiments.core import config as config_lib
 
 
 KERNEL_PATHS = ("fast", "neural_tangents")
+CONVERGED_LOSSES = ("mse", "ce")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +66,12 @@ class ConvergedConfig:
   stated before the numbers (``common_target``): COMMON_FACTOR × the largest final ½·MSE MLP-Attn reaches
   in this workdir's converged points at widths ≥ COMMON_MIN_WIDTH. Both reach it at every such width, so
   the two models are compared where both have trained.
+  loss: the training loss, 'mse' (½·MSE on one-hot targets, the kernel predictor's own loss) or 'ce'
+    (softmax cross-entropy, the paper's loss for its 10-class tasks, arXiv 2603.13085 §5).
+  linearized: also train the network's linearisation at initialisation (``ntk.linearized``: the finite-width
+    NTK model, Lee et al. 2019) by the same recipe, from the same parameters, on the same minibatches, and
+    record the network's distance from it (function_distance_linearized*): the f_NTK of a network trained by
+    a recipe with no closed-form kernel predictor (cross-entropy, Adam, L2, a fixed budget).
   """
   enabled: bool = True
   datasets: tuple[str, ...] = ("mnist",)
@@ -75,10 +82,24 @@ class ConvergedConfig:
   # L-BFGS: 2L-ReLU reaches ½·MSE 1e-3 in tens of iterations at width 1024; MLP-Attn reaches it at no width
   # (½·MSE 0.012–0.04 after 4,000 iterations at widths 16–1024, n = 256), so the cap bounds the quick job.
   train: config_lib.TrainConfig = config_lib.TrainConfig(loss_target=1e-3, max_epochs=300, optimizer="lbfgs")
+  loss: str = config_lib.one_of("mse", CONVERGED_LOSSES)
+  linearized: bool = False
+
+  def errors(self, group: str = "converged") -> list[str]:
+    """Every out-of-range field, one line each naming the dotted field and its allowed range."""
+    out = []
+    if self.loss not in CONVERGED_LOSSES:
+      out.append(f"{group}.loss must be one of {CONVERGED_LOSSES}, got {self.loss!r}")
+    if self.common and self.loss != "mse":
+      out.append(f"{group}.common trains to a common ½·MSE target: it needs {group}.loss = 'mse', got {self.loss!r}")
+    return out
 
   def validate(self, group: str = "converged") -> None:
     """Raises ValueError naming the dotted field and its allowed range."""
     config_lib.check_dataset_names(self.datasets, f"{group}.datasets")
+    errors = self.errors(group)
+    if errors:
+      raise ValueError("; ".join(errors))
     if any(w < 1 for w in self.widths):
       raise ValueError(f"{group}.widths must be >= 1, got {self.widths}")
     if not (math.isfinite(self.ridge_scale) and self.ridge_scale >= 0):
@@ -134,7 +155,9 @@ class WidthSweepConfig:
       raise ValueError(f"models must be among {ntk.MODEL_NAMES}, got {bad}")
     if self.kernel_path not in KERNEL_PATHS:
       raise ValueError(f"kernel_path must be one of {KERNEL_PATHS}, got {self.kernel_path!r}")
-    config_lib.check_gauss_newton(self.converged.train, "converged.train", mse=True,
+    if self.converged.linearized and self.readout != "fixed":
+      raise ValueError(f"converged.linearized needs readout='fixed' (ntk.linearized), got readout={self.readout!r}")
+    config_lib.check_gauss_newton(self.converged.train, "converged.train", mse=self.converged.loss == "mse",
                                   fixed_readout=self.readout == "fixed")
 
 
@@ -150,3 +173,26 @@ def get_config(full: bool = False) -> WidthSweepConfig:
                                                     widths=(16, 64, 256, 1024, 4096), seeds=(0, 1, 2), common=True,
                                                     train=config_lib.TrainConfig(
                                                         loss_target=1e-3, optimizer="lbfgs")))
+
+
+PAPER_WIDTHS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+
+
+def paper_config() -> WidthSweepConfig:
+  """The core paper's width sweep as the paper ran it (arXiv 2603.13085 §5; docs/theory.md#training-recipe):
+  CIFAR-10, MNIST and Fashion-MNIST (CIFAR-10 first: the paper's NTK-distance claim is stated there), n =
+  1,000 training images per seed from the full files (``data.source=dir``, disjoint blocks across seeds),
+  500 test images, widths 16 … 4096, 10 seeds; every network trained by the paper's recipe
+  (``config_lib.PAPER_TRAIN``: Adam 1e-3, L2 1e-3, batch 128, 500 epochs) on softmax cross-entropy (its loss
+  for 10-class tasks), compared with its linearisation trained by the same recipe (``converged.linearized``),
+  with the kernel regressions of K₀ and K∞, and with its kernel movement; the kernels at initialisation as in
+  every sweep. Run by ``python -m experiments.paper width_sweep``."""
+  seeds = tuple(range(10))
+  datasets = ("cifar10", "mnist", "fashion_mnist")
+  return WidthSweepConfig(
+      datasets=datasets, widths=PAPER_WIDTHS, seeds=seeds,
+      data=config_lib.DataConfig(n_train=1000, n_test=500, source="dir"),
+      train=SweepTrainConfig(enabled=False),
+      converged=ConvergedConfig(datasets=datasets, widths=PAPER_WIDTHS, seeds=seeds, train=config_lib.PAPER_TRAIN,
+                                loss="ce", linearized=True),
+      save_arrays=False)

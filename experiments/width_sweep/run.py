@@ -35,6 +35,7 @@ from ntk.sweep import (default_learning_rate, infinite_width_kernels, kernel_dis
                        train_and_compare)
 from ntk.criterion import train_to_criterion
 from ntk.distance import function_distance, kernel_movement_measures, kernel_regression
+from ntk.linearized import gated_inputs, linearized_two_layer_relu
 from ntk.loss_floor import fixed_readout_loss_floor
 from experiments.core import config as config_lib
 from experiments.trainers.network import criterion_fields, perturb_initial
@@ -84,9 +85,11 @@ def _points(config: WidthSweepConfig):
             yield dataset, model_name, width, seed, "train"
             if config.train.matched_fraction is not None:
               yield dataset, model_name, width, seed, "matched"
-      if config.converged.enabled and dataset in config.converged.datasets:
+    # Trained points seed by seed (both models, every width), so a grid stopped part-way holds whole seeds.
+    if config.converged.enabled and dataset in config.converged.datasets:
+      for seed in config.converged.seeds:
         for width in config.converged.widths:
-          for seed in config.converged.seeds:
+          for model_name in config.models:
             yield dataset, model_name, width, seed, "converged"
 
 
@@ -100,8 +103,28 @@ def _converged_network(config, width, d, n_classes, seed, f_train, y_onehot, lea
   if target is not None:
     kwargs["target_loss"] = float(target)
   result = train_to_criterion(model.apply_fn, params, f_train, y_onehot, key=jax.random.PRNGKey(seed),
-                              learning_rates=learning_rates, loss="mse", **kwargs)
+                              learning_rates=learning_rates, loss=config.converged.loss, **kwargs)
   return model, params, result
+
+
+def _linearized_fields(config, width, params, f_train, f_test, y_onehot, y_test, learning_rate, seed,
+                       f_net_test, f0_test) -> dict:
+  """The network's linearisation at initialisation (``ntk.linearized``) trained by the network's recipe
+  (same initial parameters, key, rate, loss, L2, batches, budget or target), and the network's distance from
+  it on the test inputs (function_distance_linearized*, ``ntk.distance.function_distance`` with f₀)."""
+  w0 = np.asarray(ntk.first_layer_weights(ntk.two_layer_relu(width, f_train.shape[1]), params))
+  apply_lin = linearized_two_layer_relu(width, f_train.shape[1])
+  t = config.converged.train
+  kwargs = t.criterion_kwargs()
+  rates = t.learning_rates if learning_rate is None else (learning_rate,)
+  lin = train_to_criterion(apply_lin, params, gated_inputs(f_train, w0), y_onehot, key=jax.random.PRNGKey(seed),
+                           learning_rates=rates, loss=config.converged.loss, **kwargs)
+  f_lin = np.asarray(apply_lin(lin.params, gated_inputs(f_test, w0)))
+  dist = function_distance(f_net_test, f_lin, f0_test)
+  return dict(function_distance_linearized=dist.distance, function_distance_linearized_rms=dist.rms,
+              function_distance_linearized_relative=dist.relative, linearized_train_loss=float(lin.train_loss),
+              linearized_train_accuracy=float(lin.train_accuracy),
+              linearized_test_accuracy=float(np.mean(np.argmax(f_lin, 1) == y_test)))
 
 
 def common_target(records, dataset: str) -> Optional[float]:
@@ -171,10 +194,15 @@ def converged_distance(config, model, f_train, f_test, y_train, y_test, n_classe
   out = criterion_fields(result, t)
   # The fixed ±1 readout bounds the ½·MSE from below whatever W is: a target under this floor is unreachable.
   out["loss_floor"] = (fixed_readout_loss_floor(np.asarray(ntk.readout_weights(model, params)), y_train)
-                       if model.readout == "fixed" else 0.0)
+                       if model.readout == "fixed" and config.converged.loss == "mse" else 0.0)
+  if config.converged.linearized:
+    if model.readout != "fixed":
+      raise ValueError("converged.linearized needs readout='fixed' (the closed-form linearisation of ntk.linearized)")
+    out.update(_linearized_fields(config, width, params, f_train, f_test, y_onehot, y_test, result.learning_rate,
+                                  seed, f_net, f0_test))
   out.update(function_distance=dist.distance, function_distance_rms=dist.rms,
              function_distance_relative=dist.relative, ridge=pred.ridge, ridge_scale=config.converged.ridge_scale,
-             loss="mse", test_accuracy=float(np.mean(np.argmax(f_net, 1) == y_test)),
+             loss=config.converged.loss, test_accuracy=float(np.mean(np.argmax(f_net, 1) == y_test)),
              kernel_test_accuracy=float(np.mean(np.argmax(pred.test, 1) == y_test)),
              kernel_movement=float(np.linalg.norm(k_trained - k0) / np.linalg.norm(k0)),
              kernel_movement_centred=movement.centred, kernel_movement_one_minus_cka=movement.one_minus_cka,
