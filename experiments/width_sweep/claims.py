@@ -23,6 +23,7 @@ from experiments.core.rows import (
   paired_interval,
   reached_criterion,
 )
+from experiments.core.tolerance import fixed_budget
 
 DIFFERENCE_CLAIM = ("MLP-Attn's NTK distance has the larger log-log slope against width: it falls more slowly (or "
                     "rises faster) than 2L-ReLU's (paired slope difference)")
@@ -148,20 +149,25 @@ def feature_learning_rows(src: Source) -> list[dict]:
 DISTANCE_REFERENCES = (
     ("kinf", "distance to the K∞ predictor (infinite-width NTK: the paper's reference)", True),
     ("k0", "distance to the K₀ predictor (the network's initial NTK: laziness)", False),
+    ("lin", "distance to the linearisation at initialisation trained by the same recipe (the finite-width NTK "
+            "model, Lee et al. 2019)", False),
 )
+REFERENCE_NAMES = {"kinf": "K∞", "k0": "K₀", "lin": "linearised network's"}
 
 
-# kind -> (field of the K∞ distance, field of the K₀ distance, what was trained and how the distance is taken)
+# kind -> (field of the K∞ distance, field of the K₀ distance, what was trained and how the distance is taken,
+# field of the distance to the linearisation trained by the same recipe, or None where none is trained)
 DISTANCE_FIELDS = {
     "common": ("function_distance_kinf_relative", "function_distance_relative",
                "kernel regression f₀ + K(x, X)(K + λI)⁻¹(Y − f₀(X)), λ = ridge_scale·tr(K)/n; distance / "
-               "‖f_K − f₀‖"),
+               "‖f_K − f₀‖", None),
     "converged": ("function_distance_kinf", "function_distance",
-                  "kernel regression f₀ + K(x, X)(K + λI)⁻¹(Y − f₀(X)), λ = ridge_scale·tr(K)/n; ‖f_m − f_K‖_F"),
+                  "kernel regression f₀ + K(x, X)(K + λI)⁻¹(Y − f₀(X)), λ = ridge_scale·tr(K)/n; ‖f_m − f_K‖_F",
+                  "function_distance_linearized"),
     "matched": ("function_distance_relative", "function_distance_k0_relative",
-                "GD predictor of the kernel at the same time t, from f₀; distance / ‖f_K(t) − f₀‖"),
+                "GD predictor of the kernel at the same time t, from f₀; distance / ‖f_K(t) − f₀‖", None),
     "train": ("function_distance", "function_distance_k0",
-              "GD predictor of the kernel at the same time t, from f₀; ‖f_m − f_K(t)‖_F"),
+              "GD predictor of the kernel at the same time t, from f₀; ‖f_m − f_K(t)‖_F", None),
 }
 
 
@@ -175,6 +181,29 @@ def _distance_slopes(records, field: str):
               + (f"; for {floored} the target is below the fixed readout's loss floor (unreachable)"
                  if floored else "")) if dropped else ""
   return per_seed_slopes(recs, field), recs, dropped, left_out
+
+
+def recipe_label(records, train: dict) -> str:
+  """'trained by a fixed-budget recipe (Adam 0.001, L2 0.001, batch 128, 500 epochs, cross-entropy, n = 1,000)':
+  the paper's recipe (``experiments.core.config.PAPER_TRAIN``) as the records' config (``train``, the
+  config.json's converged.train) and records state it."""
+  r = next(r for r in records if fixed_budget(r))
+  optimizer = "Adam" if r.get("optimizer") == "adam" else str(r.get("optimizer"))
+  rate = "" if r.get("learning_rate") is None else f" {r['learning_rate']:g}"
+  return (f"trained by a fixed-budget recipe ({optimizer}{rate}, L2 {train.get('l2', 0):g}, batch {train.get('batch_size', '?')}, "
+          f"{r['max_epochs']} epochs, {'cross-entropy' if r.get('loss') == 'ce' else '½·MSE'}, n = {r['n_train']:,})")
+
+
+def _fit_text(recs: dict) -> str:
+  """'; final train loss / accuracy: 2L-ReLU 1.99 / 0.38, MLP-Attn 2.30 / 0.10 (means over widths and seeds)'
+  of the trained records (nothing for records without a train loss)."""
+  parts = []
+  for m, rs in recs.items():
+    pts = [(float(r["train_loss"]), float(r["train_accuracy"])) for r in rs
+           if "train_loss" in r and "train_accuracy" in r]
+    if pts:
+      parts.append(f"{MODEL_NAMES[m]} {np.mean([p[0] for p in pts]):.3g} / {np.mean([p[1] for p in pts]):.2f}")
+  return f"; final train loss / accuracy (means over widths and seeds): {', '.join(parts)}" if parts else ""
 
 
 def paper_slope_difference(dataset: str) -> Optional[float]:
@@ -212,6 +241,9 @@ def ntk_distance_rows(src: Source) -> list[dict]:
                        "train loss",
             "train": "fixed training time" + _modes_label(src.records),
             "init": "kernel at initialisation, ‖K_m − K∞‖_F/‖K∞‖_F"}
+  if any(r.get("kind") == "converged" and fixed_budget(r) for r in src.records):
+    labels["converged"] = recipe_label([r for r in src.records if r.get("kind") == "converged"],
+                                       src.config.get("converged", {}).get("train", {}))
   present = [k for k in ("common", "converged", "matched", "train", "init")
              if any(r.get("kind") == k for r in src.records)]
   datasets = sorted({r["dataset"] for r in src.records}, key=lambda d: (d != "mnist", d))
@@ -225,13 +257,18 @@ def ntk_distance_rows(src: Source) -> list[dict]:
       if kind == "init":
         choices = [("", "rel_frobenius_train", "", True)]
       else:
-        choices = [(name, DISTANCE_FIELDS[kind][j], label, primary)
-                   for j, (name, label, primary) in enumerate(DISTANCE_REFERENCES)]
+        fields = dict(zip(("kinf", "k0"), DISTANCE_FIELDS[kind][:2]), lin=DISTANCE_FIELDS[kind][3])
+        choices = [(name, fields[name], label, primary) for name, label, primary in DISTANCE_REFERENCES
+                   if fields[name] is not None]
       for name, field, measurement, primary in choices:
         if not any(field in r for rs in recs.values() for r in rs):
           continue
-        how = "" if kind == "init" else (f"; vs the {'K∞' if name == 'kinf' else 'K₀'} "
-                                         f"{DISTANCE_FIELDS[kind][2]}")
+        how = "" if kind == "init" else (
+            f"; vs the {REFERENCE_NAMES[name]} "
+            + ("output, trained from the same initial parameters on the same minibatches; ‖f_m − f_lin‖_F"
+               if name == "lin" else DISTANCE_FIELDS[kind][2]))
+        if kind != "init":
+          how += _fit_text(recs)
         fits = {m: _distance_slopes(recs[m], field) for m in recs}
         seeds = sorted(set(fits["relu"][0]) & set(fits["mlp_attn"][0]))
         if kind != "init":

@@ -245,7 +245,7 @@ def _distance_slope_lines(records) -> list[str]:
   to the K₀ predictor (``width_sweep_claims.DISTANCE_FIELDS``), and the mean paired difference MLP-Attn − 2L-ReLU
   over the seeds both have (the claim rows' statistic, without its interval); converged points only."""
   out = []
-  for kind, (kinf, k0, how) in width_sweep_claims.DISTANCE_FIELDS.items():
+  for kind, (kinf, k0, how, _) in width_sweep_claims.DISTANCE_FIELDS.items():
     recs = [r for r in records if r["kind"] == kind and tolerance.reached_target(r)]
     for dataset in _datasets(recs):
       cells = {}

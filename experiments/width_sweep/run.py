@@ -76,6 +76,13 @@ def seed_data(config: WidthSweepConfig, dataset: str, seed: int) -> tuple:
 
 def _points(config: WidthSweepConfig):
   for dataset in config.datasets:
+    # Trained points first and seed by seed (both models, every width), so a grid stopped part-way holds
+    # whole seeds of what takes longest; the kernels at initialisation after them.
+    if config.converged.enabled and dataset in config.converged.datasets:
+      for seed in config.converged.seeds:
+        for width in config.converged.widths:
+          for model_name in config.models:
+            yield dataset, model_name, width, seed, "converged"
     for model_name in config.models:
       for width in config.widths:
         for seed in config.seeds:
@@ -85,12 +92,6 @@ def _points(config: WidthSweepConfig):
             yield dataset, model_name, width, seed, "train"
             if config.train.matched_fraction is not None:
               yield dataset, model_name, width, seed, "matched"
-    # Trained points seed by seed (both models, every width), so a grid stopped part-way holds whole seeds.
-    if config.converged.enabled and dataset in config.converged.datasets:
-      for seed in config.converged.seeds:
-        for width in config.converged.widths:
-          for model_name in config.models:
-            yield dataset, model_name, width, seed, "converged"
 
 
 def _converged_network(config, width, d, n_classes, seed, f_train, y_onehot, learning_rates, target=None):

@@ -87,7 +87,7 @@ CONFIGS: dict[str, dict] = {
                         train=dict(enabled=True, datasets=("mnist",), max_width=64, seeds=(0,), steps=10,
                                    lr_scale=1.0, matched_fraction=None, max_steps=20_000),
                         converged=dict(enabled=False, datasets=("mnist",), widths=(16,), seeds=(0,),
-                                       ridge_scale=1e-6, common=False,
+                                       ridge_scale=1e-6, common=False, loss="mse", linearized=False,
                                        train=dict(learning_rates=(1e-3,), loss_target=1e-3, max_epochs=1,
                                                   check_every=1, batch_size=128, l2=0.0, validation_fraction=0.2,
                                                   lr_selection="per_point", optimizer="adam",
@@ -108,7 +108,7 @@ CONFIGS: dict[str, dict] = {
                       at_eps=0.3, at_rounds=1, at_epochs_per_round=2,
                       # Protocol fields added later, at their old-behaviour values.
                       influence_kernel="trained", ridge_scale=1e-3, data_seed_follows_seed=False,
-                      seed_floor=False),
+                      seed_floor=False, extra_kernels=(), sign_randomized_control=False),
     # Before issue 11 landscape trained with FlipRateConfig's defaults (learning rate 1e-3, no L2, batch 128,
     # data seed 0); they are its own recorded fields now.
     "landscape": dict(tasks=("mnist",), models=("relu", "mlp_attn"), widths=(16,), seeds=(0,),

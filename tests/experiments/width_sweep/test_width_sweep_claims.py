@@ -130,7 +130,7 @@ def test_feature_learning_has_one_row_per_kernel_movement_measure_and_the_raw_on
 def _distance_records(kinf_slopes, k0_slopes, *, kind="common", seeds=range(5), noise=0.02):
   """Records whose K∞ and K₀ distances grow as m^slope per model, with seed noise of the slope."""
   rng = np.random.default_rng(0)
-  kinf_field, k0_field, _ = width_sweep_claims.DISTANCE_FIELDS[kind]
+  kinf_field, k0_field, _, _ = width_sweep_claims.DISTANCE_FIELDS[kind]
   out = []
   for seed in seeds:
     jitter = {m: rng.normal(0, noise, 2) for m in ("relu", "mlp_attn")}
@@ -200,3 +200,53 @@ def test_ntk_distance_difference_pairs_only_seeds_both_models_measured():
   assert kinf["n"] == 4 and "MLP-Attn: 3 unconverged points left out" in kinf["note"]
   relu = next(r for r in rows if r["claim_id"] == "ntk_distance_relu" and r["primary"])
   assert relu["n"] == 5
+
+
+def _recipe_records(attn_power, *, seeds=range(10), lin=True):
+  """Fixed-budget records of the paper's recipe (loss target 0, the whole 500-epoch budget run, never
+  'converged'): 2L-ReLU's distances ∝ m^(−0.5), MLP-Attn's ∝ m^(attn_power), to every reference."""
+  rng = np.random.default_rng(3)
+  recs = []
+  for seed in seeds:
+    for width in (16, 64, 256, 1024, 4096):
+      for model, power in (("relu", -0.5), ("mlp_attn", attn_power)):
+        d = 3.0 * width ** power * math.exp(rng.normal(0, 0.02))
+        recs.append(dict(dataset="cifar10", model=model, readout="fixed", width=width, seed=seed, kind="converged",
+                         function_distance=d, function_distance_kinf=2 * d,
+                         **(dict(function_distance_linearized=d / 2) if lin else {}),
+                         converged=False, loss_target=0.0, epochs_trained=500, max_epochs=500, optimizer="adam",
+                         learning_rate=1e-3, loss="ce", n_train=1000,
+                         train_loss=2.30 if model == "mlp_attn" else 1.99,
+                         train_accuracy=0.10 if model == "mlp_attn" else 0.38))
+  return recs
+
+
+_RECIPE_CONFIG = {"converged": {"train": {"l2": 0.001, "batch_size": 128}}}
+
+
+@pytest.mark.parametrize("attn_power, verdict", [(0.3, "holds"), (-0.3, "fails")])
+def test_paper_recipe_rows_come_from_fixed_budget_points_and_fail_when_the_distance_falls(attn_power, verdict):
+  """The paper's recipe trains a fixed budget, so no point 'converges': its points are trained points, not
+  left out, and MLP-Attn's row reads holds when its distance rises with width and fails when it falls (planted
+  records through the real builder). Each reference is a measurement choice, the linearisation trained by the
+  same recipe among them, and the setting names the recipe and the final train loss and accuracy."""
+  src = core_rows.Source("width_sweep", "ws", _RECIPE_CONFIG, _recipe_records(attn_power), (),
+                         "python -m experiments.paper_grid width_sweep")
+  rows = [r for r in width_sweep_claims.ntk_distance_rows(src) if r["claim_id"] == "ntk_distance_mlp_attn"]
+  assert [r["status"] for r in rows] == ["measured"] * 3
+  assert [r["measurement"].split()[3] for r in rows] == ["K∞", "K₀", "linearisation"]
+  assert {r["direction"] for r in rows} == {verdict} and all(r["n"] == 10 for r in rows)
+  assert all(abs(r["estimate"] - attn_power) < 0.02 for r in rows)
+  setting = rows[0]["setting"]
+  assert "fixed-budget recipe (Adam 0.001, L2 0.001, batch 128, 500 epochs, cross-entropy, n = 1,000)" in setting
+  assert "2L-ReLU 1.99 / 0.38, MLP-Attn 2.3 / 0.10" in setting and not rows[0]["note"]
+
+
+def test_a_fixed_budget_point_that_stopped_short_or_diverged_is_left_out():
+  recs = _recipe_records(0.3, seeds=range(2), lin=False)
+  recs[0]["epochs_trained"] = 250  # a point killed before its budget was spent
+  recs[2]["train_loss"] = float("nan")
+  src = core_rows.Source("width_sweep", "ws", _RECIPE_CONFIG, recs, (), "")
+  (row,) = [r for r in width_sweep_claims.ntk_distance_rows(src) if r["claim_id"] == "ntk_distance_relu"
+            and r.get("primary", True)]
+  assert row["note"] == "2 unconverged points left out"
