@@ -30,7 +30,7 @@ from attacks.metrics import SuccessRate, attack_success_rate, success_within_l2
 from attacks.mim import mim
 from attacks.over_models import over_models
 from attacks.patch import patch
-from attacks.pgd import pgd_l2, pgd_linf
+from attacks.projected_gradient import pgd, pgd_l2, pgd_linf
 from attacks.projections import BUDGET_RTOL, within_budget
 from attacks.result import AttackResult
 
@@ -55,6 +55,7 @@ __all__ = [
     "mim",
     "over_models",
     "patch",
+    "pgd",
     "pgd_l2",
     "pgd_linf",
     "presets",

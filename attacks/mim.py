@@ -12,7 +12,7 @@ import jax.numpy as jnp
 
 from attacks import _checks, _driver
 from attacks.losses import is_adversarial
-from attacks.pgd import pgd_loop
+from attacks.projected_gradient import pgd_loop
 from attacks.projections import normalize_l1, project_linf
 from attacks.result import AttackResult
 

@@ -33,7 +33,7 @@ def main_job_experiments() -> list:
 
 
 def main(argv=None) -> None:
-  parser = argparse.ArgumentParser(prog="python -m experiments", description=__doc__.splitlines()[0])
+  parser = argparse.ArgumentParser(allow_abbrev=False, prog="python -m experiments", description=__doc__.splitlines()[0])
   parser.add_argument("--workdir", default="runs/quick", help="output directory (default runs/quick)")
   parser.add_argument("--full", action="store_true", help="full-size configs instead of the quick ones")
   parser.add_argument("--overwrite_config", action="store_true",

@@ -63,6 +63,12 @@ def _check(k_train, k_test, y_train, y_test):
     raise ValueError(f"y_test must be [t, C] = {(k_test.shape[0], y_train.shape[1])}, got {y_test.shape}")
   for name, a in (("k_train", k_train), ("k_test_train", k_test), ("y_train", y_train), ("y_test", y_test)):
     check_finite_matrix(a, name)
+  k = np.asarray(k_train, np.float64)
+  asym = float(np.max(np.abs(k - k.T))) if n else 0.0
+  scale = float(np.max(np.abs(k))) if n else 0.0
+  if asym > 1e-5 * max(scale, np.finfo(np.float64).tiny):  # float32 kernels assembled blockwise agree to ~1e-7
+    raise ValueError(f"k_train must be a symmetric kernel [n, n]: max |K − Kᵀ| = {asym:.3g} against max |K| = "
+                     f"{scale:.3g} (pass the train-train kernel, not a test-train block)")
 
 
 def ntk_loo_influence(k_train_NxN, k_test_train_TxN, y_train_NxC, y_test_TxC, *, ridge: float | None = None,

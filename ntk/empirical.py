@@ -69,7 +69,8 @@ def empirical_ntk(
     numpy array with shape [n, m] (float32), the output-averaged empirical NTK.
 
   Raises:
-    ValueError: unknown implementation, bad input shapes or NaN inputs.
+    ValueError: unknown implementation, bad input shapes or NaN inputs, or a kernel with NaN / inf entries
+      (apply_fn's outputs or Jacobian non-finite at params).
   """
   if implementation not in _IMPLEMENTATIONS:
     raise ValueError(f"implementation must be one of {tuple(_IMPLEMENTATIONS)}, got {implementation!r}")
@@ -87,6 +88,9 @@ def empirical_ntk(
       out_NxM[i:i + block, j:j + block] = k_ij
       if symmetric and j > i:
         out_NxM[j:j + block, i:i + block] = k_ij.T
+  if not np.all(np.isfinite(out_NxM)):
+    raise ValueError(f"the empirical NTK has {int(np.sum(~np.isfinite(out_NxM)))} non-finite entries: apply_fn's "
+                     "outputs or their Jacobian at params are NaN or inf (check params and apply_fn on x1)")
   return out_NxM
 
 

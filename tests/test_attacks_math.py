@@ -157,7 +157,7 @@ def test_apgd_checkpoints_follow_the_paper():
 
 
 def test_no_recompilation_on_second_call():
-  from attacks.pgd import _pgd  # the compiled implementation
+  from attacks.projected_gradient import _pgd  # the compiled implementation
   x, y = _x(4), jnp.array([0, 1, 2, 0])
   pgd_linf(linear, x, y, eps=0.1, key=jax.random.key(0))
   size = _pgd._cache_size()

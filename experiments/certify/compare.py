@@ -189,7 +189,7 @@ def run(config: CompareConfig, workdir, *, overwrite_config: bool = False) -> li
 
 
 def main(argv=None) -> None:
-  parser = argparse.ArgumentParser(
+  parser = argparse.ArgumentParser(allow_abbrev=False, 
       prog="python -m experiments.certify.compare", description=__doc__.split("\n")[0],
       epilog="Fields (field=value; defaults in CompareConfig): " + " ".join(
           f"{f.name}={f.default!r}" for f in dataclasses.fields(CompareConfig)) + ". methods from "

@@ -379,7 +379,7 @@ def supported_rows_markdown(workdirs: Sequence, root=None) -> str:
 
 
 def main(argv=None) -> None:
-  parser = argparse.ArgumentParser(prog="python -m experiments.claims", description="Claims under test: the papers' headline claims as verdicts with 95 % intervals.",
+  parser = argparse.ArgumentParser(allow_abbrev=False, prog="python -m experiments.claims", description="Claims under test: the papers' headline claims as verdicts with 95 % intervals.",
                                    formatter_class=argparse.RawDescriptionHelpFormatter,
                                    epilog="\n".join(__doc__.splitlines()[4:]))
   parser.add_argument("--workdir", required=True, help="output directory; its subdirectories are read too")

@@ -408,7 +408,7 @@ def outcome(v) -> str:
 
 def main(argv=None) -> None:
   """The child entry point (``run_mode``); users run ``python -m experiments.claims --stability``."""
-  parser = argparse.ArgumentParser(prog="python -m experiments.claims.stability",
+  parser = argparse.ArgumentParser(allow_abbrev=False, prog="python -m experiments.claims.stability",
                                    description="One rerun of the claims job's stability pass (run by it in a "
                                                "child process; use python -m experiments.claims --stability).")
   parser.add_argument("--experiment", required=True, choices=stability_experiments())

@@ -61,7 +61,7 @@ def compare(text_a: str, text_b: str) -> Difference:
 
 
 def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(prog="python -m experiments.claims.verdict_diff",
+  parser = argparse.ArgumentParser(allow_abbrev=False, prog="python -m experiments.claims.verdict_diff",
                                    description=__doc__.splitlines()[0])
   parser.add_argument("summaries", nargs=2, metavar="SUMMARY.md")
   args = parser.parse_args(argv)

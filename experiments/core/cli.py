@@ -36,7 +36,7 @@ def cli(spec: ExperimentSpec, argv=None):
   with one line on stderr and exit status 2.
   """
   get_config = spec.get_config
-  parser = argparse.ArgumentParser(prog=f"python -m experiments.{spec.name}", description=spec.description,
+  parser = argparse.ArgumentParser(allow_abbrev=False, prog=f"python -m experiments.{spec.name}", description=spec.description,
                                    epilog=_fields_help(get_config()),
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--workdir", required=True, help="output directory (resumes if it exists)")

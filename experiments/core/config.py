@@ -11,6 +11,7 @@ The command line that reads these configs: ``experiments.core.cli``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import typing
 from typing import Any, Callable, Optional, Sequence
@@ -354,6 +355,8 @@ def apply_overrides(config, overrides: Sequence[str]):
   """Returns a copy of the dataclass ``config`` with ``field=value`` overrides applied.
 
   A field of a nested group is named by its dotted path (``data.n_train=512``, ``train.max_epochs=30``).
+  A config class may link fields (``LINKED_FIELDS = {"widths": ("converged.widths",)}``): overriding the source
+  without a target keeps the target's values that lie in the source's, or takes the source's when none does.
 
   Raises:
     ValueError: unknown field (the message lists the valid ones), a field given twice, a group named without
@@ -384,6 +387,15 @@ def apply_overrides(config, overrides: Sequence[str]):
       elif depth != len(path) - 1:
         raise ValueError(f"unknown config field {field!r}; valid fields: {sorted(fields_of(config))}")
     changes[path] = _parse(text, annotation, field)
+  for source, targets in getattr(config, "LINKED_FIELDS", {}).items():  # e.g. widths -> converged.widths
+    if (source,) not in changes:
+      continue
+    chosen = changes[(source,)]
+    for target in targets:
+      path = tuple(target.split("."))
+      if path not in changes:
+        current = functools.reduce(getattr, path, config)
+        changes[path] = tuple(v for v in current if v in chosen) or chosen
   new = _replace(config, changes)
   validate = getattr(new, "validate", None)
   if validate is not None:

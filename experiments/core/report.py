@@ -58,7 +58,7 @@ def report_cli(description: str, write_report: Callable, argv=None, prog: str | 
                records: str = "results.jsonl") -> None:
   """``python -m experiments.<name>.report --workdir DIR``: rebuilds plots, derived.json and summary.md
   from the records alone; user errors end with one line on stderr and exit status 2."""
-  parser = argparse.ArgumentParser(prog=prog, description=description)
+  parser = argparse.ArgumentParser(allow_abbrev=False, prog=prog, description=description)
   parser.add_argument("--workdir", required=True, help=f"a workdir holding {records}")
   args = parser.parse_args(argv)
   with user_errors():

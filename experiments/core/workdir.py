@@ -398,12 +398,40 @@ def read_records(workdir) -> list[dict]:
   for path in results_files(workdir):
     if not path.is_file():
       raise ValueError(f"{path} is not a file (a results file of one JSON record per line)")
-    records, bad = parse_lines(path.read_bytes())
+    data = path.read_bytes()
+    records, bad = parse_lines(data)
     if bad:
       warnings.warn(f"{path}: {len(bad)} unreadable line(s) skipped, {len(records)} records kept; the next run "
                     "of the experiment on this workdir moves them aside", RuntimeWarning, stacklevel=2)
-    out += [decode(r) for r in records]
+    decoded = [decode(r) for r in records]
+    check_field_types(path, data, decoded)
+    out += decoded
   return out
+
+
+def _is_number(v) -> bool:
+  return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def check_field_types(path, data: bytes, records: list[dict]) -> None:
+  """Raises ValueError naming the file, the line and the field when a top-level field holds a string in one
+  record and a number in the file's other records (a hand edit or a foreign writer: readers would fail later
+  with a message that names neither)."""
+  numeric = {k for r in records for k, v in r.items() if _is_number(v)}
+  suspects = {k for r in records for k, v in r.items() if isinstance(v, str) and k in numeric}
+  if not suspects:
+    return
+  for number, line in enumerate(data.split(b"\n"), start=1):
+    try:
+      record = decode(json.loads(line.decode("utf-8")))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+      continue
+    if not isinstance(record, dict):
+      continue
+    for field in sorted(suspects):
+      if isinstance(record.get(field), str):
+        raise ValueError(f"{path}, line {number}: field {field!r} is {record[field]!r} where the file's other "
+                         "records hold numbers; correct or delete that line")
 
 
 def parse_lines(data: bytes) -> tuple[list, list[bytes]]:

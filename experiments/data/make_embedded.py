@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.data import catalog, sources
-from experiments.data.formats import sha256_file, write_npz_deterministic
+from experiments.data.formats import DatasetFileNotFoundError, sha256_file, write_npz_deterministic
 from experiments.data.loader import class_balanced_indices
 
 MAX_FILE_BYTES = 5 * 2**20
@@ -90,20 +90,26 @@ def _compact_int_lists(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
   parser.add_argument("--data_dir", required=True, type=Path,
                       help="directory with mnist/, fashion_mnist/, cifar10/ (docs/data.md#directory-layouts)")
   parser.add_argument("--out_dir", type=Path, default=sources.EMBEDDED_DIR)
   parser.add_argument("--seed", type=int, default=0)
   args = parser.parse_args(argv)
+  if not args.data_dir.is_dir():
+    parser.error(f"--data_dir {args.data_dir} is not a directory: it wants the full data files' directory, "
+                 "holding mnist/, fashion_mnist/ and cifar10/ (docs/data.md#directory-layouts)")
   command = (f"python -m experiments.data.make_embedded --data_dir {args.data_dir} "
              f"--seed {args.seed}")
   args.out_dir.mkdir(parents=True, exist_ok=True)
   files = {}
   for name in catalog.EMBEDDED_SIZES:
     for split in catalog.SPLITS:
-      fname, entry = make_file(catalog.DATASETS[name], split, args.data_dir, args.out_dir,
-                               args.seed, command)
+      try:
+        fname, entry = make_file(catalog.DATASETS[name], split, args.data_dir, args.out_dir,
+                                 args.seed, command)
+      except DatasetFileNotFoundError as e:
+        parser.error(f"--data_dir {args.data_dir}: {e}")
       files[fname] = entry
       print(f"{fname}: {entry['bytes']} bytes, class counts {entry['class_counts']}")
   manifest = {

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import typing
 from typing import Optional
 
 import ntk
@@ -139,6 +140,9 @@ class WidthSweepConfig:
   converged: ConvergedConfig = ConvergedConfig()
   save_arrays: bool = True
   data_seed_follows_seed: bool = True
+  # ``widths=16,64`` alone also sets the trained widths (``config_lib.apply_overrides``): those of
+  # converged.widths among 16, 64, or 16, 64 when none is.
+  LINKED_FIELDS: typing.ClassVar[dict] = {"widths": ("converged.widths",)}
 
   def validate(self) -> None:
     """Raises ValueError naming the field and its allowed range."""
@@ -155,6 +159,11 @@ class WidthSweepConfig:
       raise ValueError(f"models must be among {ntk.MODEL_NAMES}, got {bad}")
     if self.kernel_path not in KERNEL_PATHS:
       raise ValueError(f"kernel_path must be one of {KERNEL_PATHS}, got {self.kernel_path!r}")
+    outside = sorted(set(self.converged.widths) - set(self.widths)) if self.converged.enabled else []
+    if outside:
+      raise ValueError(f"converged.widths has widths {outside} outside widths={self.widths}: the sweep trains at "
+                       f"converged.widths, so set it too (e.g. converged.widths={','.join(map(str, self.widths))}) "
+                       "or converged.enabled=false")
     if self.converged.linearized and self.readout != "fixed":
       raise ValueError(f"converged.linearized needs readout='fixed' (ntk.linearized), got readout={self.readout!r}")
     config_lib.check_gauss_newton(self.converged.train, "converged.train", mse=self.converged.loss == "mse",

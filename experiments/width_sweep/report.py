@@ -67,7 +67,8 @@ def _derived_fit(derived, dataset, model, quantity):
 
 def plot_vs_width(records, y: str, ylabel: str, path, *, kind: str, reference_slope=None,
                   extrapolate_to=None, derived=None) -> None:
-  """One panel per data set: ``y`` vs width on log-log axes, mean ± std over seeds, both models; with
+  """One panel per data set: ``y`` vs width on log-log axes, the geometric mean over seeds with min–max bars,
+  both models; with
   ``extrapolate_to``, the fitted line of ``derived`` (``derive``) out to where it reaches that value."""
   datasets = _datasets(records)
   fig, axes = subplots(len(datasets))
@@ -99,6 +100,15 @@ def plot_vs_width(records, y: str, ylabel: str, path, *, kind: str, reference_sl
   save(fig, path)
 
 
+def mean_sd(values) -> str:
+  """'4.47 ± 0.12 (10)': the mean ± the sample standard deviation (ddof = 1) and the count; '4.47 (1)' for a
+  single value, which has no spread."""
+  v = np.asarray(values, float)
+  if v.size == 1:
+    return f"{v[0]:.3g} (1)"
+  return f"{v.mean():.3g} ± {v.std(ddof=1):.2g} ({v.size})"
+
+
 def _optimizer_name(records) -> str:
   """How the converged points were trained, from their records ('Adam (rate chosen on a validation split)',
   'L-BFGS', 'Gauss–Newton'); records written before the optimizer field existed were Adam."""
@@ -120,7 +130,9 @@ def summary_markdown(records, derived) -> str:
   if records:
     r0 = records[0]
     lines += [f"Readout: **{r0['readout']}**; n_train = {r0['n_train']}, n_test = {r0['n_test']}; "
-              f"kernel path: {r0['kernel_path']}. Mean ± std over seeds. Source: arXiv 2603.13085 "
+              f"kernel path: {r0['kernel_path']}. Tables: the mean over seeds ± the sample standard deviation, "
+              "with the number of seeds in brackets; plots: the geometric mean over seeds with min–max bars. "
+              "Source: arXiv 2603.13085 "
               "(docs/theory.md#kernel-distance).", "",
               f"Data: {width_sweep_claims.data_draw_text(records)}.", ""]
   lines += _initialisation_section(init, derived)
@@ -172,14 +184,14 @@ def _trained_section(train) -> list[str]:
               "test acc. network | test acc. NTK |", "|---|---|---|---|---|---|---|---|---|"]
     for dataset in _datasets(train):
       for model in _models(train):
-        xs, dist, dstd, _ = series(train, "width", "function_distance", dataset=dataset, model=model)
+        xs, values = grouped(train, "width", "function_distance", dataset=dataset, model=model)
         _, rel, _, _ = series(train, "width", "function_distance_relative", dataset=dataset, model=model)
         _, mov, _, _ = series(train, "width", "kernel_movement", dataset=dataset, model=model)
         _, acc_n, _, _ = series(train, "width", "test_accuracy_network", dataset=dataset, model=model)
         _, acc_k, _, _ = series(train, "width", "test_accuracy_ntk", dataset=dataset, model=model)
         paper = PAPER_FUNCTION_DISTANCE.get((dataset, model), {})
         for i, w in enumerate(xs):
-          lines.append(f"| {dataset} | {MODEL_LABELS[model]} | {int(w)} | {dist[i]:.3g} ± {dstd[i]:.2g} | "
+          lines.append(f"| {dataset} | {MODEL_LABELS[model]} | {int(w)} | {mean_sd(values[i])} | "
                        f"{rel[i]:.3g} | {paper.get(int(w), '')} | {mov[i]:.3g} | {acc_n[i]:.3f} | "
                        f"{acc_k[i]:.3f} |")
   return lines
@@ -192,10 +204,16 @@ def _converged_section(records) -> list[str]:
   if conv_all:
     left = [r for r in conv_all if not tolerance.reached_target(r)]
     lines += ["", "## Function distance at convergence", "",
-              f"The network trained by {_optimizer_name(conv_all)} to a ½·MSE train-loss target "
+              f"The network trained by {_optimizer_name(conv_all)} " + (
+                  "to a fixed budget (the paper's recipe: every point trained its whole budget; its final train "
+                  "loss in the table) " if any(tolerance.fixed_budget(r) for r in conv_all) else
+                  "to a ½·MSE train-loss target ") + "on " + (
+                  "softmax cross-entropy " if conv_all[0].get("loss") == "ce" else "½·MSE ") + (
+                  "(and its linearisation at initialisation trained by the same recipe: function_distance_linearized "
+                  "in results.jsonl) " if any("function_distance_linearized" in r for r in conv_all) else "") +
               "against the kernel regression of its empirical NTK at initialisation with its own f₀, "
               "f₀ + K₀(x, X)(K₀ + λI)⁻¹(Y − f₀(X)), λ = ridge_scale·tr(K₀)/n; ‖·‖_F over the [n_test, C] "
-              "test outputs, mean ± std over the converged seeds; beside it the same regression with the "
+              "test outputs, mean ± sample std over the converged seeds (their number in brackets); beside it the same regression with the "
               "infinite-width NTK K∞ in place of K₀ (λ∞ = ridge_scale·tr(K∞)/n, same f₀). Points that did not "
               "reach the target are left out.", "",
               "| data set | model | width | ‖f_m − f_K₀‖_F | relative | ‖f_m − f_K∞‖_F | train loss | converged | "
@@ -209,9 +227,9 @@ def _converged_section(records) -> list[str]:
           if rs:
             d = np.array([r["function_distance"] for r in rs])
             kinf = [r["function_distance_kinf"] for r in rs if "function_distance_kinf" in r]
-            cells = (f"{d.mean():.3g} ± {d.std():.2g} | "
+            cells = (f"{mean_sd(d)} | "
                      f"{np.mean([r['function_distance_relative'] for r in rs]):.3g} | "
-                     + (f"{np.mean(kinf):.3g} ± {np.std(kinf):.2g}" if kinf else "–"))
+                     + (mean_sd(kinf) if kinf else "–"))
             acc = (f"{np.mean([r['test_accuracy'] for r in rs]):.3f} / "
                    f"{np.mean([r['kernel_test_accuracy'] for r in rs]):.3f} / "
                    + (f"{np.mean([r['kinf_test_accuracy'] for r in rs]):.3f}" if kinf else "–"))

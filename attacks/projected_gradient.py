@@ -164,3 +164,18 @@ def pgd_l2(logits_fn, x, y, *, eps, key=None, targeted: bool = False, target=Non
   return _run(logits_fn, x, y, eps=eps, alpha=alpha, steps=steps, key=key, random_start=random_start,
               early_stop=early_stop, targeted=targeted, target=target, bounds=bounds, norm="l2",
               name="pgd_l2")
+
+
+PGD_NORMS = ("linf", "l2")
+
+
+def pgd(logits_fn, x, y, *, eps, norm: str = "linf", **kwargs) -> AttackResult:
+  """PGD in the norm ``norm``: ``pgd_linf`` (``'linf'``, α = 2/255 by default) or ``pgd_l2`` (``'l2'``,
+  α = 0.2); every other keyword goes to that function (Madry et al., arXiv 1706.06083).
+
+  Raises:
+    ValueError: ``norm`` not one of ``PGD_NORMS``, or as the function it calls.
+  """
+  if norm not in PGD_NORMS:
+    raise ValueError(f"norm must be one of {PGD_NORMS}, got {norm!r}")
+  return (pgd_linf if norm == "linf" else pgd_l2)(logits_fn, x, y, eps=eps, **kwargs)
