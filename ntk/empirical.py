@@ -69,14 +69,18 @@ def empirical_ntk(
     numpy array with shape [n, m] (float32), the output-averaged empirical NTK.
 
   Raises:
-    ValueError: unknown implementation, bad input shapes or NaN inputs, or a kernel with NaN / inf entries
-      (apply_fn's outputs or Jacobian non-finite at params).
+    ValueError: unknown implementation, bad input shapes or NaN inputs, NaN / inf outputs of apply_fn on x1,
+      or a kernel with NaN / inf entries (its Jacobian non-finite at params).
   """
   if implementation not in _IMPLEMENTATIONS:
     raise ValueError(f"implementation must be one of {tuple(_IMPLEMENTATIONS)}, got {implementation!r}")
   x1_NxD = check_inputs(x1_NxD, "x1")
   symmetric = x2_MxD is None
   x2_MxD = x1_NxD if symmetric else check_inputs(x2_MxD, "x2", x1_NxD.shape[1])
+  outputs = np.asarray(apply_fn(params, jnp.asarray(x1_NxD)))
+  if not np.all(np.isfinite(outputs)):
+    raise ValueError(f"apply_fn(params, x1) has {int(np.sum(~np.isfinite(outputs)))} non-finite outputs: the "
+                     "empirical NTK of a model with NaN / inf outputs is not defined (check params)")
   kernel = _nt_kernel_fn(apply_fn, implementation)
   n_params = sum(int(np.size(p)) for p in jax.tree_util.tree_leaves(params))
   block = _block_rows(n_params, max(len(x1_NxD), len(x2_MxD)), memory_bytes)

@@ -315,3 +315,19 @@ def test_attack_inside_a_callers_jit_with_closed_over_inputs():
 def test_bad_arguments_raise(call, match):
   with pytest.raises(ValueError, match=match):
     call()
+
+
+def test_every_attack_name_is_a_function_and_pgd_takes_its_norm():
+  import jax.numpy as jnp
+  import numpy as np
+  import attacks
+  for name in ("fgsm", "pgd", "mim", "apgd", "patch", "cw_l2"):
+    assert callable(getattr(attacks, name)), name
+  w = jnp.asarray(np.random.default_rng(0).normal(size=(4, 3)), jnp.float32)
+  logits_fn = lambda x: x @ w  # noqa: E731
+  x, y = jnp.full((5, 4), 0.5), jnp.arange(5) % 3
+  for norm, direct in (("linf", attacks.pgd_linf), ("l2", attacks.pgd_l2)):
+    np.testing.assert_array_equal(attacks.pgd(logits_fn, x, y, eps=0.1, norm=norm, random_start=False).x_adv,
+                                  direct(logits_fn, x, y, eps=0.1, random_start=False).x_adv)
+  with pytest.raises(ValueError, match="norm must be one of"):
+    attacks.pgd(logits_fn, x, y, eps=0.1, norm="l1")

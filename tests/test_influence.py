@@ -409,3 +409,17 @@ def test_flip_rate_at_tiny_scale_and_float32_fraction_and_nan_scores():
   assert top_count(np.float32(0.1), 100) == 10 and top_count(np.float32(0.07), 100) == 7
   with pytest.raises(ValueError, match="finite"):
     top_influential(np.array([np.nan, 1.0, 2.0]), 0.34)
+
+
+def test_ntk_loo_influence_refuses_a_non_symmetric_kernel():
+  import numpy as np
+  from influence import ntk_loo_influence
+  rng = np.random.default_rng(0)
+  a = rng.normal(size=(6, 4))
+  k = a @ a.T
+  y = np.eye(2)[[0, 1, 0, 1, 0, 1]]
+  ntk_loo_influence(k, k[:3], y, y[:3])  # symmetric: fine
+  bad = k.copy()
+  bad[0, 1] += 0.5
+  with pytest.raises(ValueError, match="k_train must be a symmetric kernel"):
+    ntk_loo_influence(bad, k[:3], y, y[:3])

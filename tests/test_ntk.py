@@ -224,3 +224,17 @@ def test_train_adam_learns_a_separable_problem():
 def test_equal_architectures_share_one_model_so_jitted_code_compiles_once():
   assert ntk.two_layer_relu(32, 5, out_dim=2) is ntk.two_layer_relu(32, 5, out_dim=2)
   assert ntk.two_layer_relu(32, 5) is not ntk.two_layer_relu(32, 5, readout="trained")
+
+
+def test_empirical_ntk_refuses_a_model_whose_outputs_are_nan():
+  import jax
+  import jax.numpy as jnp
+  import numpy as np
+  import ntk
+  model = ntk.two_layer_relu(8, 3, out_dim=2)
+  _, params = model.init_fn(jax.random.PRNGKey(0), (4, 3))
+  x = np.ones((4, 3), np.float32)
+  assert np.all(np.isfinite(ntk.empirical_ntk(model.apply_fn, params, x)))
+  params = {"W": params["W"].at[0, 0].set(jnp.nan), "a": params["a"]}
+  with pytest.raises(ValueError, match="non-finite outputs"):
+    ntk.empirical_ntk(model.apply_fn, params, x)

@@ -181,11 +181,19 @@ class Workdir:
       missing = [f for f in self.key_fields if f not in existing[0]]
       raise ValueError(f"the records in {self.path} lack the field(s) {missing} of this experiment's points: it "
                        "holds another experiment's results; use a new workdir (nothing was run or written)")
+    self.config_digest = None if config is None else config_digest(_without(jsonable(config), bookkeeping))
     if config is not None and self.process_index > 0:
       self._wait_for_config(jsonable(config), config_wait_s)
     elif config is not None:
       cfg = jsonable(config)
       cfg_path = self.path / "config.json"
+      if not cfg_path.exists() and existing and {r.get("config_digest") for r in existing} != {self.config_digest}:
+        # Records without their config.json (deleted, or never written) are adopted only when every one of
+        # them was written under this config; otherwise they are moved aside, never mixed into new results.
+        backup = self._move_aside()
+        warnings.warn(f"{self.path} held {len(existing)} records but no config.json, and they were not written "
+                      f"under this config (or by a version that did not stamp its config): moved them to {backup}",
+                      RuntimeWarning, stacklevel=2)
       old = read_config(cfg_path) if cfg_path.exists() else cfg
       if _without(old, bookkeeping) != _without(cfg, bookkeeping) and self._results():
         if not overwrite_config:
@@ -264,7 +272,8 @@ class Workdir:
     if missing:
       raise ValueError(f"record lacks key fields {missing}")
     stored = jsonable({**record, "versions": versions(), "process_index": self.process_index,
-                        "process_count": self.process_count})
+                        "process_count": self.process_count}
+                      | ({} if self.config_digest is None else {"config_digest": self.config_digest}))
     if not distributed.writes_records():
       return stored
     with open(self.results_path, "ab+") as f:
@@ -347,6 +356,13 @@ def repair_torn_tail(path) -> Path | None:
   warnings.warn(f"{path} ended in an incomplete line ({len(tail)} bytes, as a run killed while writing leaves); "
                 f"moved it to {torn}; {kept} records kept", RuntimeWarning, stacklevel=2)
   return torn
+
+
+def config_digest(config: dict) -> str:
+  """The first 16 hex digits of the SHA-256 of a config's canonical JSON: stamped on every record, so that
+  records found without their config.json can be matched to the config that wrote them."""
+  import hashlib
+  return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _without(config: dict, fields: frozenset) -> dict:

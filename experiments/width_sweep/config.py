@@ -146,9 +146,9 @@ class WidthSweepConfig:
 
   def validate(self) -> None:
     """Raises ValueError naming the field and its allowed range."""
-    config_lib.check_common(self, dataset_fields=("datasets",), nonempty=("datasets", "models", "widths", "seeds"))
-    if not self.widths or any(w < 1 for w in self.widths):
+    if not self.widths or any(w < 1 for w in self.widths):  # first: converged.widths may follow it
       raise ValueError(f"widths must be integers ≥ 1, got {self.widths}")
+    config_lib.check_common(self, dataset_fields=("datasets",), nonempty=("datasets", "models", "widths", "seeds"))
     if self.data.n_train is None or self.data.n_train < 2 or self.data.n_test is None or self.data.n_test < 1:
       raise ValueError(f"data.n_train must be ≥ 2 and data.n_test ≥ 1, got {self.data.n_train}, "
                        f"{self.data.n_test}")

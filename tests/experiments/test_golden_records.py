@@ -50,7 +50,7 @@ FIXTURE = Path(__file__).parents[1] / "fixtures" / "golden" / "records.json"
 RTOL = 1e-5
 SKIPPED_FIELDS = ("wall_time_s", "setup_time_s", "train_seconds", "constants_wall_seconds", "seconds",
                   "versions", "date", "timestamp",
-                  "process_index", "process_count")  # ``time`` (NTK time t = steps·η) is compared
+                  "process_index", "process_count", "config_digest")  # ``time`` (NTK time t = steps·η) is compared
 SKIPPED_SUFFIXES = ("seconds_per_sample",)
 # Fields that measure float64 rounding error (≈1e-16 to 1e-9): their value is noise, so they are compared
 # with an absolute tolerance far below what would signal a broken identity (they must stay < 1e-8).

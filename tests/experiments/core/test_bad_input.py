@@ -231,3 +231,64 @@ def test_verdict_diff_refuses_files_that_are_no_summary(tmp_path, capsys):
     assert verdict_diff.main([str(tmp_path / "a.md"), str(tmp_path / other)]) == 2
     assert "is not a summary.md" in capsys.readouterr().err
   assert verdict_diff.main([str(tmp_path / "a.md"), str(tmp_path / "a.md")]) == 0
+
+
+# ---------------------------------------------------------------- issue 54: silent mix-ups, each reproduced
+
+
+def test_main_job_widths_also_set_the_trained_widths():
+  # README's own example trained L-BFGS networks at 256 and 1024 as well: widths did not reach converged.widths.
+  configs = main_job.main_job_configs(False, ["width_sweep.widths=16,64"])
+  assert configs["width_sweep"].converged.widths == (16, 64)
+  other = config_lib.apply_overrides(configs["width_sweep"], ["widths=32,128"])
+  assert other.converged.widths == (32, 128)  # none of the trained widths among them: the new ones
+
+
+def test_a_trained_width_outside_widths_is_refused_by_name():
+  from experiments.width_sweep.config import get_config
+  with pytest.raises(ValueError, match=r"converged.widths has widths \[256\] outside widths=\(16, 64\)"):
+    config_lib.apply_overrides(get_config(), ["widths=16,64", "converged.widths=16,256"])
+
+
+@pytest.mark.parametrize("argv", [["--ful"], ["--work", "x"]])
+def test_options_are_never_prefix_matched(tmp_path, capsys, argv):
+  out = _exit_message(capsys, main_job.main, argv + ([] if "--work" in argv else ["--workdir", str(tmp_path / "w")]))
+  assert "unrecognized arguments" in out.err or "required" in out.err
+
+
+def test_records_without_their_config_are_moved_aside_unless_this_config_wrote_them(tmp_path):
+  from experiments.width_sweep.config import get_config
+  old, new = get_config(), config_lib.apply_overrides(get_config(), ["widths=16,64"])
+  wd = Workdir(tmp_path, ("width", "seed"), old)
+  wd.append(dict(width=1024, seed=0, value=1.0))
+  del wd
+  (tmp_path / "config.json").unlink()  # "not valid JSON; delete it", as advised
+  with pytest.warns(RuntimeWarning, match="not written under this config"):
+    wd = Workdir(tmp_path, ("width", "seed"), new)
+  assert wd.records() == []  # the old widths are not mixed into the new run's results
+  (aside,) = tmp_path.glob("previous-*")
+  assert len(read_records(aside)) == 1
+  wd.append(dict(width=16, seed=0, value=2.0))
+  del wd
+  (tmp_path / "config.json").unlink()
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    wd = Workdir(tmp_path, ("width", "seed"), new)  # written under this very config: adopted, said nothing
+  assert [r["width"] for r in wd.records()] == [16]
+
+
+def test_a_string_among_numbers_in_results_names_file_line_and_field(tmp_path):
+  (tmp_path / "results.jsonl").write_text('{"width": 16, "d": 1.5}\n{"width": 64, "d": "oops"}\n')
+  with pytest.raises(ValueError, match=r"results.jsonl, line 2: field 'd' is 'oops' where the file's other"):
+    read_records(tmp_path)
+  (tmp_path / "results.jsonl").write_text('{"width": 16, "d": 1.5}\n{"width": 64, "d": "nan"}\n')
+  assert read_records(tmp_path)[1]["d"] != read_records(tmp_path)[1]["d"]  # the NaN encoding is no string
+
+
+def test_make_embedded_says_what_directory_it_wants(tmp_path, capsys):
+  from experiments.data import make_embedded
+  for data_dir in (tmp_path / "missing", tmp_path):
+    with pytest.raises(SystemExit) as exit_info:
+      make_embedded.main(["--data_dir", str(data_dir), "--out_dir", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "Traceback" not in err and "--data_dir" in err and "mnist" in err
