@@ -636,7 +636,7 @@ def _parse_box(text: str):
 
 
 def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(prog="python -m attention.crown", description=__doc__.splitlines()[0])
+  parser = argparse.ArgumentParser(allow_abbrev=False, prog="python -m attention.crown", description=__doc__.splitlines()[0])
   parser.add_argument("--net", required=True, help="network file (npz; docs/certification.md#crown)")
   parser.add_argument("--x", required=True, help="the input, an .npy array [d] or [T, d]")
   parser.add_argument("--eps", required=True, type=float, help="radius of the input ball (>= 0)")

@@ -153,7 +153,7 @@ def main(argv=None) -> int:
   sys.path.insert(0, str(HERE))
   import torch_interpreter
   from experiments.core.machine import describe, one_line
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
+  parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0].replace("\n", " "))
   parser.add_argument("--repeats", type=int, default=3, help="runs of each benchmark (default 3)")
   parser.add_argument("--out", default=str(DEFAULT_OUT),
                       help="the page whose marked section is rewritten (default: the repository's "

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def main(argv=None) -> dict:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
   parser.add_argument("--model", choices=("vit", "diffvit"), default="vit")
   parser.add_argument("--seeds", type=int, default=10)
   parser.add_argument("--batch", type=int, default=128)

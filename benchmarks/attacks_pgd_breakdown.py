@@ -154,7 +154,7 @@ def _summary(rounds: list[dict]) -> dict:
 
 
 def main() -> None:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
   parser.add_argument("--batch", type=int, default=256)
   parser.add_argument("--reps", type=int, default=20, help="timed calls per part and round")
   parser.add_argument("--rounds", type=int, default=5)

@@ -195,7 +195,7 @@ def _merge(rounds: list[dict]) -> dict:
 
 
 def main() -> None:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
   parser.add_argument("--batch", type=int, default=256)
   parser.add_argument("--reps", type=int, default=10, help="timed attacks per round and implementation")
   parser.add_argument("--rounds", type=int, default=3,

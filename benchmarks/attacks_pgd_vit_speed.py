@@ -157,7 +157,7 @@ def _timed(fn, reps: int) -> dict[str, list[float]]:
 
 
 def main(argv=None) -> None:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
   parser.add_argument("--batch", type=int, nargs="+", default=[256], help="batch sizes (≤ 1000)")
   parser.add_argument("--devices", type=int, default=1,
                       help="XLA CPU devices, single-threaded each (1: one device using every core)")

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def main(argv=None) -> None:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
   parser.add_argument("--images", type=int, default=2, help="images timed after the compiling one (default 2)")
   parser.add_argument("--eps", type=float, default=0.02, help="ℓ2 radius on the [0, 1] pixel scale (default 0.02)")
   args = parser.parse_args(argv)

@@ -29,7 +29,7 @@ from experiments.diff_attention.run import batched_attack
 
 
 def main(argv=None) -> None:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
   parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script on a CPU in a minute")
   parser.add_argument("--epochs", type=int, default=15)
   parser.add_argument("--workdir", default=None, help="checkpoints (default: a temporary directory)")

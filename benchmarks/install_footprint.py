@@ -40,7 +40,7 @@ def _tree_bytes(path: Path) -> int:
 
 
 def main() -> None:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
   parser.add_argument("--runs", type=int, default=5, help="fresh interpreters to time (≥ 1)")
   args = parser.parse_args()
   if args.runs < 1:

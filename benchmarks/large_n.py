@@ -76,7 +76,7 @@ def _child(task: str, n: int, args) -> dict:
 
 
 def main(argv=None) -> None:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
   parser.add_argument("--ns", default="2000,5000,10000", help="comma-separated training-set sizes")
   parser.add_argument("--width", type=int, default=1024, help="hidden width of the fast-path kernel")
   parser.add_argument("--dim", type=int, default=784, help="dimension of the synthetic rows")

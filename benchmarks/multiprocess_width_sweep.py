@@ -56,7 +56,7 @@ def run_mode(runner: str, mode: str, overrides, timeout_s: float) -> float:
 
 
 def main() -> None:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
   parser.add_argument("--runner", default="width_sweep", help="an experiments module (default width_sweep)")
   parser.add_argument("--modes", default="1,1-percore,2", help="comma-separated among 1, 1-percore, 2")
   parser.add_argument("--rounds", type=int, default=1, help="repetitions of each mode (interleaved)")

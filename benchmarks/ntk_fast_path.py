@@ -39,7 +39,7 @@ def matmul_flops_per_s(size: int = 2048) -> float:
 
 
 def main(argv=None) -> None:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+  parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[1])
   parser.add_argument("--n", type=int, default=1000)
   parser.add_argument("--widths", default="256,1024,4096")
   parser.add_argument("--nt_max_n", type=int, default=1000, help="skip neural-tangents above this n")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 
 def main() -> None:
-  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--vit-workdir", default=None, help="a train_vit workdir holding a depth-1 ViT")
   parser.add_argument("--epochs", type=int, default=1, help="training epochs when no workdir is given")
   parser.add_argument("--workdir", default=None, help="report workdir (default: a temporary directory)")

@@ -48,7 +48,7 @@ def epoch_seconds(module, x, y, seeds: int, vmapped: bool) -> float:
 
 
 def main(argv=None) -> list[dict]:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
   parser.add_argument("--model", choices=("vit", "diffvit"), default="vit")
   parser.add_argument("--seeds", type=int, nargs="+", default=[1, 5, 10])
   parser.add_argument("--images", type=int, default=1024)

@@ -60,7 +60,7 @@ print(json.dumps(dict(times=out, threads=torch.get_num_threads(), version=torch.
 
 
 def main(argv=None) -> None:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
   torch_interpreter.add_argument(parser, ("torch",))
   parser.add_argument("--batch", type=int, default=256)
   args = parser.parse_args(argv)

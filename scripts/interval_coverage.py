@@ -154,7 +154,7 @@ def _width_text(w) -> str:
 
 
 def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
   parser.add_argument("--replications", type=int, default=2000, help="samples per cell (default 2000)")
   parser.add_argument("--resamples", type=int, default=2000,
                       help="bootstrap resamples and Monte-Carlo sign patterns (n > 20) per interval (default 2000)")

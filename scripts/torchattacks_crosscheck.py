@@ -85,7 +85,7 @@ def run_torchattacks(data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def main() -> None:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
   parser.add_argument("--out", default="tests/fixtures/attacks")
   parser.add_argument("--seed", type=int, default=0)
   args = parser.parse_args()

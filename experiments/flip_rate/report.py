@@ -56,8 +56,8 @@ def _group(records, keys, value="flip_rate"):
 
 def plot_vs(records, x: str, path, *, at_eps=None) -> None:
   """Flip rate vs ``x`` ('eps' or 'width'), one panel per attack, a line per model; 95 % t-intervals over
-  seeds (and widths when x = 'eps'). A model whose trainings did not all reach the loss target is drawn
-  dotted with hollow markers and labelled so (it is in no comparison of the summary)."""
+  seeds (and widths when x = 'eps'). Only trainings that reached their loss target are drawn, as in the
+  summary's tables; a line whose model left trainings out says how many in its label."""
   rs = [r for r in records if at_eps is None or np.isclose(r["eps"], at_eps)]
   attack_names = [a for a in ATTACK_LABELS if any(r["attack"] == a for r in rs)]
   tasks = sorted({r["task"] for r in rs})
@@ -65,20 +65,20 @@ def plot_vs(records, x: str, path, *, at_eps=None) -> None:
   for ax, attack in zip(axes, attack_names):
     for task, ls in zip(tasks, ["-", "--", ":", "-.", (0, (1, 3))]):
       for model in ("relu", "mlp_attn"):
-        sel = [r for r in rs if r["attack"] == attack and r["model"] == model and r["task"] == task]
+        every = [r for r in rs if r["attack"] == attack and r["model"] == model and r["task"] == task]
+        sel = [r for r in every if tolerance.reached_target(r)]
+        unconverged = len(every) - len(sel)
         g = _group(sel, (x,))
         if not g:
           continue
-        unconverged = sum(not tolerance.reached_target(r) for r in sel)
         xs = sorted(g)
         stats = [mean_ci(100 * np.array(g[k])) for k in xs]
         means = np.array([s[0] for s in stats])
         half = np.array([s[1] for s in stats])
         yerr = [np.minimum(half, means), np.minimum(half, 100 - means)]  # a rate stays in [0, 100] %
-        label = f"{MODEL_LABELS[model]} ({task})" + (f", {unconverged}/{len(sel)} not converged"
-                                                      if unconverged else "")
-        ax.errorbar([k[0] for k in xs], means, yerr=yerr, marker="o", ms=3, capsize=2,
-                    ls=":" if unconverged else ls, mfc="none" if unconverged else None,
+        label = f"{MODEL_LABELS[model]} ({task})" + (
+            f", {unconverged} of {len(every)} points left out (loss target not reached)" if unconverged else "")
+        ax.errorbar([k[0] for k in xs], means, yerr=yerr, marker="o", ms=3, capsize=2, ls=ls,
                     color=MODEL_COLORS[model], label=label)
     ax.set_title(ATTACK_LABELS[attack] + (f", ε = {at_eps:g}" if at_eps is not None else ""))
     ax.set_xlabel("ε (pixel scale)" if x == "eps" else "width m")
@@ -163,21 +163,29 @@ def plot_ratio(curve: list[dict], calibration: list[dict], path) -> None:
   its 95 % delta-t interval over seeds (an end at inf drawn to the panel's top), the ceiling 100 %/rate(2L-ReLU)
   of each attack (dotted, same colour: no ratio can lie above it, so where it falls below the paper's 6–9×
   band the paper's magnitude is out of reach), the paper's band, and the interpolated calibrated ε* with its
-  interval (grey band) beside the grid rule's ε (grey dashes)."""
+  interval (grey band) beside the grid rule's ε (grey dashes).
+
+  Returns:
+    None when drawn, else why not (one sentence, for the summary)."""
   panels = sorted({(c["task"], c["width"]) for c in curve})
   if not panels:
-    return
+    return ("flip_ratio_vs_eps.png is not drawn: no (task, width) has a flip-rate ratio, which needs at least 2 "
+            "seeds where both models reached their loss target and 2L-ReLU flipped at least one image")
   cal = {(c["task"], c["width"]): c for c in calibration}
   fig, axes = subplots(len(panels), width=6.0, height=5.6)
   for ax, (task, width) in zip(axes, panels):
     finite = [v for c in curve if (c["task"], c["width"]) == (task, width) and c["attack"] not in CONTROLS
               for v in (c["low"], c["high"], c["ratio"]) if np.isfinite(v) and v > 0]
     top, bottom = max(finite + [9.0]) * 2, min(finite + [1.0]) / 2
-    for i, attack in enumerate(sorted({c["attack"] for c in curve if c["attack"] not in CONTROLS})):
+    attacks_here = sorted({c["attack"] for c in curve if c["attack"] not in CONTROLS})
+    eps_here = {c["eps"] for c in curve if (c["task"], c["width"]) == (task, width)}
+    for i, attack in enumerate(attacks_here):
       pts = [c for c in curve if (c["task"], c["width"], c["attack"]) == (task, width, attack)]
       if not pts:
         continue
-      x = np.array([c["eps"] for c in pts]) * (1 + 0.02 * (i - 1))  # small offsets: equal curves stay visible
+      # Small offsets, centred on the tick, keep equal curves visible; a single ε stays on its tick.
+      shift = 0.02 * (i - (len(attacks_here) - 1) / 2) if len(eps_here) > 1 else 0.0
+      x = np.array([c["eps"] for c in pts]) * (1 + shift)
       y = np.minimum(np.array([c["ratio"] for c in pts]), top)
       high = np.array([min(c["high"], top) for c in pts])
       low = np.maximum(np.array([c["low"] for c in pts]), bottom)
@@ -216,6 +224,7 @@ def plot_ratio(curve: list[dict], calibration: list[dict], path) -> None:
     ax.set_title(f"{task}, width {width}: flip-rate ratio against ε")
     ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
   save(fig, path)
+  return None
 
 
 def derive(records) -> dict:
@@ -428,12 +437,15 @@ def _render(records: list[dict], workdir: Path) -> str:
   """Draws the plots of ``records`` into ``workdir``; returns the summary markdown."""
   derived = derive(records)
   write_derived(workdir, derived)
-  std = [r for r in records if not r["adversarial_training"]] or records  # unconverged: drawn marked
+  std = [r for r in records if not r["adversarial_training"]] or records
   plot_vs(std, "eps", workdir / "flip_rate_vs_eps.png")
   plot_vs(std, "width", workdir / "flip_rate_vs_width.png", at_eps=0.3 if any(
       np.isclose(r["eps"], 0.3) for r in std) else max(r["eps"] for r in std))
-  plot_ratio(derived["ratio_curve"], derived["calibration"], workdir / "flip_ratio_vs_eps.png")
-  return summary_markdown(records, derived)
+  skipped = plot_ratio(derived["ratio_curve"], derived["calibration"], workdir / "flip_ratio_vs_eps.png")
+  stale = workdir / "flip_ratio_vs_eps.png"
+  if skipped and stale.exists():
+    stale.unlink()  # a plot from earlier records would contradict this summary
+  return summary_markdown(records, derived) + (f"\n{skipped}.\n" if skipped else "")
 
 if __name__ == "__main__":
   from experiments.flip_rate import SPEC

@@ -255,3 +255,39 @@ def test_report_has_the_calibration_and_the_ceiling(tmp_path):
   assert at_03["ratio"] == pytest.approx(1.5) and at_03["ceiling"] == pytest.approx(0.5 ** -1)
   assert "ε* = 0.033 [0.033, 0.033]" in text and "(≤ 2)" in text and "grid rule 0.1" in text
   assert (tmp_path / "flip_ratio_vs_eps.png").stat().st_size > 0
+
+
+def _plot_records():
+  recs = []
+  for seed in range(3):
+    for model in ("relu", "mlp_attn"):
+      for eps in (0.0, 0.1):
+        recs.append(dict(task="mnist", model=model, width=16, seed=seed, adversarial_training=False, attack="pgd",
+                         eps=eps, flip_rate=0.0 if eps == 0 else 0.9 if seed == 2 else 0.1 * (model == "mlp_attn"),
+                         converged=seed != 2, loss_target=0.05, train_loss=0.5 if seed == 2 else 0.01))
+  return recs
+
+
+def test_flip_rate_plot_draws_only_what_the_table_counts(monkeypatch, tmp_path):
+  """The unconverged seed (flip rate 0.9) is left out of the drawn means, and the label says so."""
+  from experiments.flip_rate import report
+  figs = []
+  monkeypatch.setattr(report, "save", lambda fig, path: figs.append(fig))
+  report.plot_vs(_plot_records(), "eps", tmp_path / "p.png")
+  (ax,) = [a for a in figs[0].axes if a.containers]
+  drawn = {c.get_label(): c.lines[0].get_ydata() for c in ax.containers}
+  (attn_label,) = [k for k in drawn if k.startswith("MLP-Attn")]
+  assert "2 of 6 points left out" in attn_label
+  np.testing.assert_allclose(drawn[attn_label], [0.0, 10.0])  # 0.9 of the unconverged seed would lift it
+
+
+def test_flip_ratio_plot_says_why_it_is_not_drawn_and_a_single_eps_stays_on_its_tick(monkeypatch, tmp_path):
+  from experiments.flip_rate import report
+  assert "not drawn" in report.plot_ratio([], [], tmp_path / "r.png")
+  figs = []
+  monkeypatch.setattr(report, "save", lambda fig, path: figs.append(fig))
+  curve = [dict(task="mnist", width=16, attack=a, eps=0.1, ratio=2.0, low=1.5, high=3.0, ceiling=10.0)
+           for a in ("fgsm", "pgd")]
+  assert report.plot_ratio(curve, [], tmp_path / "r.png") is None
+  xs = {float(x) for c in figs[0].axes[0].containers for x in np.atleast_1d(c.lines[0].get_xdata())}
+  assert xs == {0.1}
