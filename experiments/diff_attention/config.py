@@ -60,41 +60,48 @@ class DiffAttentionConfig(TrainViTConfig):
   primary_eps_255: Optional[float] = None
 
   def validate(self) -> None:
-    """Raises ValueError naming the field and its allowed range."""
-    super().validate()
+    """Raises ValueError naming every field out of its allowed range, all in one message."""
+    errors = []
+    try:
+      super().validate()
+    except ValueError as e:
+      errors.append(str(e))
     if not self.eps_255 or any(not np.isfinite(e) or e <= 0 for e in self.eps_255):
-      raise ValueError(f"eps_255 must be finite budgets > 0 (units of 1/255), got {self.eps_255}")
+      errors.append(f"eps_255 must be finite budgets > 0 (units of 1/255), got {self.eps_255}")
     if list(self.eps_255) != sorted(self.eps_255):
-      raise ValueError(f"eps_255 must be increasing, got {self.eps_255}")
+      errors.append(f"eps_255 must be increasing, got {self.eps_255}")
     if self.attack_samples is not None and self.attack_samples < 1:
-      raise ValueError(f"attack_samples must be >= 1 or None, got {self.attack_samples}")
+      errors.append(f"attack_samples must be >= 1 or None, got {self.attack_samples}")
     for name in ("attack_batch_size", "apgd_restarts", "cw_search_steps", "lipschitz_samples",
                  "alignment_samples", "alignment_chunk", "cw_samples"):
       if getattr(self, name) < 1:
-        raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        errors.append(f"{name} must be >= 1, got {getattr(self, name)}")
     for name in ("pgd_steps", "apgd_steps", "cw_steps"):
       if getattr(self, name) < 0:
-        raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        errors.append(f"{name} must be >= 0, got {getattr(self, name)}")
     if not self.pgd_step_ratio > 0:
-      raise ValueError(f"pgd_step_ratio must be > 0, got {self.pgd_step_ratio}")
+      errors.append(f"pgd_step_ratio must be > 0, got {self.pgd_step_ratio}")
     if any(not e > 0 for e in self.cw_l2_grid):
-      raise ValueError(f"cw_l2_grid must hold L2 budgets > 0, got {self.cw_l2_grid}")
+      errors.append(f"cw_l2_grid must hold L2 budgets > 0, got {self.cw_l2_grid}")
+    grid_ok = bool(self.eps_255) and all(np.isfinite(e) and e > 0 for e in self.eps_255)
     if self.lipschitz_layer_eps_255 not in self.eps_255:
-      raise ValueError(f"lipschitz_layer_eps_255 must be one of eps_255 {self.eps_255} (its per-sample "
-                       f"logits estimates feed the Theorem 3 comparison), got {self.lipschitz_layer_eps_255}")
+      errors.append(f"lipschitz_layer_eps_255 must be one of eps_255 {self.eps_255} (its per-sample "
+                    f"logits estimates feed the Theorem 3 comparison), got {self.lipschitz_layer_eps_255}")
     if self.alignment_samples > self.lipschitz_samples:
-      raise ValueError(f"alignment_samples ({self.alignment_samples}) must be <= lipschitz_samples "
-                       f"({self.lipschitz_samples}): the alignment images are the first Lipschitz images")
+      errors.append(f"alignment_samples ({self.alignment_samples}) must be <= lipschitz_samples "
+                    f"({self.lipschitz_samples}): the alignment images are the first Lipschitz images")
     if len(self.crossover_eps_255) != 2 or any(e not in self.eps_255 for e in self.crossover_eps_255):
-      raise ValueError(f"crossover_eps_255 must be two values of eps_255 {self.eps_255}, "
-                       f"got {self.crossover_eps_255}")
-    if self.primary_eps_255 is not None and not (
+      errors.append(f"crossover_eps_255 must be two values of eps_255 {self.eps_255}, "
+                    f"got {self.crossover_eps_255}")
+    if grid_ok and self.primary_eps_255 is not None and not (
         np.isfinite(self.primary_eps_255) and min(self.eps_255) <= self.primary_eps_255 <= max(self.eps_255)):
-      raise ValueError(f"primary_eps_255 must be None or lie within the eps_255 grid [{min(self.eps_255):g}, "
-                       f"{max(self.eps_255):g}] (units of 1/255), got {self.primary_eps_255}")
+      errors.append(f"primary_eps_255 must be None or lie within the eps_255 grid [{min(self.eps_255):g}, "
+                    f"{max(self.eps_255):g}] (units of 1/255), got {self.primary_eps_255}")
     if set(self.models) != set(vit_training.MODELS):
-      raise ValueError(f"models must be both {vit_training.MODELS} (the comparison needs the pair), "
-                       f"got {self.models}")
+      errors.append(f"models must be both {vit_training.MODELS} (the comparison needs the pair), "
+                    f"got {self.models}")
+    if errors:
+      raise ValueError(errors[0] if len(errors) == 1 else f"{len(errors)} fields are out of range: " + "; ".join(errors))
 
 
 STANDARD = ("fashion_mnist", "cifar10")

@@ -292,3 +292,14 @@ def test_make_embedded_says_what_directory_it_wants(tmp_path, capsys):
       make_embedded.main(["--data_dir", str(data_dir), "--out_dir", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and "Traceback" not in err and "--data_dir" in err and "mnist" in err
+
+
+def test_diff_attention_reports_every_cross_field_error_at_once():
+  from experiments.diff_attention.config import get_config
+  with pytest.raises(ValueError) as info:
+    config_lib.apply_overrides(get_config(), ["eps_255=1,2", "lipschitz_layer_eps_255=3", "alignment_samples=999",
+                                              "crossover_eps_255=1,4"])
+  message = str(info.value)
+  assert message.startswith("3 fields are out of range") and "\n" not in message
+  for field in ("lipschitz_layer_eps_255", "alignment_samples", "crossover_eps_255"):
+    assert field in message
