@@ -9,6 +9,7 @@ from certify_records import cert_record, selection_record
 from experiments import registry
 from experiments.certify import config as certify_config
 from experiments.core.cli import experiment_main
+from experiments.first_try import SETTINGS
 
 
 def _split(n_per_class=10, classes=3, seed=0):
@@ -80,10 +81,7 @@ def test_certify_experiment_selects_alpha_before_reading_test_images_and_resumes
   monkeypatch.setattr(certify, "load_test", load_test)
   monkeypatch.setattr(certify, "validation_records", lambda config, mc, p, validation, *a: val_images.append(
       validation) or real_validation(config, mc, p, validation, *a))
-  overrides = ["datasets=mnist", "attention_bounds=0.25,1", "epsilons=0.05", "data.n_train=40", "data.n_test=10",
-               "validation_fraction=0.25", "train.epochs=1", "train.batch_size=10", "depth=1", "dim=8",
-               "num_heads=1", "sll_hidden=8", "power_iters=5", "chunk=10", "pgd.steps=3", "tightness_samples=2",
-               "layer_pgd.steps=5", "layer_pgd.restarts=1"]
+  overrides = list(SETTINGS["certify"])  # the first-try setting (experiments.first_try)
   experiment_main(registry.get('certify'), ["--workdir", str(tmp_path / "run"), *overrides])
   records = read_records(tmp_path / "run")
   assert sorted(r["kind"] for r in records) == sorted(

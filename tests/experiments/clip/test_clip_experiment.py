@@ -15,12 +15,11 @@ from experiments.clip import report as clip_report
 from experiments.clip import run as clip_run
 from experiments.core.claim import around
 from experiments.core.config import apply_overrides
+from experiments.first_try import SETTINGS
 from experiments.core.rows import Source
 from experiments.core.verdicts import family_level
 
-TINY = ["data.n_train=64", "data.n_test=12", "patch_size=8", "dim=16", "num_heads=2", "text_dim=16", "text_heads=2",
-        "embed_dim=8", "train.epochs=1", "train.batch_size=32", "seeds=1", "eps_255=8", "patch_sizes=4,8",
-        "pgd_steps=2", "patch_steps=2", "templates=a photo of a {}.,an image of the {}."]
+TINY = list(SETTINGS["clip"])  # the first-try setting (experiments.first_try), run here
 
 
 @pytest.fixture(scope="module")

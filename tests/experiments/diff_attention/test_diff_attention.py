@@ -11,14 +11,12 @@ import pytest
 
 from attention.local_lipschitz import input_jacobian_norm, local_lipschitz
 from experiments.core.config import apply_overrides
+from experiments.first_try import SETTINGS
 from experiments.diff_attention import config as diff_attention_config
 from experiments.diff_attention import report as diff_attention_report
 from experiments.diff_attention import run as diff_attention
 
-TINY = ["dataset=mnist", "data.n_train=64", "data.n_test=16", "patch_size=7", "dim=16", "num_heads=2", "train.epochs=1",
-        "train.batch_size=32", "depths=1", "single_layer_lambda_inits=", "eps_255=1,8", "crossover_eps_255=1,8",
-        "pgd_steps=2", "apgd_steps=3", "cw_depths=", "lipschitz_samples=4", "alignment_samples=2",
-        "alignment_chunk=392"]  # CW (compiled per model) is left to tests/test_attacks*.py and the real run
+TINY = list(SETTINGS["diff_attention"])  # the first-try setting (experiments.first_try), run here  # CW (compiled per model) is left to tests/test_attacks*.py and the real run
 
 
 @pytest.fixture(scope="module")

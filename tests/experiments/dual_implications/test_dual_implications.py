@@ -114,9 +114,8 @@ def test_runner_tiny_grid_resumes_and_reports(tmp_path):
   from experiments.dual_implications import config as dual_implications_config
   from experiments.dual_implications import report as dual_implications_report
   from experiments.dual_implications import run as dual_implications
-  config = apply_overrides(dual_implications_config.get_config(), [
-      "datasets=mnist", "data.n_train=24", "data.n_test=12", "targets=top,bottom", "draws=0,1", "k=3",
-      "seeds=0", "network_seeds=0", "width=16", "train.max_epochs=5"])
+  from experiments.first_try import SETTINGS
+  config = apply_overrides(dual_implications_config.get_config(), list(SETTINGS["dual_implications"]))
   records = dual_implications.run(config, tmp_path)
   assert len(records) == 2 * 2 * 2 * 2  # targets × draws × models × (kinf, seed 0)
   assert all(0 <= r["kernel_error"] and -1 <= r["alignment"] <= 1 for r in records)
