@@ -622,9 +622,12 @@ def claims_config():
 def claim_rows(sources: Sequence[Source], root: str, include_not_run: bool) -> list[dict]:
   """The flip-ratio, flip-excess and adversarial-training rows of every flip-rate source; with
   ``include_not_run``, 'not run' rows for adversarial training and CIFAR-10 when no source holds them."""
+  from experiments.flip_rate import paper_rows
   rows = []
   for s in sources:
-    if any(not r.get("adversarial_training") for r in s.records):
+    if paper_rows.has_paper_fields(s.records) and any(not r.get("adversarial_training") for r in s.records):
+      rows += paper_rows.claim_rows(s)  # both kernels, read at the calibrated ε*, the sign-randomised control
+    elif any(not r.get("adversarial_training") for r in s.records):
       rows += flip_ratio_rows(s) + flip_excess_rows(s)
     if any(r.get("adversarial_training") for r in s.records):
       standard = next((t for t in sources if any(not r.get("adversarial_training") for r in t.records)), None)

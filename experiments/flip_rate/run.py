@@ -152,10 +152,11 @@ def sign_randomized(x_NxD, x_adv_NxD, key) -> np.ndarray:
 
 
 def _points(config):
+  # Seed by seed (both models), so a grid stopped part-way holds whole paired seeds.
   for task in config.tasks:
-    for model_name in config.models:
-      for width in config.widths:
-        for seed in config.seeds:
+    for width in config.widths:
+      for seed in config.seeds:
+        for model_name in config.models:
           yield task, model_name, width, seed
 
 
