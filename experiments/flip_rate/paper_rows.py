@@ -13,8 +13,6 @@ setting. Each kernel's rows are the real builders' (``claims.flip_ratio_rows``) 
 from __future__ import annotations
 
 import math
-from typing import Sequence
-
 import numpy as np
 
 from experiments.core.rows import Source, paired_interval, make_row, ARXIV_NTK
@@ -91,12 +89,7 @@ def excess_rows(src: Source) -> list[dict]:
         excess = {m: flip_claims.interpolate_rows(curves.eps, curves.counts[m, attack] / curves.totals[m, attack], at)
                   - flip_claims.interpolate_rows(curves.eps, curves.counts[m, control] / curves.totals[m, control], at)
                   for m in ("relu", "mlp_attn")}
-        delta = [float(np.mean([r[f] for r in trecs if r["attack"] == attack and f in r
-                                and math.isclose(float(r["eps"]), e)]))
-                 for f in ("delta_l2", "control_delta_l2") for e in [min(curves.eps[curves.eps >= cal.eps], default=math.nan)]
-                 if any(f in r for r in trecs)]
-        size = (f"; mean ‖δ‖₂ at the grid ε next above ε*: attack {delta[0]:.3g}, sign-randomised {delta[1]:.3g}"
-                if len(delta) == 2 and all(map(math.isfinite, delta)) else "")
+        size = _delta_text(trecs, attack, min(curves.eps[curves.eps >= cal.eps], default=math.nan))
         measurement = f"{flip_claims.CALIBRATED}; influence kernel: {name}"
         rows.append(make_row(
             f"flip_excess_{task}_{attack}", f"the attack's own effect (flip rate minus the sign-randomised attack) is "
@@ -112,10 +105,17 @@ def excess_rows(src: Source) -> list[dict]:
   return rows
 
 
+def _delta_text(records, attack: str, eps: float) -> str:
+  """'; mean ‖δ‖₂ at the grid ε next above ε*: attack 1.2, sign-randomised 1.19' (the perturbation sizes of the
+  attack and of its sign-randomised control at ``eps``), or '' where they were not recorded."""
+  at = [r for r in records if r["attack"] == attack and "control_delta_l2" in r and math.isclose(float(r["eps"]), eps)]
+  if not at:
+    return ""
+  return (f"; mean ‖δ‖₂ at the grid ε next above ε*: attack {np.mean([r['delta_l2'] for r in at]):.3g}, "
+          f"sign-randomised {np.mean([r['control_delta_l2'] for r in at]):.3g}")
+
+
 def claim_rows(src: Source) -> list[dict]:
   """Every row of a paper-grid flip-rate source (``ratio_rows`` and ``excess_rows``)."""
   return ratio_rows(src) + excess_rows(src)
 
-
-def sources_with_paper_fields(sources: Sequence[Source]) -> list[Source]:
-  return [s for s in sources if has_paper_fields(s.records)]
