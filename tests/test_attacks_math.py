@@ -322,3 +322,30 @@ def test_every_budget_check_uses_one_relative_tolerance():
   for budget, expected in ((d / (1 + BUDGET_RTOL / 2), True), (d / (1 + 2 * BUDGET_RTOL), False)):
     got = cw_l2(logits_fn, xs, jnp.array([0]), eps=budget, initial_const=10.0, steps=100, search_steps=3)
     assert bool(got.success[0]) == expected, budget
+
+
+def _uneven_model():
+  """A nonlinear model whose input gradients differ in norm by orders of magnitude across samples (a per-batch
+  normalisation, or a per-sample one that is wrong, shows here; a linear model's gradients are too alike)."""
+  rng = np.random.default_rng(3)
+  w1 = jnp.asarray(rng.normal(size=(6, 16)), jnp.float32)
+  w2 = jnp.asarray(rng.normal(size=(16, 3)), jnp.float32)
+  scale = jnp.asarray([0.01, 1.0, 30.0, 0.3], jnp.float32)  # per-sample input scale inside the model
+  return lambda x: jnp.tanh((x * scale[:x.shape[0], None]) @ w1) @ w2
+
+
+def test_l2_steps_have_length_alpha_for_every_sample_of_a_nonlinear_model():
+  """One PGD-L2 step (no random start, a ball too large to bind, a point far from the box's faces) moves every
+  sample by exactly α, and FGM-L2 by exactly ε, whatever its gradient's norm; and along the gradient."""
+  import attacks
+  logits_fn = _uneven_model()
+  x = jnp.full((4, 6), 0.5, jnp.float32)
+  y = jnp.asarray([0, 1, 2, 0])
+  step = np.asarray(attacks.pgd_l2(logits_fn, x, y, eps=10.0, alpha=0.05, steps=1, random_start=False).x_adv) - 0.5
+  np.testing.assert_allclose(np.linalg.norm(step, axis=1), 0.05, rtol=1e-4)
+  grad = np.asarray(jax.grad(lambda v: jnp.sum(attacks.cross_entropy(logits_fn(v), y)))(x))
+  norms = np.linalg.norm(grad, axis=1)
+  assert norms.max() / norms.min() > 100  # the samples' gradients really are uneven
+  np.testing.assert_allclose(step, 0.05 * grad / norms[:, None], rtol=1e-3, atol=1e-6)
+  fgm = np.asarray(attacks.fgm_l2(logits_fn, x, y, eps=0.1).x_adv) - 0.5
+  np.testing.assert_allclose(np.linalg.norm(fgm, axis=1), 0.1, rtol=1e-4)
