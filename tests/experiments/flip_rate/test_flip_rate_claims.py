@@ -319,3 +319,15 @@ def test_paper_grid_excess_is_over_the_sign_randomised_attack(control_share, ver
   (primary,) = [r for r in rows if r["primary"]]
   assert "sign-randomised" in primary["claim"] and primary["direction"] == verdict
   assert "mean ‖δ‖₂ at the grid ε next above ε*: attack 1, sign-randomised 0.98" in primary["setting"]
+
+
+@pytest.mark.parametrize("flips, read", [(4, False), (5, True)])
+def test_the_minimum_flips_rule_at_its_boundary(flips, read):
+  """A ratio whose denominator rests on MIN_FLIPS − 1 = 4 2L-ReLU flips is not read; on exactly MIN_FLIPS = 5 it
+  is (the rule is '≥ 5 flips', so a '>' in its place shows here)."""
+  from experiments.core import verdicts
+  assert verdicts.MIN_FLIPS == 5
+  row = dict(status="measured", direction="holds", magnitude="differs", reason="the interval lies above 1")
+  out = flip_rate_claims.few_flips(row, flips)
+  assert (out["direction"] == "holds") is read
+  assert read or (out["magnitude"] == "undetermined" and "rests on 4 2L-ReLU flips (< 5)" in out["reason"])
