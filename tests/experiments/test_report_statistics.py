@@ -335,9 +335,9 @@ def test_width_sweep_distance_slopes_are_per_seed_least_squares_then_averaged_an
 
 
 def test_width_sweep_converged_table_is_mean_and_std_over_the_converged_seeds():
-  """Per (model, width): ‖f_m − f_K₀‖ and ‖f_m − f_K∞‖ as mean ± population std over the converged seeds,
-  the relative distance and accuracies as means over them, the train loss as the mean over every seed, and
-  the count k/n."""
+  """Per (model, width): ‖f_m − f_K₀‖ and ‖f_m − f_K∞‖ as mean ± sample std (ddof = 1, as the summary says)
+  over the converged seeds with their number, the relative distance and accuracies as means over them, the
+  train loss as the mean over every seed, and the count k/n."""
   rng = np.random.default_rng(5)
   records = [_converged(model, 64, s, rng, ok=s != 3) for model in ("relu", "mlp_attn") for s in range(4)]
   text = "\n".join(width_sweep_report._converged_section(records))
@@ -346,9 +346,9 @@ def test_width_sweep_converged_table_is_mean_and_std_over_the_converged_seeds():
     ok = [r for r in every if r["converged"]]
     d, kinf = (np.array([r[f] for r in ok]) for f in ("function_distance", "function_distance_kinf"))
     cells = _row(text, "mnist", label, "64")
-    assert cells[3] == f"{d.mean():.3g} ± {d.std(ddof=0):.2g}"
+    assert cells[3] == f"{d.mean():.3g} ± {d.std(ddof=1):.2g} (3)"
     assert cells[4] == f"{np.mean([r['function_distance_relative'] for r in ok]):.3g}"
-    assert cells[5] == f"{kinf.mean():.3g} ± {kinf.std(ddof=0):.2g}"
+    assert cells[5] == f"{kinf.mean():.3g} ± {kinf.std(ddof=1):.2g} (3)"
     assert cells[6] == f"{np.mean([r['train_loss'] for r in every]):.3g}" and cells[7] == "3/4"
     assert cells[8] == " / ".join(f"{np.mean([r[f] for r in ok]):.3f}"
                                   for f in ("test_accuracy", "kernel_test_accuracy", "kinf_test_accuracy"))
