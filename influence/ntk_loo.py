@@ -51,6 +51,17 @@ def default_ridge(k_train_NxN) -> float:
   return float(1e-3 * np.trace(k) / k.shape[0])
 
 
+def _asymmetry(k, block: int = 256) -> tuple[float, float]:
+  """(max |K − Kᵀ|, max |K|) of a square matrix, in row blocks: no n × n temporary (the float64 path's peak
+  memory stays one work array beyond the inputs)."""
+  asym = scale = 0.0
+  for i in range(0, k.shape[0], block):
+    rows = np.asarray(k[i:i + block], np.float64)
+    asym = max(asym, float(np.max(np.abs(rows - np.asarray(k[:, i:i + block], np.float64).T))))
+    scale = max(scale, float(np.max(np.abs(rows))))
+  return asym, scale
+
+
 def _check(k_train, k_test, y_train, y_test):
   n = k_train.shape[0]
   if k_train.ndim != 2 or k_train.shape != (n, n):
@@ -63,9 +74,7 @@ def _check(k_train, k_test, y_train, y_test):
     raise ValueError(f"y_test must be [t, C] = {(k_test.shape[0], y_train.shape[1])}, got {y_test.shape}")
   for name, a in (("k_train", k_train), ("k_test_train", k_test), ("y_train", y_train), ("y_test", y_test)):
     check_finite_matrix(a, name)
-  k = np.asarray(k_train, np.float64)
-  asym = float(np.max(np.abs(k - k.T))) if n else 0.0
-  scale = float(np.max(np.abs(k))) if n else 0.0
+  asym, scale = _asymmetry(k_train)
   if asym > 1e-5 * max(scale, np.finfo(np.float64).tiny):  # float32 kernels assembled blockwise agree to ~1e-7
     raise ValueError(f"k_train must be a symmetric kernel [n, n]: max |K − Kᵀ| = {asym:.3g} against max |K| = "
                      f"{scale:.3g} (pass the train-train kernel, not a test-train block)")
