@@ -146,7 +146,7 @@ class WidthSweepConfig:
 
   def validate(self) -> None:
     """Raises ValueError naming the field and its allowed range."""
-    if not self.widths or any(w < 1 for w in self.widths):  # first: converged.widths may follow it
+    if not self.widths or any(w < 1 for w in self.widths):  # first: converged.widths may follow it (LINKED_FIELDS)
       raise ValueError(f"widths must be integers ≥ 1, got {self.widths}")
     config_lib.check_common(self, dataset_fields=("datasets",), nonempty=("datasets", "models", "widths", "seeds"))
     if self.data.n_train is None or self.data.n_train < 2 or self.data.n_test is None or self.data.n_test < 1:
@@ -159,11 +159,6 @@ class WidthSweepConfig:
       raise ValueError(f"models must be among {ntk.MODEL_NAMES}, got {bad}")
     if self.kernel_path not in KERNEL_PATHS:
       raise ValueError(f"kernel_path must be one of {KERNEL_PATHS}, got {self.kernel_path!r}")
-    outside = sorted(set(self.converged.widths) - set(self.widths)) if self.converged.enabled else []
-    if outside:
-      raise ValueError(f"converged.widths has widths {outside} outside widths={self.widths}: the sweep trains at "
-                       f"converged.widths, so set it too (e.g. converged.widths={','.join(map(str, self.widths))}) "
-                       "or converged.enabled=false")
     if self.converged.linearized and self.readout != "fixed":
       raise ValueError(f"converged.linearized needs readout='fixed' (ntk.linearized), got readout={self.readout!r}")
     config_lib.check_gauss_newton(self.converged.train, "converged.train", mse=self.converged.loss == "mse",

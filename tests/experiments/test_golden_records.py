@@ -71,6 +71,11 @@ DECIDED_FIELDS = {
     "lambda_rho_negative_frequency": 0.5, "theorem3_agreement": 0.5, "theorem3_matches_map_norms": 0.5,
     "theorem3_predicted_frequency": 0.5, "rank_G": 1, "rank_Gtilde_direct": 1, "rank_Gtilde_normalised": 1,
 }
+# Continuous fields that move with the machine's instruction set beyond RTOL: MLP-Attn's influence vector comes
+# from a kernel whose conditioning the attention features cube, so its norm and relative shift moved by 3.9e-4
+# and 4.8e-4 (relative) between the AVX-512 machine that recorded them and an AVX2-only AMD EPYC (2026-12-07,
+# the same values at the commit before and after this line); 1e-3 still catches a changed formula.
+ISA_SENSITIVE_FIELDS = {"influence_norm": 1e-3, "influence_shift": 1e-3}
 # Within ``history`` (per-epoch training logs) the accuracies are decided, the losses continuous.
 DECIDED_SUFFIXES = ("accuracy",)
 
@@ -253,6 +258,8 @@ def field_tolerance(field: str, path: tuple = ()) -> tuple[float, float]:
     return 0.0, 0.26
   if field in ROUNDING_ERROR_FIELDS:
     return RTOL, ROUNDING_ATOL
+  if field in ISA_SENSITIVE_FIELDS:
+    return ISA_SENSITIVE_FIELDS[field], 0.0
   return RTOL, 0.0
 
 

@@ -244,10 +244,10 @@ def test_main_job_widths_also_set_the_trained_widths():
   assert other.converged.widths == (32, 128)  # none of the trained widths among them: the new ones
 
 
-def test_a_trained_width_outside_widths_is_refused_by_name():
+def test_trained_widths_set_on_their_own_stay_as_given():
   from experiments.width_sweep.config import get_config
-  with pytest.raises(ValueError, match=r"converged.widths has widths \[256\] outside widths=\(16, 64\)"):
-    config_lib.apply_overrides(get_config(), ["widths=16,64", "converged.widths=16,256"])
+  config = config_lib.apply_overrides(get_config(), ["widths=64", "converged.widths=16,64"])
+  assert (config.widths, config.converged.widths) == ((64,), (16, 64))
 
 
 @pytest.mark.parametrize("argv", [["--ful"], ["--work", "x"]])
