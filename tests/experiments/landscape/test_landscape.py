@@ -17,4 +17,6 @@ def test_landscape_records_adaptive_sharpness_for_both_readouts(tmp_path):
   (r,) = landscape.run(config, tmp_path)
   for prefix in ("", "trained_"):
     assert r[prefix + "adaptive_sharpness"][0] > 0 and not r[prefix + "converged"]
-  assert "Left out: 1 point(s)" in landscape_report.write_report(tmp_path)  # the target 0 is never reached
+  # A target of 0 is never reached: a fixed budget (experiments.core.tolerance.fixed_budget), whose point is a
+  # trained point, kept in the tables (the paper's recipe trains so), not left out as unconverged.
+  assert "Left out" not in landscape_report.write_report(tmp_path)
