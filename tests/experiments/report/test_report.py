@@ -309,7 +309,7 @@ def test_adding_a_model_computes_only_it_and_records_do_not_depend_on_list_posit
   assert [r["wall_time_s"] for r in both if r["model"] == "foreign"] == [r["wall_time_s"] for r in first]
   alone = run_report([(other, data)], ReportConfig(**tiny), None, verbose=False)
   reversed_ = run_report([(other, data), (spec, data)], ReportConfig(**tiny), None, verbose=False)
-  bookkeeping = ("wall_time_s", "versions", "process_index", "process_count")  # a workdir's, not the model's
+  bookkeeping = ("wall_time_s", "versions", "process_index", "process_count", "config_digest")  # the workdir's
   strip = lambda rs, m: [{k: v for k, v in r.items() if k not in bookkeeping}  # noqa: E731
                          for r in rs if r["model"] == m]
   assert strip(both, "other") == strip(alone, "other")
