@@ -58,12 +58,17 @@ def ratio_rows(src: Source) -> list[dict]:
   for kernel, name in KERNELS:
     view = Source(src.experiment, src.path, src.config, kernel_view(src.records, kernel), src.variant, src.command)
     for row in flip_claims.flip_ratio_rows(view, tasks=TASKS):
-      if row["claim_id"].startswith("flip_calibrated_eps") and kernel:
-        row = {**row, "claim_id": row["claim_id"] + "_kinf"}
+      if row["claim_id"].startswith("flip_calibrated_eps"):  # the context row of ε* itself, one per kernel
+        rows.append({**row, "claim_id": row["claim_id"] + ("_kinf" if kernel else ""),
+                     "setting": f"influence kernel: {name}; {row.get('setting', '')}"})
+        continue
       calibrated = row.get("measurement") == flip_claims.CALIBRATED
       label = f"{row.get('measurement') or 'ε'}; influence kernel: {name}"
-      rows.append({**row, "measurement": label, "measurement_id": label,
-                   "primary": bool(calibrated and not kernel) if "measurement" in row else row.get("primary", True)})
+      # In the source's own setting the calibrated ε* is primary; a variant of it (the standardised ε unit, the
+      # criterion kept) keeps the builder's choice; K∞ is a measurement choice everywhere.
+      own = row.get("variant", "") == "; ".join(src.variant)
+      primary = (calibrated if own else bool(row.get("primary", True))) and not kernel
+      rows.append({**row, "measurement": label, "measurement_id": label, "primary": primary})
   return rows
 
 
