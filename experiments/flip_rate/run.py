@@ -199,10 +199,12 @@ def run(config: FlipRateConfig, workdir, *, overwrite_config: bool = False) -> l
         result, mean_row=mean_row)
     centre = (lambda v: v) if mean_row is None else (lambda v: v - mean_row)
     f_tr, f_te = ntk.model_features(model_name, centre(train.x), centre(test.x))
-    init_params = network_training.init_network(
-        model, model_name, x_in, network_training.split_key(jax.random.fold_in(jax.random.PRNGKey(seed), 0))[0])[1]
+    names = (config.influence_kernel, *config.extra_kernels)
+    init_params = network_training.init_network(  # the features again: only for an 'init' kernel
+        model, model_name, x_in, network_training.split_key(jax.random.fold_in(jax.random.PRNGKey(seed), 0))[0]
+    )[1] if "init" in names else None
     kernels = {k: _kernel_influence(model, k, init_params if k == "init" else params, y_tr, y_te,
-                                    config.ridge_scale) for k in (config.influence_kernel, *config.extra_kernels)}
+                                    config.ridge_scale) for k in names}
     influence = kernels[config.influence_kernel]
     before_all = {k: fn(f_tr, f_te) for k, fn in kernels.items()}
     before = before_all[config.influence_kernel]

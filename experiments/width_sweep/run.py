@@ -113,7 +113,7 @@ def _linearized_fields(config, width, params, f_train, f_test, y_onehot, y_test,
   """The network's linearisation at initialisation (``ntk.linearized``) trained by the network's recipe
   (same initial parameters, key, rate, loss, L2, batches, budget or target), and the network's distance from
   it on the test inputs (function_distance_linearized*, ``ntk.distance.function_distance`` with f₀)."""
-  w0 = np.asarray(ntk.first_layer_weights(ntk.two_layer_relu(width, f_train.shape[1]), params))
+  w0 = np.asarray(params["W"])  # the fixed-readout network's first layer (WidthSweepConfig.validate)
   apply_lin = linearized_two_layer_relu(width, f_train.shape[1])
   t = config.converged.train
   kwargs = t.criterion_kwargs()
@@ -196,9 +196,7 @@ def converged_distance(config, model, f_train, f_test, y_train, y_test, n_classe
   # The fixed ±1 readout bounds the ½·MSE from below whatever W is: a target under this floor is unreachable.
   out["loss_floor"] = (fixed_readout_loss_floor(np.asarray(ntk.readout_weights(model, params)), y_train)
                        if model.readout == "fixed" and config.converged.loss == "mse" else 0.0)
-  if config.converged.linearized:
-    if model.readout != "fixed":
-      raise ValueError("converged.linearized needs readout='fixed' (the closed-form linearisation of ntk.linearized)")
+  if config.converged.linearized:  # readout 'fixed': checked by WidthSweepConfig.validate
     out.update(_linearized_fields(config, width, params, f_train, f_test, y_onehot, y_test, result.learning_rate,
                                   seed, f_net, f0_test))
   out.update(function_distance=dist.distance, function_distance_rms=dist.rms,
