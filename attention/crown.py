@@ -290,13 +290,29 @@ def _sane(box: Box) -> Box:
                                                                             box.upper))
 
 
-def ibp(graph: Graph, params, first: Box) -> list[Box]:
+def ibp(graph: Graph, params, first: Box, *, within: Optional[Sequence[Box]] = None, cuts=None) -> list[Box]:
   """Interval bound propagation: a box for every node from the input's box ``first`` (deep attention stacks
-  overflow it to ±∞, which later bounds intersect away; ``_sane``)."""
-  boxes = [first]
-  for node in graph.nodes[1:]:
-    boxes.append(_sane(_ibp_node(node, boxes, params)))
+  overflow it to ±∞, which later bounds intersect away; ``_sane``).
+
+  ``within`` (boxes known to hold the nodes, e.g. another method's bounds of the same input set) and ``cuts``
+  ({node: (center, Frobenius radius)}: each coordinate within ± radius of the center) are intersected with each
+  node's box as the sweep reaches it, so the nodes after it start from the tighter one.
+  """
+  cuts = cuts or {}
+  boxes = [first if within is None else _intersect(first, within[0])]
+  for j, node in enumerate(graph.nodes[1:], start=1):
+    box = _sane(_ibp_node(node, boxes, params))
+    if within is not None and j < len(within):
+      box = _intersect(box, within[j])
+    if j in cuts:
+      center, radius = cuts[j]
+      box = _intersect(box, Box(center - radius, center + radius))
+    boxes.append(box)
   return boxes
+
+
+def _intersect(a: Box, b: Box) -> Box:
+  return Box(jnp.fmax(a.lower, b.lower), jnp.fmin(a.upper, b.upper))
 
 
 # -------------------------------------------------------------------------------------- backward (CROWN)
@@ -462,18 +478,16 @@ def live(graph: Graph, cuts=()) -> frozenset:
 
 
 def node_bounds(graph: Graph, params, x0, eps, norm: str = "2", box=None, *, intermediate: str = "crown",
-                upto: Optional[int] = None, cuts=None) -> list[Box]:
+                upto: Optional[int] = None, cuts=None, within: Optional[Sequence[Box]] = None) -> list[Box]:
   """Bounds of every node (up to ``upto``, default all) over the input set: IBP, and with
   ``intermediate='crown'`` CROWN for every node a relaxation reads (``needed``) and for the last one, each
-  intersected with the other."""
+  intersected with the other. A cut node's box is its ball's intersected with IBP's; ``within`` (boxes known
+  to hold the nodes over the same input set, e.g. CROWN's without the cuts) is intersected with every box, so
+  no box is looser than it."""
   _check(norm, intermediate, eps)
   x0 = jnp.asarray(x0)
   cuts = cuts or {}
-  boxes = ibp(graph, params, input_box(x0, eps, norm, box))
-  for i, (center, radius) in sorted(cuts.items()):   # a cut node's box: its ball's, intersected with interval propagation's
-    boxes[i] = Box(jnp.maximum(boxes[i].lower, center - radius), jnp.minimum(boxes[i].upper, center + radius))
-    for j in range(i + 1, len(graph.nodes)):   # the boxes after it, from the tighter one
-      boxes[j] = _sane(_ibp_node(graph.nodes[j], boxes, params)) if j not in cuts else boxes[j]
+  boxes = ibp(graph, params, input_box(x0, eps, norm, box), within=within, cuts=cuts)
   last = len(graph.nodes) - 1 if upto is None else upto
   if intermediate == "ibp":
     return boxes[:last + 1]
@@ -502,8 +516,16 @@ def spec_bounds(graph: Graph, params, x0, spec, eps, norm: str = "2", box=None, 
   """
   boxes = node_bounds(graph, params, x0, eps, norm, box, intermediate=intermediate, upto=len(graph.nodes) - 2,
                       cuts=cuts)
+  return spec_bounds_from(graph, params, boxes, x0, spec, eps, norm, box, cuts=cuts)
+
+
+def spec_bounds_from(graph: Graph, params, boxes: Sequence[Box], x0, spec, eps, norm: str = "2", box=None, *,
+                     cuts=None) -> tuple[jnp.ndarray, jnp.ndarray]:
+  """``spec_bounds``' last backward pass on given bounds of the nodes before the output (``boxes``, e.g. from
+  ``node_bounds(..., upto=len(graph.nodes) − 2)``): one set of intermediate bounds can serve passes with and
+  without ``cuts``."""
   last = len(graph.nodes) - 1
-  boxes = boxes + [_sane(_ibp_node(graph.nodes[last], boxes, params))]
+  boxes = list(boxes[:last]) + [_sane(_ibp_node(graph.nodes[last], boxes, params))]
   (cl, kl), (cu, ku) = _backward(graph, params, boxes, last, spec, cuts)
   lo = concretize(cl, kl, jnp.asarray(x0), eps, norm, box)
   hi = concretize(cu, ku, jnp.asarray(x0), eps, norm, box, upper=True)

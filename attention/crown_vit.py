@@ -30,11 +30,13 @@ from attention.lipschitz_layers import sll_scaling, spectral_normalized
 
 
 class VitGraph(NamedTuple):
-  """``CertifiedViT`` as a CROWN graph: the graph, its params, and the node of each attention block's output
-  (the heads' sum with the output bias, before the residual addition)."""
+  """``CertifiedViT`` as a CROWN graph: the graph, its params, the node of each attention block's output (the
+  heads' sum with the output bias, before the residual addition) and of its input (the residual stream the
+  block's normalisation reads)."""
   graph: crown.Graph
   params: dict
   attention_outputs: tuple[int, ...]
+  attention_inputs: tuple[int, ...]
 
 
 def certified_vit_graph(config: CertifiedViTConfig, params) -> VitGraph:
@@ -46,9 +48,10 @@ def certified_vit_graph(config: CertifiedViTConfig, params) -> VitGraph:
   gp = {"embed.W": spectral_normalized(params["embed"]["kernel"]), "embed.b": params["embed"]["bias"],
         "pos": params["pos_embed"]}
   x = b.offset(b.linear(0, "embed", d), "pos")
-  outputs = []
+  outputs, inputs = [], []
   for layer in range(c.depth):
     name = f"block_{layer}"
+    inputs.append(x)
     gp.update(crown.centring_params(f"{name}.norm", d))
     y = b.bounded_norm(x, f"{name}.norm", c.radius)
     a_h, wv_h = head_matrices(c, params[name]["attention"])
@@ -71,7 +74,7 @@ def certified_vit_graph(config: CertifiedViTConfig, params) -> VitGraph:
   z = b.bounded_norm(b.row_mean(x), "pool.norm", c.radius)
   gp.update({"head.W": params["head"]["kernel"], "head.b": params["head"]["bias"]})
   b.linear(z, "head", c.num_classes)
-  return VitGraph(b.graph(), {k: jnp.asarray(v) for k, v in gp.items()}, tuple(outputs))
+  return VitGraph(b.graph(), {k: jnp.asarray(v) for k, v in gp.items()}, tuple(outputs), tuple(inputs))
 
 
 def margin_lower_bounds(config: CertifiedViTConfig, params, x_BxHxWxC, labels_B, eps, *, norm: str = "2",
@@ -80,12 +83,19 @@ def margin_lower_bounds(config: CertifiedViTConfig, params, x_BxHxWxC, labels_B,
   """CROWN lower bounds [B, C − 1] of f_y − f_j (j ≠ y, in class order) over the ``norm`` ball of radius ε
   around each image, intersected with the pixel box [0, 1]; an image is certified when all are > 0.
 
-  CROWN + LoFAST (``lofast=True``, ℓ2 only): each attention block's output is known to lie within LoFAST's
-  rigorous bound B_l(r_l) of its clean value in Frobenius norm (``attention.sensitivity.layer_bound`` with
-  ``key_norm='closed_form'``, at the radius r_l of LoFAST's own Lipschitz chain, ``certification.layer_radii``).
-  That ball *replaces* CROWN's bounds of the block's output (a cut: the backward pass stops there and takes
-  the exact extreme over the ball), so the attention's internals are never relaxed: sound because the true
-  output lies in the ball for every input of the ε-ball (LoFAST's theorem), whatever CROWN would have said.
+  CROWN + LoFAST (``lofast=True``, ℓ2 only) is *LoFAST inside CROWN*, never looser than CROWN alone:
+    1. CROWN's bounds of every node (``crown.node_bounds``) and its margin bounds m_CROWN, as without LoFAST.
+    2. The deviation of block l's input X_l is bounded by r_l = min(LoFAST's chain r_{l−1} + B_{l−1}, the
+       Frobenius radius of CROWN's box of X_l around its clean value) (r_0's chain term: ‖W̃_E‖₂ε), and the
+       block's output lies within B_l(r_l) of its clean value in Frobenius norm (LoFAST's rigorous bound,
+       ``attention.sensitivity.layer_bound`` with ``key_norm='closed_form'``; docs/certification.md, "CROWN +
+       LoFAST: how they compose").
+    3. Every node's bounds again, each intersected with CROWN's from step 1 and the block outputs' with their
+       balls; on those, two final passes: m_cut stops at the block outputs and takes the exact extreme over
+       the balls (the attention is never relaxed), m_through relaxes every node on the tighter bounds.
+    4. The bound is max(m_CROWN, m_cut, m_through) per margin: each is sound, so their maximum is, and it is
+       ≥ m_CROWN by construction (tighter boxes alone would not guarantee it: CROWN's adaptive ReLU lines
+       change with the boxes). Its cost is CROWN's plus a second set of intermediate bounds.
 
   Args:
     x_BxHxWxC: images in [0, 1]; labels_B: int labels [B]; eps: the radius on the [0, 1] pixel scale (≥ 0).
@@ -107,10 +117,9 @@ def margin_lower_bounds(config: CertifiedViTConfig, params, x_BxHxWxC, labels_B,
     raise ValueError("lofast=True needs norm='2' (LoFAST bounds ℓ2 perturbations) and a PRNG key")
   from attention import certification
   _, consts = certification.layer_constants(config, params, x, key=key, power_iters=power_iters)
-  radii = certification.layer_radii(consts, eps, embed_lipschitz=embedding_lipschitz(params), mode="min",
-                                    key_norm="closed_form")                       # [L + 1, B]
-  return _margins(vg.graph, vg.params, patches, labels, (radii[1:] - radii[:-1]).T, jnp.asarray(eps, x.dtype), norm,
-                  intermediate, vg.attention_outputs)
+  lofast_in = (consts, jnp.asarray(embedding_lipschitz(params), x.dtype))
+  return _margins(vg.graph, vg.params, patches, labels, lofast_in, jnp.asarray(eps, x.dtype), norm, intermediate,
+                  (vg.attention_inputs, vg.attention_outputs))
 
 
 def _check_inputs(config: CertifiedViTConfig, x_BxHxWxC, labels_B, eps, norm: str):
@@ -133,25 +142,50 @@ def _check_inputs(config: CertifiedViTConfig, x_BxHxWxC, labels_B, eps, norm: st
   return x, labels
 
 
-@functools.partial(jax.jit, static_argnames=("graph", "norm", "intermediate", "cut_nodes"))
-def _margins(graph, gp, patches, labels, deviations, eps, norm, intermediate, cut_nodes):
-  """The margins of every image (one at a time); ``deviations`` [B, L]: LoFAST's bound of each attention block's
-  output deviation, a cut at ``cut_nodes`` (None: CROWN alone)."""
+@functools.partial(jax.jit, static_argnames=("graph", "norm", "intermediate", "blocks"))
+def _margins(graph, gp, patches, labels, lofast, eps, norm, intermediate, blocks):
+  """The margins of every image (one at a time); ``lofast``: None (CROWN alone) or (LoFAST's layer constants
+  with fields [B, L, …], ‖W̃_E‖₂) with ``blocks`` = (the attention blocks' input nodes, their output nodes)."""
   c = int(np.prod(graph.nodes[-1].shape))
+  last = len(graph.nodes) - 1
+  box = (0.0, 1.0)
 
-  def one(x, y, deviations=None):
+  def one(x, y, consts=None):
     eye = jnp.eye(c, dtype=x.dtype)
     spec = eye[y][None, :] - eye                           # row j: f_y − f_j (row y is 0 and dropped)
-    balls = None
-    if deviations is not None:
-      values = crown.forward(graph, gp, x)
-      balls = {node: (values[node], deviations[l]) for l, node in enumerate(cut_nodes)}
-    lower, _ = crown.spec_bounds(graph, gp, x, spec, eps, norm, (0.0, 1.0), intermediate=intermediate, cuts=balls)
+    boxes = crown.node_bounds(graph, gp, x, eps, norm, box, intermediate=intermediate, upto=last - 1)
+    lower, _ = crown.spec_bounds_from(graph, gp, boxes, x, spec, eps, norm, box)
+    if consts is not None:
+      lower = jnp.maximum(lower, _lofast_inside_crown(graph, gp, x, spec, eps, norm, intermediate, boxes, consts,
+                                                      lofast[1], blocks))
     others = jnp.arange(c - 1)
     return lower[others + (others >= y)]                    # the C − 1 margins j ≠ y, in class order
   # One image at a time (lax.map, not vmap): an image's backward passes carry coefficient tensors of
   # thousands of rows through every layer (~4 GB at the CIFAR-10 certified ViT's size); vmapping a batch
   # multiplies that memory by the batch without making the matmuls larger than the rows already do.
-  if deviations is None:
+  if lofast is None:
     return jax.lax.map(lambda a: one(*a), (patches, labels))
-  return jax.lax.map(lambda a: one(*a), (patches, labels, deviations))
+  return jax.lax.map(lambda a: one(*a), (patches, labels, lofast[0]))
+
+
+def _lofast_inside_crown(graph, gp, x, spec, eps, norm, intermediate, boxes, consts, embed_lipschitz, blocks):
+  """max(m_cut, m_through) of ``margin_lower_bounds``' steps 2–3 for one image, given CROWN's node bounds
+  ``boxes`` and the image's LoFAST layer constants (fields [L, …])."""
+  from attention import sensitivity
+  values = crown.forward(graph, gp, x)
+  radius = embed_lipschitz * eps
+  balls = {}
+  for layer, (node_in, node_out) in enumerate(zip(*blocks)):
+    lo, hi = boxes[node_in]
+    v = values[node_in]
+    radius = jnp.minimum(radius, jnp.sqrt(jnp.sum(jnp.maximum(hi - v, v - lo) ** 2)))
+    lc = jax.tree_util.tree_map(lambda f: f[layer], consts)
+    deviation = sensitivity.layer_bound(lc, radius, mode="min", key_norm="closed_form")
+    balls[node_out] = (values[node_out], deviation)
+    radius = radius + deviation        # the residual adds the block's deviation; the SLL block is 1-Lipschitz
+  last = len(graph.nodes) - 1
+  tighter = crown.node_bounds(graph, gp, x, eps, norm, (0.0, 1.0), intermediate=intermediate, upto=last - 1,
+                              cuts=balls, within=boxes)
+  cut, _ = crown.spec_bounds_from(graph, gp, tighter, x, spec, eps, norm, (0.0, 1.0), cuts=balls)
+  through, _ = crown.spec_bounds_from(graph, gp, tighter, x, spec, eps, norm, (0.0, 1.0))
+  return jnp.maximum(cut, through)

@@ -13,8 +13,12 @@ with each method:
                 ``attention.certification``), the certification's headline certificate;
   crown         CROWN alone (``attention.crown_vit.margin_lower_bounds``, CROWN intermediate bounds at
                 every node a relaxation reads, the ℓ2 ball ∩ the pixel box [0, 1]);
-  crown_lofast  CROWN + LoFAST: LoFAST's rigorous ball of each attention block's output replaces CROWN's
-                bounds there (a cut; docs/certification.md#crown--lofast-how-they-compose);
+  crown_lofast  CROWN + LoFAST, "LoFAST inside CROWN": LoFAST's rigorous ball of each attention block's
+                output, at the smaller of LoFAST's and CROWN's input radius, tightens CROWN's bounds; the
+                certificate is the larger of CROWN's and the tightened passes' margins, so never looser than
+                CROWN (docs/certification.md#crown--lofast-how-they-compose). Its records carry
+                ``composition``; a workdir with chunks of the earlier composition (the ball replaced CROWN's
+                bounds) is refused until ``--overwrite_config`` moves them aside;
   crown_ibp     CROWN's final backward pass over interval (IBP) intermediate bounds: the cheaper option
                 (not in the default methods).
 
@@ -118,6 +122,10 @@ def _pgd_robust(records, dataset: str, alpha: float, eps: float) -> np.ndarray:
   return np.asarray(rec["pgd_robust_images"], bool)
 
 
+# The CROWN + LoFAST composition its records were made with (``attention.crown_vit.margin_lower_bounds``).
+COMPOSITION = "lofast_inside_crown"
+
+
 def _certified(method, model_config, params, x, y, eps, key, power_iters):
   """(per-image certified flags, smallest margin lower bound per image) of one chunk."""
   if method == "lofast":
@@ -160,6 +168,11 @@ def run(config: CompareConfig, workdir, *, overwrite_config: bool = False) -> li
   if config.n_images > len(test.x):
     raise ValueError(f"n_images must be ≤ the run's {len(test.x)} test images, got {config.n_images}")
   wd = Workdir(workdir / SUBDIR, KEY_FIELDS, config, overwrite_config=overwrite_config, bookkeeping=GRID)
+  stale = [r for r in wd.records() if r.get("method") == "crown_lofast" and r.get("composition") != COMPOSITION]
+  if stale:
+    raise ValueError(f"{wd.results_path} holds {len(stale)} CROWN + LoFAST chunk(s) of the earlier composition "
+                     "(LoFAST's ball replacing CROWN's bounds, looser than CROWN alone): rerun with "
+                     "--overwrite_config to move the comparison's records aside and recompute them")
   models = {a: certified_vit(workdir, config.dataset, a) for a in sorted(set(alphas.values()))}
   key = jax.random.fold_in(jax.random.PRNGKey(cert_config.train.seed), 7)
   starts = range(0, config.n_images, config.chunk)
@@ -183,7 +196,8 @@ def run(config: CompareConfig, workdir, *, overwrite_config: bool = False) -> li
         attention_bound=float(alpha), certified_images=[int(v) for v in flags],
         margin_lower=[float(v) for v in low], pgd_robust_images=[int(v) for v in robust],
         pgd_violations=int(np.sum(flags & ~robust)), seconds=seconds,
-        compiled_first=method not in compiled, machine=machine))
+        compiled_first=method not in compiled, machine=machine,
+        **({"composition": COMPOSITION} if method == "crown_lofast" else {})))
     compiled.add(method)   # ε is traced: one compilation per method serves every radius
   return wd.records()
 

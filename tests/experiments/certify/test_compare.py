@@ -51,6 +51,11 @@ def test_compare_is_sound_agrees_with_the_run_and_resumes(workdir):
         assert not np.any(certified & ~robust), (r["method"], eps)
         assert r["pgd_violations"] == 0
   assert any(r["certified_images"] and sum(r["certified_images"]) for r in records if r["method"] != "lofast")
+  by = {(r["eps"], r["start"], r["method"]): r for r in records}
+  for (eps, start, method), r in by.items():   # LoFAST inside CROWN: never below CROWN alone, image by image
+    if method == "crown_lofast":
+      assert r["composition"] == compare.COMPOSITION
+      assert np.all(np.asarray(r["margin_lower"]) >= np.asarray(by[(eps, start, "crown")]["margin_lower"]))
   assert compare.run(COMPARE, workdir) == records            # resumed: nothing recomputed
   import dataclasses
   grown = compare.run(dataclasses.replace(COMPARE, methods=("crown_ibp",)), workdir)   # another method: only it runs
@@ -96,3 +101,21 @@ def test_comparison_uses_the_images_every_method_finished():
   assert np.isnan(comp["lofast"].seconds_per_image)      # only its compiling chunk is contiguous
   grown = [rec("crown", 0, 2, [1, 0], True), rec("crown", 2, 3, [1]), rec("crown", 2, 4, [0, 1])]  # n 3 → 4
   assert compare_report.comparison(grown)[0.05]["crown"].certified.tolist() == [1, 0, 0, 1]
+
+
+@pytest.mark.long
+def test_compare_refuses_chunks_of_the_earlier_crown_lofast_composition(workdir, tmp_path):
+  """A comparison workdir holding CROWN + LoFAST chunks without ``composition`` (the earlier composition, looser
+  than CROWN) is refused, naming the way out, instead of mixing them with new chunks."""
+  import json
+  import shutil
+  copy = tmp_path / "copy"
+  shutil.copytree(workdir, copy)
+  compare.run(COMPARE, copy)
+  path = copy / compare.SUBDIR / "results.jsonl"
+  lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+  for r in lines:
+    r.pop("composition", None)
+  path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+  with pytest.raises(ValueError, match="earlier composition.*--overwrite_config"):
+    compare.run(COMPARE, copy)
