@@ -20,6 +20,7 @@ def test_each_setting_is_valid(name):
   apply_overrides(registry.get(name).get_config(), list(SETTINGS[name]))
 
 
+@pytest.mark.long   # 10–20 s each on idle cores, compilation mostly: the suite keeps the four run elsewhere
 @pytest.mark.parametrize("name", [n for n in SETTINGS if n not in RUN_ELSEWHERE])
 def test_the_first_try_runs_and_writes_its_summary(name, tmp_path, capsys):
   assert main([name, "--root", str(tmp_path)]) == 0
