@@ -22,8 +22,10 @@ with each method:
   crown_ibp     CROWN's final backward pass over interval (IBP) intermediate bounds: the cheaper option
                 (not in the default methods).
 
-Each chunk's record holds per-image 0/1 certified flags, the smallest margin lower bound, and the wall
-seconds; the first chunk of each method in a process includes compilation (ε is traced, so one compilation
+Each chunk's record holds per-image 0/1 certified flags, the margin lower bounds (the smallest per image, and
+per class: ``margin_lower_per_class``), the smallest margin per class that targeted PGD-L2 reaches on the same
+image (``pgd_margins``) with the count of bounds above it (``margin_violations``, must be 0:
+a bound above a reached margin is unsound), and the wall seconds; the first chunk of each method in a process includes compilation (ε is traced, so one compilation
 serves every radius) and is excluded from the seconds per image.
 Every certified image is checked against the certification run's PGD-L2 flags (``pgd_robust_images``): a
 certified image that PGD broke is a soundness violation, counted in the record (it must be 0).
@@ -127,18 +129,52 @@ COMPOSITION = "lofast_inside_crown"
 
 
 def _certified(method, model_config, params, x, y, eps, key, power_iters):
-  """(per-image certified flags, smallest margin lower bound per image) of one chunk."""
+  """(per-image certified flags, margin lower bounds [n, C − 1] (NaN for LoFAST, which bounds no single
+  margin)) of one chunk."""
   if method == "lofast":
     logits, consts = certification.layer_constants(model_config, params, x, key=key, power_iters=power_iters)
     r = certification.feature_radius(consts, eps, embed_lipschitz=embedding_lipschitz(params),
                                      key_norm="closed_form")
     flags = certification.margin_certificate(logits, y, certification.head_kernel(params), r)
-    return np.asarray(flags, bool), np.full(len(y), np.nan)
-  margins = crown_vit.margin_lower_bounds(model_config, params, x, y, eps, lofast=method == "crown_lofast",
-                                          intermediate="ibp" if method == "crown_ibp" else "crown", key=key,
-                                          power_iters=power_iters)
-  low = np.asarray(margins).min(axis=1)
-  return low > 0, low     # all margins' lower bounds > 0 over the ball, x included: correct and certified
+    return np.asarray(flags, bool), np.full((len(y), model_config.num_classes - 1), np.nan)
+  margins = np.asarray(crown_vit.margin_lower_bounds(model_config, params, x, y, eps, lofast=method == "crown_lofast",
+                                                     intermediate="ibp" if method == "crown_ibp" else "crown", key=key,
+                                                     power_iters=power_iters))
+  return margins.min(axis=1) > 0, margins   # all lower bounds > 0 over the ball, x included: certified
+
+
+def _other_classes(values_BxC, y_B) -> np.ndarray:
+  """values[b, j] for the classes j ≠ y_b, in class order: [B, C − 1] (the order of the margin bounds)."""
+  c = values_BxC.shape[1]
+  keep = np.arange(c)[None, :] != np.asarray(y_B)[:, None]
+  return np.asarray(values_BxC)[keep].reshape(len(y_B), c - 1)
+
+
+def pgd_margins(apply_fn, params, x, y, eps, *, key, steps: int = 20) -> np.ndarray:
+  """Per image and class j ≠ y, the smallest margin f_y − f_j that targeted PGD-L2 finds in the ε-ball ∩ [0, 1]
+  (clean point included), [n, C − 1] in class order: an upper bound on the true minimum, so every sound margin
+  lower bound must lie at or below it, class by class (Havens et al. 2024 §5 check their certificates against
+  PGD the same way, per image).
+
+  One targeted run (cross-entropy towards j, ``attacks.pgd_l2``, α = 2.5ε/steps, random start) per class.
+  """
+  from attacks import pgd_l2
+  logits_fn = jax.tree_util.Partial(apply_fn, params)
+  x, y = jnp.asarray(x), jnp.asarray(y)
+
+  def margins(v):
+    f = np.asarray(logits_fn(v), np.float64)
+    return f[np.arange(len(y)), np.asarray(y)][:, None] - f       # [n, C]: f_y − f_j
+
+  best = margins(x)
+  c = best.shape[1]
+  for j in range(c):
+    # images of class j attack another class here (their column j is f_y − f_y, dropped below)
+    target = jnp.where(y == j, (j + 1) % c, j)
+    res = pgd_l2(logits_fn, x, y, eps=eps, key=jax.random.fold_in(key, j), targeted=True, target=target,
+                 alpha=2.5 * eps / steps, steps=steps, random_start=True)
+    best[:, j] = np.minimum(best[:, j], margins(res.x_adv)[:, j])
+  return _other_classes(best, y)
 
 
 def run(config: CompareConfig, workdir, *, overwrite_config: bool = False) -> list[dict]:
@@ -187,14 +223,21 @@ def run(config: CompareConfig, workdir, *, overwrite_config: bool = False) -> li
     model_config = cert_config.model_config(config.dataset, alpha)
     params = models[alpha].params
     t0 = time.perf_counter()
-    flags, low = _certified(method, model_config, params, x, y, float(eps), jax.random.fold_in(key, start),
-                            cert_config.power_iters)
+    flags, bounds = _certified(method, model_config, params, x, y, float(eps), jax.random.fold_in(key, start),
+                               cert_config.power_iters)
     seconds = time.perf_counter() - t0
     robust = _pgd_robust(records, config.dataset, alpha, eps)[start:stop]
+    attacked = pgd_margins(models[alpha].apply_fn, params, x, y, float(eps), key=jax.random.fold_in(key, 10_000 + start))
+    # a bound above a margin PGD reached (beyond float32 rounding of the logits) is unsound
+    above = bounds > attacked + 1e-4 * np.maximum(1.0, np.abs(attacked))
     wd.append(dict(
         eps=float(eps), method=method, start=int(start), stop=int(stop), dataset=config.dataset,
         attention_bound=float(alpha), certified_images=[int(v) for v in flags],
-        margin_lower=[float(v) for v in low], pgd_robust_images=[int(v) for v in robust],
+        margin_lower=[float(v) for v in np.min(bounds, axis=1)],
+        margin_lower_per_class=[[float(v) for v in row] for row in bounds],
+        pgd_margins=[[float(v) for v in row] for row in attacked],
+        margin_violations=int(np.sum(above)),
+        pgd_robust_images=[int(v) for v in robust],
         pgd_violations=int(np.sum(flags & ~robust)), seconds=seconds,
         compiled_first=method not in compiled, machine=machine,
         **({"composition": COMPOSITION} if method == "crown_lofast" else {})))

@@ -51,6 +51,9 @@ def test_compare_is_sound_agrees_with_the_run_and_resumes(workdir):
         assert not np.any(certified & ~robust), (r["method"], eps)
         assert r["pgd_violations"] == 0
   assert any(r["certified_images"] and sum(r["certified_images"]) for r in records if r["method"] != "lofast")
+  for r in records:   # every sound bound lies at or below the margin PGD-L2 reached, class by class
+    assert r["margin_violations"] == 0, (r["method"], r["eps"])
+    assert np.asarray(r["pgd_margins"]).shape == np.asarray(r["margin_lower_per_class"]).shape == (3, 9)
   by = {(r["eps"], r["start"], r["method"]): r for r in records}
   for (eps, start, method), r in by.items():   # LoFAST inside CROWN: never below CROWN alone, image by image
     if method == "crown_lofast":
@@ -119,3 +122,53 @@ def test_compare_refuses_chunks_of_the_earlier_crown_lofast_composition(workdir,
   path.write_text("".join(json.dumps(r) + "\n" for r in lines))
   with pytest.raises(ValueError, match="earlier composition.*--overwrite_config"):
     compare.run(COMPARE, copy)
+
+
+@pytest.mark.long
+def test_an_unsound_relaxation_is_caught_by_the_per_class_pgd_margins(workdir, tmp_path, monkeypatch):
+  """A deliberately tightened (unsound) ReLU relaxation (upper line through the origin instead of the chord)
+  makes CROWN's bounds exceed margins that PGD-L2 reaches: the comparison counts them as margin violations."""
+  import dataclasses
+  import shutil
+  import jax
+  from attention import crown_relaxations
+  copy = tmp_path / "copy"
+  shutil.copytree(workdir, copy)
+  sound = crown_relaxations.relu_lines
+
+  def tightened(l, u):
+    lines = sound(l, u)
+    return lines._replace(a_upper=lines.a_lower, b_upper=lines.b_lower)   # upper = lower line: unsound
+  monkeypatch.setattr(crown_relaxations, "relu_lines", tightened)
+  jax.clear_caches()
+  try:
+    records = compare.run(dataclasses.replace(COMPARE, epsilons=(0.05,), methods=("crown",)), copy)
+  finally:
+    jax.clear_caches()
+  assert sum(r["margin_violations"] for r in records) > 0
+
+
+def test_pgd_margins_are_upper_bounds_of_the_true_minimum_and_reach_it_for_two_classes():
+  """``pgd_margins`` on linear models, where the smallest margin over the ℓ2 ball (inside the pixel box) is
+  m_j(x) − ε‖w_y − w_j‖₂: never below it (it is a margin some point reaches), at most the clean margin, and
+  with two classes (targeted cross-entropy then descends the margin itself) equal to it."""
+  import jax
+  import jax.numpy as jnp
+  rng = np.random.default_rng(0)
+  for classes, exact in ((2, True), (4, False)):
+    w = jnp.asarray(rng.normal(size=(6, classes)))
+    b = jnp.asarray(rng.normal(size=classes))
+    apply_fn = lambda p, v: v @ p[0] + p[1][None, :]   # noqa: E731
+    x = jnp.full((3, 6), 0.5)
+    y = jnp.asarray([0, 1, classes - 1])
+    eps = 0.1                                   # the ball stays inside [0, 1]: the box never binds
+    found = compare.pgd_margins(apply_fn, (w, b), x, y, eps, key=jax.random.PRNGKey(0), steps=50)
+    f = np.asarray(apply_fn((w, b), x))
+    wn = np.asarray(w)
+    for i, yi in enumerate(np.asarray(y)):
+      others = [j for j in range(classes) if j != yi]
+      clean = np.asarray([f[i, yi] - f[i, j] for j in others])
+      true_min = clean - eps * np.asarray([np.linalg.norm(wn[:, yi] - wn[:, j]) for j in others])
+      assert np.all(found[i] >= true_min - 1e-5) and np.all(found[i] <= clean + 1e-6)
+      if exact:
+        np.testing.assert_allclose(found[i], true_min, atol=5e-3)   # PGD-L2 converges along the sphere
