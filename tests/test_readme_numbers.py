@@ -14,7 +14,8 @@ BLOCK = re.compile(r"<!-- numbers from (docs/[\w./-]+\.md) -->(.*?)<!-- end numb
 NUMBER = re.compile(r"(?<![\w.^])-?\d+\.\d+(?:e-?\d+)?|(?<![\w.^])-?\d+e-?\d+")
 SOURCES = ("docs/quick_summary.md", "docs/claims_summary.md", "docs/diff_attention_exploratory_summary.md",
            "docs/certify_summary.md", "docs/claims_stability_summary_previous.md",
-           "docs/diff_attention_summary.md", "docs/crown_summary.md", "docs/clip_summary.md")
+           "docs/diff_attention_summary.md", "docs/crown_summary.md", "docs/clip_summary.md",
+           "docs/paper_grid_summary.md")
 PAGES = ("README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")))
 
 
