@@ -126,7 +126,7 @@ def test_compare_refuses_chunks_of_the_earlier_crown_lofast_composition(workdir,
 
 @pytest.mark.long
 def test_an_unsound_relaxation_is_caught_by_the_per_class_pgd_margins(workdir, tmp_path, monkeypatch):
-  """A deliberately tightened (unsound) ReLU relaxation (upper line through the origin instead of the chord)
+  """A deliberately tightened (unsound) ReLU relaxation (its lines moved towards each other past the function)
   makes CROWN's bounds exceed margins that PGD-L2 reaches: the comparison counts them as margin violations."""
   import dataclasses
   import shutil
@@ -134,11 +134,12 @@ def test_an_unsound_relaxation_is_caught_by_the_per_class_pgd_margins(workdir, t
   from attention import crown_relaxations
   copy = tmp_path / "copy"
   shutil.copytree(workdir, copy)
+  shutil.rmtree(copy / compare.SUBDIR, ignore_errors=True)   # the certification run alone: every chunk is new
   sound = crown_relaxations.relu_lines
 
-  def tightened(l, u):
+  def tightened(l, u):   # both lines lifted / lowered by 0.5: a "tighter" box around ReLU that excludes it
     lines = sound(l, u)
-    return lines._replace(a_upper=lines.a_lower, b_upper=lines.b_lower)   # upper = lower line: unsound
+    return lines._replace(b_lower=lines.b_lower + 0.5, b_upper=lines.b_upper - 0.5)
   monkeypatch.setattr(crown_relaxations, "relu_lines", tightened)
   jax.clear_caches()
   try:
