@@ -24,7 +24,7 @@ SPEC = ExperimentSpec(
         "widths"}),
     protocol_choices=(
         ("n: 1,000 training images", ("data.n_train=1000",)),
-        ("ridge: λ = 1e-4·tr(K₀)/n", ("ridge_scale=0.0001",)),
+        ("ridge: λ = 1e-4·tr(K₀)/n", ("converged.ridge_scale=0.0001",)),
         ("data set: CIFAR-10 (where the paper's MLP-Attn distance rises monotonically)", ("datasets=cifar10",)),
     ),
     stability=True,

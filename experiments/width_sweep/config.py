@@ -142,7 +142,8 @@ class WidthSweepConfig:
   data_seed_follows_seed: bool = True
   # ``widths=16,64`` alone also sets the trained widths (``config_lib.apply_overrides``): those of
   # converged.widths among 16, 64, or 16, 64 when none is.
-  LINKED_FIELDS: typing.ClassVar[dict] = {"widths": ("converged.widths",)}
+  LINKED_FIELDS: typing.ClassVar[dict] = {"widths": ("converged.widths",),
+                                           "datasets": ("converged.datasets", "train.datasets")}
 
   def validate(self) -> None:
     """Raises ValueError naming the field and its allowed range."""

@@ -165,3 +165,22 @@ def test_registry_names_are_unique_and_every_claim_id_has_one_declaration():
   with pytest.raises(ValueError, match="duplicate"):
     with registry.registered((TOY, TOY)):
       pass
+
+
+def test_every_protocol_choice_is_a_valid_override_that_changes_the_config():
+  """Each registered experiment's protocol choices (the claims job's 'protocol choices not run') apply to its
+  config and change it: a choice naming a field that does not exist, or one that only half reaches the grid,
+  would run the unchanged experiment under the choice's name."""
+  from experiments import registry
+  from experiments.core.config import apply_overrides
+  for spec in registry.experiments():
+    base = spec.get_config()
+    for name, overrides in spec.protocol_choices:
+      changed = apply_overrides(base, list(overrides))
+      assert changed != base, (spec.name, name)
+  sweep = registry.get("width_sweep")
+  (cifar,) = [o for n, o in sweep.protocol_choices if "CIFAR-10" in n]
+  config = apply_overrides(sweep.get_config(), list(cifar))
+  assert config.datasets == config.converged.datasets == config.train.datasets == ("cifar10",)
+  (ridge,) = [o for n, o in sweep.protocol_choices if n.startswith("ridge")]
+  assert apply_overrides(sweep.get_config(), list(ridge)).converged.ridge_scale == 1e-4
