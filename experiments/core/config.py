@@ -449,6 +449,44 @@ def select_config(full: bool, standard, *, quick: Callable[[], Any], full_config
   return full_config() if full else quick()
 
 
+class ConfigErrors(ValueError):
+  """Every field error a config's ``validate`` found (``messages``), raised at once: the message itself when
+  there is one, else "N fields are out of range: a; b; …"."""
+
+  def __init__(self, messages: Sequence[str]):
+    self.messages = list(messages)
+    super().__init__(self.messages[0] if len(self.messages) == 1 else
+                     f"{len(self.messages)} fields are out of range: " + "; ".join(self.messages))
+
+
+class FieldErrors:
+  """Collects a ``validate``'s errors so that a user sees all of them in one run: ``add`` a message, ``check``
+  a check that raises ValueError (its messages are kept), then ``raise_any``."""
+
+  def __init__(self):
+    self.messages: list[str] = []
+
+  def __bool__(self) -> bool:
+    return bool(self.messages)
+
+  def add(self, message: str) -> None:
+    self.messages.append(message)
+
+  def check(self, fn: Callable[[], Any]) -> None:
+    try:
+      fn()
+    except ConfigErrors as e:
+      self.messages.extend(e.messages)
+    except ValueError as e:
+      self.messages.append(str(e))
+
+  def raise_any(self) -> None:
+    """Raises:
+      ConfigErrors (a ValueError): when any error was collected."""
+    if self.messages:
+      raise ConfigErrors(self.messages)
+
+
 def check_gauss_newton(train: TrainConfig, group: str, *, mse: bool, fixed_readout: bool) -> None:
   """Raises ValueError naming ``<group>.optimizer`` when it is 'gauss_newton' where that cannot train: it
   needs ½·MSE (binary tasks or the converged width-sweep points, not 10-class cross-entropy), the fixed
@@ -486,23 +524,26 @@ def check_common(config, *, dataset_fields=("datasets",), binary_tasks: bool = F
   so a centring request is refused rather than ignored.
 
   Raises:
-    ValueError: an unknown data set name (or binary task name, where ``binary_tasks``; listing the valid
-      ones), a group field out of range (named dotted, e.g. ``data.source``), an empty tuple among
-      ``nonempty``, or a non-finite value among the tuples named in ``finite``.
+    ValueError (``ConfigErrors``, all of them at once): an unknown data set name (or binary task name, where
+      ``binary_tasks``; listing the valid ones), a group field out of range (named dotted, e.g.
+      ``data.source``), an empty tuple among ``nonempty``, or a non-finite value among the tuples named in
+      ``finite``.
   """
+  errors = FieldErrors()
   for field in nonempty:
     if not getattr(config, field):
-      raise ValueError(f"{field} must not be empty")
+      errors.add(f"{field} must not be empty")
   for field in dataset_fields:
-    check_dataset_names(getattr(config, field, ()), field, binary_tasks=binary_tasks)
+    errors.check(lambda field=field: check_dataset_names(getattr(config, field, ()), field, binary_tasks=binary_tasks))
   for f in dataclasses.fields(config):
     group = getattr(config, f.name)
     if dataclasses.is_dataclass(group) and hasattr(group, "validate"):
-      group.validate(f.name)
+      errors.check(lambda group=group, name=f.name: group.validate(name))
   data = getattr(config, "data", None)
   if not centering and getattr(data, "preprocessing", "raw") != "raw":
-    raise ValueError(f"data.preprocessing={data.preprocessing!r} is not supported here: only the flip-rate and "
-                     "landscape experiments centre their inputs; this one reads raw pixels (use 'raw')")
+    errors.add(f"data.preprocessing={data.preprocessing!r} is not supported here: only the flip-rate and "
+               "landscape experiments centre their inputs; this one reads raw pixels (use 'raw')")
   for field in finite:
     if not all(math.isfinite(v) for v in getattr(config, field)):
-      raise ValueError(f"{field} must hold finite numbers, got {getattr(config, field)}")
+      errors.add(f"{field} must hold finite numbers, got {getattr(config, field)}")
+  errors.raise_any()

@@ -40,13 +40,16 @@ class CubingConfig:
   data: CubingDataConfig = CubingDataConfig()
 
   def validate(self) -> None:
-    config_lib.check_common(self, nonempty=("datasets", "ns", "seeds", "layers", "eps"), finite=("eps",))
+    errors = config_lib.FieldErrors()
+    errors.check(lambda: config_lib.check_common(self, nonempty=("datasets", "ns", "seeds", "layers", "eps"),
+                                                 finite=("eps",)))
     if not self.ns or any(n < 2 for n in self.ns):
-      raise ValueError(f"ns must be integers ≥ 2, got {self.ns}")
+      errors.add(f"ns must be integers ≥ 2, got {self.ns}")
     if any(k < 1 for k in self.layers):
-      raise ValueError(f"layers must be ≥ 1, got {self.layers}")
+      errors.add(f"layers must be ≥ 1, got {self.layers}")
     if any(e <= 0 for e in self.eps):
-      raise ValueError(f"eps must be > 0, got {self.eps}")
+      errors.add(f"eps must be > 0, got {self.eps}")
+    errors.raise_any()
 
 
 def get_config(full: bool = False) -> CubingConfig:

@@ -101,7 +101,7 @@ class DiffAttentionConfig(TrainViTConfig):
       errors.append(f"models must be both {vit_training.MODELS} (the comparison needs the pair), "
                     f"got {self.models}")
     if errors:
-      raise ValueError(errors[0] if len(errors) == 1 else f"{len(errors)} fields are out of range: " + "; ".join(errors))
+      raise config_lib.ConfigErrors(errors)
 
 
 STANDARD = ("fashion_mnist", "cifar10")

@@ -82,41 +82,45 @@ class FlipRateConfig:
   sign_randomized_control: bool = False
 
   def validate(self) -> None:
-    config_lib.check_common(self, dataset_fields=("tasks",), binary_tasks=True, centering=True,
-                            finite=("eps",), nonempty=("tasks", "models", "widths", "seeds", "eps", "attacks"))
+    errors = config_lib.FieldErrors()
+    errors.check(lambda: config_lib.check_common(self, dataset_fields=("tasks",), binary_tasks=True, centering=True,
+                                                 finite=("eps",),
+                                                 nonempty=("tasks", "models", "widths", "seeds", "eps", "attacks")))
     if any(not 0 <= e <= 1 for e in self.eps):
-      raise ValueError(f"eps must be in [0, 1] (L∞ on the [0, 1] pixel scale), got {self.eps}")
+      errors.add(f"eps must be in [0, 1] (L∞ on the [0, 1] pixel scale), got {self.eps}")
     from experiments.data import BINARY_TASKS
-    config_lib.check_gauss_newton(self.train, "train", mse=all(t in BINARY_TASKS for t in self.tasks),
-                                  fixed_readout=True)
+    errors.check(lambda: config_lib.check_gauss_newton(self.train, "train",
+                                                       mse=all(t in BINARY_TASKS for t in self.tasks),
+                                                       fixed_readout=True))
     if not 0 <= self.at_eps <= 1:
-      raise ValueError(f"at_eps must be in [0, 1], got {self.at_eps}")
+      errors.add(f"at_eps must be in [0, 1], got {self.at_eps}")
     bad = [a for a in self.attacks if a not in ATTACKS]
     if bad:
-      raise ValueError(f"attacks must be among {ATTACKS}, got {bad}")
+      errors.add(f"attacks must be among {ATTACKS}, got {bad}")
     bad = [m for m in self.models if m not in ntk.MODEL_NAMES]
     if bad:
-      raise ValueError(f"models must be among {ntk.MODEL_NAMES}, got {bad}")
+      errors.add(f"models must be among {ntk.MODEL_NAMES}, got {bad}")
     if any(w < 1 for w in self.widths):
-      raise ValueError(f"widths must be ≥ 1, got {self.widths}")
+      errors.add(f"widths must be ≥ 1, got {self.widths}")
     if self.data.n_train is None or self.data.n_train < 10 or self.data.n_test is None or self.data.n_test < 1:
-      raise ValueError(f"data.n_train must be ≥ 10 and data.n_test ≥ 1, got {self.data.n_train}, "
-                       f"{self.data.n_test}")
+      errors.add(f"data.n_train must be ≥ 10 and data.n_test ≥ 1, got {self.data.n_train}, "
+                  f"{self.data.n_test}")
     if not 0 < self.top_fraction <= 1:
-      raise ValueError(f"top_fraction must be in (0, 1], got {self.top_fraction}")
+      errors.add(f"top_fraction must be in (0, 1], got {self.top_fraction}")
     for name in ("pgd_steps", "mim_steps", "at_rounds", "at_epochs_per_round"):
       if getattr(self, name) < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {getattr(self, name)}")
+        errors.add(f"{name} must be an integer >= 1, got {getattr(self, name)}")
     bad = [k for k in self.extra_kernels if k not in INFLUENCE_KERNELS or k == self.influence_kernel]
     if bad or len(set(self.extra_kernels)) != len(self.extra_kernels):
-      raise ValueError(f"extra_kernels must be distinct kernels of {INFLUENCE_KERNELS} other than influence_kernel "
-                       f"({self.influence_kernel!r}), got {self.extra_kernels}")
+      errors.add(f"extra_kernels must be distinct kernels of {INFLUENCE_KERNELS} other than influence_kernel "
+                  f"({self.influence_kernel!r}), got {self.extra_kernels}")
     if self.influence_kernel not in INFLUENCE_KERNELS:
-      raise ValueError(f"influence_kernel must be one of {INFLUENCE_KERNELS}, got {self.influence_kernel!r}")
+      errors.add(f"influence_kernel must be one of {INFLUENCE_KERNELS}, got {self.influence_kernel!r}")
     if not (np.isfinite(self.ridge_scale) and self.ridge_scale > 0):
-      raise ValueError(f"ridge_scale must be finite and > 0, got {self.ridge_scale!r}")
+      errors.add(f"ridge_scale must be finite and > 0, got {self.ridge_scale!r}")
     if self.pgd_alpha is not None and not 0 < self.pgd_alpha <= 1:
-      raise ValueError(f"pgd_alpha must be in (0, 1] or None (α = ε/30), got {self.pgd_alpha}")
+      errors.add(f"pgd_alpha must be in (0, 1] or None (α = ε/30), got {self.pgd_alpha}")
+    errors.raise_any()
 
 
 STANDARD = ("mnist", "cifar10")

@@ -37,25 +37,28 @@ class LandscapeConfig:
   span: float = 1.0
 
   def validate(self) -> None:
-    config_lib.check_common(self, dataset_fields=("tasks",), binary_tasks=True, centering=True,
-                            nonempty=("tasks", "models", "widths", "seeds"))
+    errors = config_lib.FieldErrors()
+    errors.check(lambda: config_lib.check_common(self, dataset_fields=("tasks",), binary_tasks=True, centering=True,
+                                                 nonempty=("tasks", "models", "widths", "seeds")))
     if self.data.n_train is None or self.data.n_train < 2 or self.data.n_test != 0:
-      raise ValueError(f"data.n_train must be ≥ 2 and data.n_test = 0 (no test split is used), got "
-                       f"{self.data.n_train}, {self.data.n_test}")
+      errors.add(f"data.n_train must be ≥ 2 and data.n_test = 0 (no test split is used), got "
+                  f"{self.data.n_train}, {self.data.n_test}")
     bad = [m for m in self.models if m not in ntk.MODEL_NAMES]
     if bad:
-      raise ValueError(f"models must be among {ntk.MODEL_NAMES}, got {bad}")
+      errors.add(f"models must be among {ntk.MODEL_NAMES}, got {bad}")
     if any(w < 1 for w in self.widths):
-      raise ValueError(f"widths must be ≥ 1, got {self.widths}")
+      errors.add(f"widths must be ≥ 1, got {self.widths}")
     if "fixed" not in self.readouts or any(r not in ntk.READOUTS for r in self.readouts):
-      raise ValueError(f"readouts must hold 'fixed' and may hold 'trained', got {self.readouts}")
+      errors.add(f"readouts must hold 'fixed' and may hold 'trained', got {self.readouts}")
     from experiments.data import BINARY_TASKS
-    config_lib.check_gauss_newton(self.train, "train", mse=all(t in BINARY_TASKS for t in self.tasks),
-                                  fixed_readout=self.readouts == ("fixed",))
+    errors.check(lambda: config_lib.check_gauss_newton(self.train, "train",
+                                                       mse=all(t in BINARY_TASKS for t in self.tasks),
+                                                       fixed_readout=self.readouts == ("fixed",)))
     if self.top_k < 1 or self.lanczos_iters < self.top_k:
-      raise ValueError(f"need 1 ≤ top_k ≤ lanczos_iters, got {self.top_k}, {self.lanczos_iters}")
+      errors.add(f"need 1 ≤ top_k ≤ lanczos_iters, got {self.top_k}, {self.lanczos_iters}")
     if self.grid_1d < 3 or self.grid_2d < 3 or self.span <= 0:
-      raise ValueError("grid_1d and grid_2d must be ≥ 3 and span > 0")
+      errors.add("grid_1d and grid_2d must be ≥ 3 and span > 0")
+    errors.raise_any()
 
 
 def get_config(full: bool = False) -> LandscapeConfig:

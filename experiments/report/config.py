@@ -75,42 +75,44 @@ class ReportConfig:
 
   def validate(self) -> None:
     """Raises ValueError naming the field and its allowed range."""
+    errors = config_lib.FieldErrors()
     from influence.malleability import ATTACKS
-    config_lib.check_common(self, dataset_fields=())
+    errors.check(lambda: config_lib.check_common(self, dataset_fields=()))
     from experiments.data import get_spec
     try:
       get_spec(self.dataset)
     except ValueError as e:
-      raise ValueError(f"dataset: {e}") from None
+      errors.add(f"dataset: {e}")
     bad = [s for s in self.sections if s not in SECTIONS]
     if not self.sections or bad:
-      raise ValueError(f"sections must be a non-empty subset of {SECTIONS}, got {self.sections}")
+      errors.add(f"sections must be a non-empty subset of {SECTIONS}, got {self.sections}")
     for name in ("eps_255", "cw_l2_grid", "bound_eps", "cert_eps"):
       values = getattr(self, name)
       if not values or any(not (np.isfinite(v) and v > 0) for v in values):
-        raise ValueError(f"{name} must hold finite values > 0, got {values}")
+        errors.add(f"{name} must hold finite values > 0, got {values}")
     if not self.influence_eps or any(not 0 <= e <= 1 for e in self.influence_eps):
-      raise ValueError(f"influence_eps must hold L∞ budgets in [0, 1] (pixel scale), got {self.influence_eps}")
+      errors.add(f"influence_eps must hold L∞ budgets in [0, 1] (pixel scale), got {self.influence_eps}")
     bad = [a for a in self.influence_attacks if a not in ATTACKS]
     if not self.influence_attacks or bad:
-      raise ValueError(f"influence_attacks must be a non-empty subset of {ATTACKS}, got {self.influence_attacks}")
+      errors.add(f"influence_attacks must be a non-empty subset of {ATTACKS}, got {self.influence_attacks}")
     if self.attack_samples is not None and self.attack_samples < 1:
-      raise ValueError(f"attack_samples must be >= 1 or None, got {self.attack_samples}")
+      errors.add(f"attack_samples must be >= 1 or None, got {self.attack_samples}")
     for name in ("attack_batch_size", "cw_search_steps", "lipschitz_samples", "ntk_train",
                  "ntk_test", "influence_pgd_steps", "bound_samples", "bound_power_iters", "alignment_samples",
                  "alignment_chunk", "cert_samples", "cert_power_iters"):
       if getattr(self, name) < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {getattr(self, name)}")
+        errors.add(f"{name} must be an integer >= 1, got {getattr(self, name)}")
     for name in ("cw_samples", "pgd_steps", "apgd_steps", "cw_steps", "lipschitz_steps", "bound_pgd_steps",
                  "bound_pgd_restarts"):
       if getattr(self, name) < 0:
-        raise ValueError(f"{name} must be an integer >= 0, got {getattr(self, name)}")
+        errors.add(f"{name} must be an integer >= 0, got {getattr(self, name)}")
     if not (np.isfinite(self.pgd_step_ratio) and self.pgd_step_ratio > 0):
-      raise ValueError(f"pgd_step_ratio must be finite and > 0, got {self.pgd_step_ratio}")
+      errors.add(f"pgd_step_ratio must be finite and > 0, got {self.pgd_step_ratio}")
     if not (np.isfinite(self.memory_gb) and self.memory_gb > 0):
-      raise ValueError(f"memory_gb must be finite and > 0 (GiB), got {self.memory_gb}")
+      errors.add(f"memory_gb must be finite and > 0 (GiB), got {self.memory_gb}")
     if not 0 < self.top_fraction <= 1:
-      raise ValueError(f"top_fraction must be in (0, 1], got {self.top_fraction}")
+      errors.add(f"top_fraction must be in (0, 1], got {self.top_fraction}")
+    errors.raise_any()
 
 
 def get_config(full: bool = False) -> ReportConfig:

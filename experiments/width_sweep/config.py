@@ -147,23 +147,27 @@ class WidthSweepConfig:
 
   def validate(self) -> None:
     """Raises ValueError naming the field and its allowed range."""
+    errors = config_lib.FieldErrors()
     if not self.widths or any(w < 1 for w in self.widths):  # first: converged.widths may follow it (LINKED_FIELDS)
-      raise ValueError(f"widths must be integers ≥ 1, got {self.widths}")
-    config_lib.check_common(self, dataset_fields=("datasets",), nonempty=("datasets", "models", "widths", "seeds"))
+      errors.add(f"widths must be integers ≥ 1, got {self.widths}")
+    errors.check(lambda: config_lib.check_common(self, dataset_fields=("datasets",), nonempty=("datasets", "models",
+                                                 "widths", "seeds")))
     if self.data.n_train is None or self.data.n_train < 2 or self.data.n_test is None or self.data.n_test < 1:
-      raise ValueError(f"data.n_train must be ≥ 2 and data.n_test ≥ 1, got {self.data.n_train}, "
-                       f"{self.data.n_test}")
+      errors.add(f"data.n_train must be ≥ 2 and data.n_test ≥ 1, got {self.data.n_train}, "
+                  f"{self.data.n_test}")
     if self.readout not in ntk.READOUTS:
-      raise ValueError(f"readout must be one of {ntk.READOUTS}, got {self.readout!r}")
+      errors.add(f"readout must be one of {ntk.READOUTS}, got {self.readout!r}")
     bad = [m for m in self.models if m not in ntk.MODEL_NAMES]
     if bad:
-      raise ValueError(f"models must be among {ntk.MODEL_NAMES}, got {bad}")
+      errors.add(f"models must be among {ntk.MODEL_NAMES}, got {bad}")
     if self.kernel_path not in KERNEL_PATHS:
-      raise ValueError(f"kernel_path must be one of {KERNEL_PATHS}, got {self.kernel_path!r}")
+      errors.add(f"kernel_path must be one of {KERNEL_PATHS}, got {self.kernel_path!r}")
     if self.converged.linearized and self.readout != "fixed":
-      raise ValueError(f"converged.linearized needs readout='fixed' (ntk.linearized), got readout={self.readout!r}")
-    config_lib.check_gauss_newton(self.converged.train, "converged.train", mse=self.converged.loss == "mse",
-                                  fixed_readout=self.readout == "fixed")
+      errors.add(f"converged.linearized needs readout='fixed' (ntk.linearized), got readout={self.readout!r}")
+    errors.check(lambda: config_lib.check_gauss_newton(self.converged.train, "converged.train",
+                                                       mse=self.converged.loss == "mse",
+                                                       fixed_readout=self.readout == "fixed"))
+    errors.raise_any()
 
 
 def get_config(full: bool = False) -> WidthSweepConfig:

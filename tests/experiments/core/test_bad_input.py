@@ -46,7 +46,8 @@ def test_the_main_job_takes_overrides_only_with_their_experiment(tmp_path, capsy
 
 def test_a_main_job_override_is_checked_and_named_with_its_experiment(tmp_path, capsys):
   out = _exit_message(capsys, main_job.main, ["--workdir", str(tmp_path / "w"), "width_sweep.widths=-4"])
-  assert out.err.startswith("error: width_sweep: widths") and not (tmp_path / "w").exists()
+  assert out.err.startswith("error: width_sweep: ") and "widths must be integers ≥ 1, got (-4,)" in out.err
+  assert not (tmp_path / "w").exists()
 
 
 def test_main_job_overrides_reach_their_experiment_only():
@@ -303,3 +304,22 @@ def test_diff_attention_reports_every_cross_field_error_at_once():
   assert message.startswith("3 fields are out of range") and "\n" not in message
   for field in ("lipschitz_layer_eps_255", "alignment_samples", "crossover_eps_255"):
     assert field in message
+
+
+@pytest.mark.parametrize("name, overrides, named", [
+    ("flip_rate", ["widths=0", "top_fraction=2", "data.n_train=3"], ["widths", "top_fraction", "data.n_train"]),
+    ("width_sweep", ["models=x", "readout=y"], ["models", "readout"]),
+    ("cubing", ["layers=0", "eps=-1"], ["layers", "eps"]),
+    ("landscape", ["widths=0", "top_k=0"], ["widths", "top_k"]),
+    ("report", ["sections=nothing", "top_fraction=2"], ["sections", "top_fraction"]),
+    ("diff_attention", ["attack_samples=0", "apgd_restarts=0"], ["attack_samples", "apgd_restarts"]),
+])
+def test_every_field_error_is_reported_in_one_run(name, overrides, named):
+  """Several bad fields give one error naming each of them (not one error per run)."""
+  from experiments import registry
+  with pytest.raises(ValueError) as info:
+    config_lib.apply_overrides(registry.get(name).get_config(), overrides)
+  message = str(info.value)
+  assert message.startswith(f"{len(named)} fields are out of range"), message
+  for field in named:
+    assert field in message, (field, message)
