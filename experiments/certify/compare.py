@@ -24,9 +24,10 @@ with each method:
 
 Each chunk's record holds per-image 0/1 certified flags, the margin lower bounds (the smallest per image, and
 per class: ``margin_lower_per_class``), the smallest margin per class that targeted PGD-L2 reaches on the same
-image (``pgd_margins``) with the count of bounds above it (``margin_violations``, must be 0:
-a bound above a reached margin is unsound), and the wall seconds; the first chunk of each method in a process includes compilation (ε is traced, so one compilation
-serves every radius) and is excluded from the seconds per image.
+image (``pgd_margins``) with the count of bounds above it (``margin_violations``, must be 0: a bound above a
+reached margin is unsound), and the wall seconds of the certificate alone; the first chunk of each method in a
+process includes compilation (ε is traced, so one compilation serves every radius) and is excluded from the
+seconds per image.
 Every certified image is checked against the certification run's PGD-L2 flags (``pgd_robust_images``): a
 certified image that PGD broke is a soundness violation, counted in the record (it must be 0).
 
@@ -137,9 +138,9 @@ def _certified(method, model_config, params, x, y, eps, key, power_iters):
                                      key_norm="closed_form")
     flags = certification.margin_certificate(logits, y, certification.head_kernel(params), r)
     return np.asarray(flags, bool), np.full((len(y), model_config.num_classes - 1), np.nan)
-  margins = np.asarray(crown_vit.margin_lower_bounds(model_config, params, x, y, eps, lofast=method == "crown_lofast",
-                                                     intermediate="ibp" if method == "crown_ibp" else "crown", key=key,
-                                                     power_iters=power_iters))
+  margins = np.asarray(crown_vit.margin_lower_bounds(
+      model_config, params, x, y, eps, lofast=method == "crown_lofast",
+      intermediate="ibp" if method == "crown_ibp" else "crown", key=key, power_iters=power_iters))
   return margins.min(axis=1) > 0, margins   # all lower bounds > 0 over the ball, x included: certified
 
 
@@ -153,8 +154,7 @@ def _other_classes(values_BxC, y_B) -> np.ndarray:
 def pgd_margins(apply_fn, params, x, y, eps, *, key, steps: int = 20) -> np.ndarray:
   """Per image and class j ≠ y, the smallest margin f_y − f_j that targeted PGD-L2 finds in the ε-ball ∩ [0, 1]
   (clean point included), [n, C − 1] in class order: an upper bound on the true minimum, so every sound margin
-  lower bound must lie at or below it, class by class (Havens et al. 2024 §5 check their certificates against
-  PGD the same way, per image).
+  lower bound must lie at or below it, class by class.
 
   One targeted run (cross-entropy towards j, ``attacks.pgd_l2``, α = 2.5ε/steps, random start) per class.
   """
@@ -227,7 +227,8 @@ def run(config: CompareConfig, workdir, *, overwrite_config: bool = False) -> li
                                cert_config.power_iters)
     seconds = time.perf_counter() - t0
     robust = _pgd_robust(records, config.dataset, alpha, eps)[start:stop]
-    attacked = pgd_margins(models[alpha].apply_fn, params, x, y, float(eps), key=jax.random.fold_in(key, 10_000 + start))
+    attacked = pgd_margins(models[alpha].apply_fn, params, x, y, float(eps),
+                           key=jax.random.fold_in(key, 10_000 + start))   # the same attack for every method
     # a bound above a margin PGD reached (beyond float32 rounding of the logits) is unsound
     above = bounds > attacked + 1e-4 * np.maximum(1.0, np.abs(attacked))
     wd.append(dict(
