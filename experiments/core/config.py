@@ -466,9 +466,6 @@ class FieldErrors:
   def __init__(self):
     self.messages: list[str] = []
 
-  def __bool__(self) -> bool:
-    return bool(self.messages)
-
   def add(self, message: str) -> None:
     self.messages.append(message)
 
