@@ -64,28 +64,31 @@ class CertifyConfig:
 
   def validate(self) -> None:
     """Raises ValueError naming the field and its allowed range."""
-    config_lib.check_common(self, dataset_fields=())
+    errors = config_lib.FieldErrors()
+    errors.check(lambda: config_lib.check_common(self, dataset_fields=()))
     bad = [d for d in self.datasets if d not in IMAGE_GEOMETRY]
     if not self.datasets or bad:
-      raise ValueError(f"datasets must be among {sorted(IMAGE_GEOMETRY)}, got {self.datasets}")
+      errors.add(f"datasets must be among {sorted(IMAGE_GEOMETRY)}, got {self.datasets}")
     if not self.attention_bounds or any(not a > 0 for a in self.attention_bounds):
-      raise ValueError(f"attention_bounds must be > 0, got {self.attention_bounds}")
+      errors.add(f"attention_bounds must be > 0, got {self.attention_bounds}")
     if not self.epsilons or any(not (np.isfinite(e) and e > 0) for e in self.epsilons):
-      raise ValueError(f"epsilons must be finite and > 0, got {self.epsilons}")
+      errors.add(f"epsilons must be finite and > 0, got {self.epsilons}")
     if self.data.n_test is None or self.data.n_test < 1:
-      raise ValueError(f"data.n_test must be ≥ 1, got {self.data.n_test}")
+      errors.add(f"data.n_test must be ≥ 1, got {self.data.n_test}")
     if not (math.isfinite(self.validation_fraction) and 0 <= self.validation_fraction < 1):
-      raise ValueError(f"validation_fraction must be in [0, 1), got {self.validation_fraction!r}")
+      errors.add(f"validation_fraction must be in [0, 1), got {self.validation_fraction!r}")
     for name in ("chunk", "power_iters"):
       if getattr(self, name) < 1:
-        raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
+        errors.add(f"{name} must be ≥ 1, got {getattr(self, name)}")
     if self.tightness_samples < 0:
-      raise ValueError(f"tightness_samples must be ≥ 0, got {self.tightness_samples}")
-    self.plateau.validate("plateau")
+      errors.add(f"tightness_samples must be ≥ 0, got {self.tightness_samples}")
+    errors.check(lambda: self.plateau.validate("plateau"))
     if self.plateau.active and not self.selects:
-      raise ValueError("plateau.window > 0 needs a validation split: set validation_fraction > 0 with more than "
-                       "one α (or plateau.window=0)")
-    self.model_config("cifar10", self.attention_bounds[0]).validate()
+      errors.add("plateau.window > 0 needs a validation split: set validation_fraction > 0 with more than "
+                  "one α (or plateau.window=0)")
+    if not errors.messages:   # the model's own checks (dimensions, heads) at the first α, on fields in range
+      errors.check(lambda: self.model_config("cifar10", self.attention_bounds[0]).validate())
+    errors.raise_any()
 
   @property
   def selects(self) -> bool:

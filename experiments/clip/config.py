@@ -78,37 +78,40 @@ class CLIPExperimentConfig:
 
   def validate(self) -> None:
     """Raises ValueError naming the field and its allowed range."""
-    config_lib.check_common(self, dataset_fields=())
+    errors = config_lib.FieldErrors()
+    errors.check(lambda: config_lib.check_common(self, dataset_fields=()))
     if self.data.n_test == 0:
-      raise ValueError("data.n_test must be >= 1 or None (the whole split), got 0")
+      errors.add("data.n_test must be >= 1 or None (the whole split), got 0")
     for name in ("max_length", "patch_size", "dim", "depth", "num_heads", "text_dim", "text_depth", "text_heads",
                  "embed_dim", "seeds", "attack_batch_size"):
       if getattr(self, name) < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {getattr(self, name)}")
+        errors.add(f"{name} must be an integer >= 1, got {getattr(self, name)}")
     for name in ("pgd_steps", "patch_steps"):
       if getattr(self, name) < 0:
-        raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        errors.add(f"{name} must be >= 0, got {getattr(self, name)}")
     if not self.templates:
-      raise ValueError("templates must hold at least one caption template with '{}'")
+      errors.add("templates must hold at least one caption template with '{}'")
     if not self.eps_255 or any(not np.isfinite(e) or e <= 0 for e in self.eps_255) or \
         list(self.eps_255) != sorted(set(self.eps_255)):
-      raise ValueError(f"eps_255 must be increasing finite budgets > 0 (units of 1/255), got {self.eps_255}")
+      errors.add(f"eps_255 must be increasing finite budgets > 0 (units of 1/255), got {self.eps_255}")
     if not self.patch_sizes or any(s < 1 or s > 32 for s in self.patch_sizes) or \
         list(self.patch_sizes) != sorted(set(self.patch_sizes)):
-      raise ValueError(f"patch_sizes must be increasing sides in [1, 32] pixels, got {self.patch_sizes}")
+      errors.add(f"patch_sizes must be increasing sides in [1, 32] pixels, got {self.patch_sizes}")
     for name in ("pgd_step_ratio", "patch_alpha"):
       if not (np.isfinite(getattr(self, name)) and getattr(self, name) > 0):
-        raise ValueError(f"{name} must be finite and > 0, got {getattr(self, name)}")
+        errors.add(f"{name} must be finite and > 0, got {getattr(self, name)}")
     if self.attack_samples is not None and self.attack_samples < 1:
-      raise ValueError(f"attack_samples must be >= 1 or None, got {self.attack_samples}")
+      errors.add(f"attack_samples must be >= 1 or None, got {self.attack_samples}")
     parse_lambda_init(self.lambda_init)
     if self.classifiers_workdir is not None and not (Path(self.classifiers_workdir.strip() or "/nonexistent")
                                                      / "config.json").is_file():
-      raise ValueError(f"classifiers_workdir must be None or an experiments.diff_attention workdir (holding its "
-                       f"config.json), got {self.classifiers_workdir!r}")
+      errors.add(f"classifiers_workdir must be None or an experiments.diff_attention workdir (holding its "
+                  f"config.json), got {self.classifiers_workdir!r}")
     prompts(self)
-    for model in MODELS:
-      self.clip_config(model).validate()
+    if not errors.messages:   # the models' own checks, on fields already known to be in range
+      for model in MODELS:
+        errors.check(lambda: self.clip_config(model).validate())
+    errors.raise_any()
 
   def clip_config(self, model: str) -> CLIPConfig:
     """The architecture of ``model`` ("clip": standard attention in both towers; "diffclip": differential).

@@ -51,31 +51,33 @@ class DualImplicationsConfig:
 
   def validate(self) -> None:
     """Raises ValueError naming the field and its allowed values."""
-    config_lib.check_common(self, nonempty=("datasets", "targets", "draws", "models", "seeds"))
+    errors = config_lib.FieldErrors()
+    errors.check(lambda: config_lib.check_common(self, nonempty=("datasets", "targets", "draws", "models", "seeds")))
     if not self.data.n_train or self.data.n_train < 2 or not self.data.n_test or self.data.n_test < 2:
-      raise ValueError(f"data.n_train and data.n_test must be ≥ 2, got {self.data.n_train}, {self.data.n_test}")
+      errors.add(f"data.n_train and data.n_test must be ≥ 2, got {self.data.n_train}, {self.data.n_test}")
     bad = [t for t in self.targets if t not in TARGETS]
     if bad:
-      raise ValueError(f"targets must be drawn from {TARGETS}, got {bad}")
+      errors.add(f"targets must be drawn from {TARGETS}, got {bad}")
     bad = [m for m in self.models if m not in MODELS]
     if bad:
-      raise ValueError(f"models must be drawn from {MODELS}, got {bad}")
+      errors.add(f"models must be drawn from {MODELS}, got {bad}")
     if self.k < 1 or self.width < 1:
-      raise ValueError(f"k and width must be ≥ 1, got k={self.k}, width={self.width}")
+      errors.add(f"k and width must be ≥ 1, got k={self.k}, width={self.width}")
     if not (math.isfinite(self.ridge_scale) and self.ridge_scale > 0):
-      raise ValueError(f"ridge_scale must be finite and > 0, got {self.ridge_scale!r}")
+      errors.add(f"ridge_scale must be finite and > 0, got {self.ridge_scale!r}")
     if not set(self.network_seeds) <= set(self.seeds):
-      raise ValueError(f"network_seeds {self.network_seeds} must be a subset of seeds {self.seeds}")
+      errors.add(f"network_seeds {self.network_seeds} must be a subset of seeds {self.seeds}")
     if "unit" not in self.features or any(f not in FEATURES for f in self.features):
-      raise ValueError(f"features must hold 'unit' and may hold 'raw', got {self.features}")
+      errors.add(f"features must hold 'unit' and may hold 'raw', got {self.features}")
     if not self.ridge_grid or not all(math.isfinite(r) and r > 0 for r in self.ridge_grid):
-      raise ValueError(f"ridge_grid must be a non-empty grid of finite values > 0, got {self.ridge_grid}")
-    if not 0 < self.validation_fraction < 1 or round(self.validation_fraction * self.data.n_train) < 1 or round(
-        self.validation_fraction * self.data.n_train) > self.data.n_train - 2:
-      raise ValueError(f"validation_fraction must be in (0, 1) and leave ≥ 1 validation and ≥ 2 fitting rows of "
-                       f"data.n_train = {self.data.n_train}, got {self.validation_fraction}")
+      errors.add(f"ridge_grid must be a non-empty grid of finite values > 0, got {self.ridge_grid}")
+    n = self.data.n_train or 0   # a missing n_train is reported above
+    if not 0 < self.validation_fraction < 1 or (n and not 1 <= round(self.validation_fraction * n) <= n - 2):
+      errors.add(f"validation_fraction must be in (0, 1) and leave ≥ 1 validation and ≥ 2 fitting rows of "
+                  f"data.n_train = {self.data.n_train}, got {self.validation_fraction}")
     if self.train.optimizer == "gauss_newton":
-      raise ValueError("train.optimizer must be 'lbfgs' or 'adam' here (targets are regression, C ≥ 1)")
+      errors.add("train.optimizer must be 'lbfgs' or 'adam' here (targets are regression, C ≥ 1)")
+    errors.raise_any()
 
 
 def get_config(full: bool = False) -> DualImplicationsConfig:

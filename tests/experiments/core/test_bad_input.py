@@ -313,6 +313,9 @@ def test_diff_attention_reports_every_cross_field_error_at_once():
     ("landscape", ["widths=0", "top_k=0"], ["widths", "top_k"]),
     ("report", ["sections=nothing", "top_fraction=2"], ["sections", "top_fraction"]),
     ("diff_attention", ["attack_samples=0", "apgd_restarts=0"], ["attack_samples", "apgd_restarts"]),
+    ("certify", ["attention_bounds=-1", "tightness_samples=-1"], ["attention_bounds", "tightness_samples"]),
+    ("clip", ["pgd_steps=-1", "attack_samples=0"], ["pgd_steps", "attack_samples"]),
+    ("dual_implications", ["k=0", "ridge_scale=-1"], ["k and width", "ridge_scale"]),
 ])
 def test_every_field_error_is_reported_in_one_run(name, overrides, named):
   """Several bad fields give one error naming each of them (not one error per run)."""
