@@ -60,20 +60,22 @@ class DataConfig:
 
   def validate(self, group: str = "data") -> None:
     """Raises ValueError naming the dotted field and its allowed values."""
+    errors = FieldErrors()
     name = lambda f: _field_name(group, f)  # noqa: E731
     if self.source not in SOURCES:
-      raise ValueError(f"{name('source')} must be one of {SOURCES}, got {self.source!r}")
+      errors.add(f"{name('source')} must be one of {SOURCES}, got {self.source!r}")
     if self.n_train is not None and self.n_train < 1:
-      raise ValueError(f"{name('n_train')} must be >= 1 or None (the whole split), got {self.n_train}")
+      errors.add(f"{name('n_train')} must be >= 1 or None (the whole split), got {self.n_train}")
     if self.n_test is not None and self.n_test < 0:
-      raise ValueError(f"{name('n_test')} must be >= 0 (0: no test split) or None (the whole split), "
-                       f"got {self.n_test}")
+      errors.add(f"{name('n_test')} must be >= 0 (0: no test split) or None (the whole split), "
+                  f"got {self.n_test}")
     if self.seed < 0:
-      raise ValueError(f"{name('seed')} must be an integer >= 0 (a random seed), got {self.seed}")
+      errors.add(f"{name('seed')} must be an integer >= 0 (a random seed), got {self.seed}")
     if self.holdout is not None and self.holdout < 1:
-      raise ValueError(f"{name('holdout')} must be >= 1 or None, got {self.holdout}")
+      errors.add(f"{name('holdout')} must be >= 1 or None, got {self.holdout}")
     if self.preprocessing not in PREPROCESSINGS:
-      raise ValueError(f"{name('preprocessing')} must be one of {PREPROCESSINGS}, got {self.preprocessing!r}")
+      errors.add(f"{name('preprocessing')} must be one of {PREPROCESSINGS}, got {self.preprocessing!r}")
+    errors.raise_any()
 
 
 def load_splits(data: DataConfig, name: str, *, flatten: bool = False, block: Optional[int] = None):
@@ -120,9 +122,11 @@ class AdamConfig:
 
   def validate(self, group: str = "") -> None:
     """Raises ValueError naming the first (dotted) field out of range (NaN and inf are out of every range)."""
+    errors = FieldErrors()
     for field, ok, allowed in self._checks():
       if not ok:
-        raise ValueError(f"{_field_name(group, field)} must be {allowed}, got {getattr(self, field)!r}")
+        errors.add(f"{_field_name(group, field)} must be {allowed}, got {getattr(self, field)!r}")
+    errors.raise_any()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,6 +182,7 @@ class TrainConfig:
 
   def validate(self, group: str = "") -> None:
     """Raises ValueError naming the first (dotted) field out of range (NaN and inf are out of every range)."""
+    errors = FieldErrors()
     checks = (("learning_rates", bool(self.learning_rates) and all(
         math.isfinite(r) and r > 0 for r in self.learning_rates), "a non-empty grid of finite rates > 0"),
               ("loss_target", math.isfinite(self.loss_target) and self.loss_target >= 0, "finite and >= 0"),
@@ -191,7 +196,8 @@ class TrainConfig:
                "in [0, 0.01]"))
     for field, ok, allowed in checks:
       if not ok:
-        raise ValueError(f"{_field_name(group, field)} must be {allowed}, got {getattr(self, field)!r}")
+        errors.add(f"{_field_name(group, field)} must be {allowed}, got {getattr(self, field)!r}")
+    errors.raise_any()
 
 
 # The core paper's training recipe (arXiv 2603.13085 §5; docs/theory.md#training-recipe): Adam at 1e-3, an L2
@@ -231,11 +237,13 @@ class PlateauRule:
 
   def validate(self, group: str = "plateau") -> None:
     """Raises ValueError naming the dotted field and its allowed range."""
+    errors = FieldErrors()
     for field, ok, allowed in (("min_epochs", self.min_epochs >= 0, ">= 0"), ("window", self.window >= 0, ">= 0"),
                                ("min_gain", math.isfinite(self.min_gain) and 0 <= self.min_gain <= 1,
                                 "finite and in [0, 1] (a fraction of the validation images)")):
       if not ok:
-        raise ValueError(f"{_field_name(group, field)} must be {allowed}, got {getattr(self, field)!r}")
+        errors.add(f"{_field_name(group, field)} must be {allowed}, got {getattr(self, field)!r}")
+    errors.raise_any()
 
   @property
   def active(self) -> bool:
@@ -251,10 +259,12 @@ class AttackBudget:
 
   def validate(self, group: str = "") -> None:
     """Raises ValueError naming the dotted field and its allowed range."""
+    errors = FieldErrors()
     if self.steps < 0:
-      raise ValueError(f"{_field_name(group, 'steps')} must be >= 0, got {self.steps}")
+      errors.add(f"{_field_name(group, 'steps')} must be >= 0, got {self.steps}")
     if self.restarts < 1:
-      raise ValueError(f"{_field_name(group, 'restarts')} must be >= 1, got {self.restarts}")
+      errors.add(f"{_field_name(group, 'restarts')} must be >= 1, got {self.restarts}")
+    errors.raise_any()
 
 
 def _parse_scalar(text: str, kind: type, field: str, random_seed: bool = False) -> Any:

@@ -22,10 +22,12 @@ class CubingDataConfig:
 
   def validate(self, group: str = "data") -> None:
     """Raises ValueError naming the dotted field and its allowed values."""
+    errors = config_lib.FieldErrors()
     if self.source not in config_lib.SOURCES:
-      raise ValueError(f"{group}.source must be one of {config_lib.SOURCES}, got {self.source!r}")
+      errors.add(f"{group}.source must be one of {config_lib.SOURCES}, got {self.source!r}")
     if self.split not in SPLITS:
-      raise ValueError(f"{group}.split must be one of {SPLITS}, got {self.split!r}")
+      errors.add(f"{group}.split must be one of {SPLITS}, got {self.split!r}")
+    errors.raise_any()
 
 
 @dataclasses.dataclass(frozen=True)

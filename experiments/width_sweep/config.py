@@ -38,16 +38,18 @@ class SweepTrainConfig:
 
   def validate(self, group: str = "train") -> None:
     """Raises ValueError naming the dotted field and its allowed range."""
-    config_lib.check_dataset_names(self.datasets, f"{group}.datasets")
+    errors = config_lib.FieldErrors()
+    errors.check(lambda: config_lib.check_dataset_names(self.datasets, f"{group}.datasets"))
     if self.max_width < 1:
-      raise ValueError(f"{group}.max_width must be >= 1, got {self.max_width}")
+      errors.add(f"{group}.max_width must be >= 1, got {self.max_width}")
     if self.matched_fraction is not None and not 0 < self.matched_fraction < 1:
-      raise ValueError(f"{group}.matched_fraction must be in (0, 1) or None, got {self.matched_fraction}")
+      errors.add(f"{group}.matched_fraction must be in (0, 1) or None, got {self.matched_fraction}")
     if self.max_steps < 1:
-      raise ValueError(f"{group}.max_steps must be >= 1, got {self.max_steps}")
+      errors.add(f"{group}.max_steps must be >= 1, got {self.max_steps}")
     if self.steps < 0 or not self.lr_scale > 0:
-      raise ValueError(f"{group}.steps must be ≥ 0 and {group}.lr_scale > 0, got {self.steps}, "
-                       f"{self.lr_scale}")
+      errors.add(f"{group}.steps must be ≥ 0 and {group}.lr_scale > 0, got {self.steps}, "
+                  f"{self.lr_scale}")
+    errors.raise_any()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,15 +99,16 @@ class ConvergedConfig:
 
   def validate(self, group: str = "converged") -> None:
     """Raises ValueError naming the dotted field and its allowed range."""
-    config_lib.check_dataset_names(self.datasets, f"{group}.datasets")
-    errors = self.errors(group)
-    if errors:
-      raise ValueError("; ".join(errors))
+    errors = config_lib.FieldErrors()
+    errors.check(lambda: config_lib.check_dataset_names(self.datasets, f"{group}.datasets"))
+    for message in self.errors(group):
+      errors.add(message)
     if any(w < 1 for w in self.widths):
-      raise ValueError(f"{group}.widths must be >= 1, got {self.widths}")
+      errors.add(f"{group}.widths must be >= 1, got {self.widths}")
     if not (math.isfinite(self.ridge_scale) and self.ridge_scale >= 0):
-      raise ValueError(f"{group}.ridge_scale must be finite and >= 0, got {self.ridge_scale}")
-    self.train.validate(f"{group}.train")
+      errors.add(f"{group}.ridge_scale must be finite and >= 0, got {self.ridge_scale}")
+    errors.check(lambda: self.train.validate(f"{group}.train"))
+    errors.raise_any()
 
 
 @dataclasses.dataclass(frozen=True)

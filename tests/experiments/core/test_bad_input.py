@@ -310,6 +310,8 @@ def test_diff_attention_reports_every_cross_field_error_at_once():
     ("flip_rate", ["widths=0", "top_fraction=2", "data.n_train=3"], ["widths", "top_fraction", "data.n_train"]),
     ("width_sweep", ["models=x", "readout=y"], ["models", "readout"]),
     ("cubing", ["layers=0", "eps=-1"], ["layers", "eps"]),
+    ("cubing", ["data.source=web", "data.split=bad"], ["data.source", "data.split"]),   # within one group
+    ("landscape", ["train.optimizer=sgd", "data.holdout=0"], ["train.optimizer", "data.holdout"]),
     ("landscape", ["widths=0", "top_k=0"], ["widths", "top_k"]),
     ("report", ["sections=nothing", "top_fraction=2"], ["sections", "top_fraction"]),
     ("diff_attention", ["attack_samples=0", "apgd_restarts=0"], ["attack_samples", "apgd_restarts"]),
