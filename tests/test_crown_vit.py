@@ -117,7 +117,6 @@ def test_bad_input_is_refused_naming_the_argument(change, message):
     crown_vit.margin_lower_bounds(CONFIG, params, x, np.asarray(change.get("labels", [0, 1])), change.get("eps", 0.1))
 
 
-
 DEEP = CertifiedViTConfig(num_classes=3, image_size=4, channels=1, patch_size=2, dim=4, depth=3, num_heads=1,
                           sll_hidden=4, attention_bound=1.0, value_bound=1.0)
 
@@ -144,7 +143,7 @@ def _pgd_margins(model, x, y, eps, steps=40):
 def _deep_case(seed, eps):
   """(CROWN's, CROWN + LoFAST's and PGD-L2's margins [C − 1]) of one image of a random depth-3 certified ViT,
   float64. CROWN runs op by op (``jax.disable_jit``): on these sizes compiling its unrolled backward passes
-  takes minutes, running them eagerly seconds."""
+  takes minutes, running them eagerly under one."""
   with jax.enable_x64(True):
     params = CertifiedViT(DEEP).init(jax.random.PRNGKey(seed), jnp.zeros((1, 4, 4, 1)))["params"]
     params = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), params)
