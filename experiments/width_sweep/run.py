@@ -108,12 +108,12 @@ def _converged_network(config, width, d, n_classes, seed, f_train, y_onehot, lea
   return model, params, result
 
 
-def _linearized_fields(config, width, params, f_train, f_test, y_onehot, y_test, learning_rate, seed,
+def _linearized_fields(config, model, width, params, f_train, f_test, y_onehot, y_test, learning_rate, seed,
                        f_net_test, f0_test) -> dict:
   """The network's linearisation at initialisation (``ntk.linearized``) trained by the network's recipe
   (same initial parameters, key, rate, loss, L2, batches, budget or target), and the network's distance from
   it on the test inputs (function_distance_linearized*, ``ntk.distance.function_distance`` with f₀)."""
-  w0 = np.asarray(params["W"])  # the fixed-readout network's first layer (WidthSweepConfig.validate)
+  w0 = np.asarray(ntk.first_layer_weights(model, params))  # readout 'fixed': WidthSweepConfig.validate
   apply_lin = linearized_two_layer_relu(width, f_train.shape[1])
   t = config.converged.train
   kwargs = t.criterion_kwargs()
@@ -197,7 +197,7 @@ def converged_distance(config, model, f_train, f_test, y_train, y_test, n_classe
   out["loss_floor"] = (fixed_readout_loss_floor(np.asarray(ntk.readout_weights(model, params)), y_train)
                        if model.readout == "fixed" and config.converged.loss == "mse" else 0.0)
   if config.converged.linearized:  # readout 'fixed': checked by WidthSweepConfig.validate
-    out.update(_linearized_fields(config, width, params, f_train, f_test, y_onehot, y_test, result.learning_rate,
+    out.update(_linearized_fields(config, model, width, params, f_train, f_test, y_onehot, y_test, result.learning_rate,
                                   seed, f_net, f0_test))
   out.update(function_distance=dist.distance, function_distance_rms=dist.rms,
              function_distance_relative=dist.relative, ridge=pred.ridge, ridge_scale=config.converged.ridge_scale,
