@@ -37,3 +37,25 @@ def test_an_unknown_or_abbreviated_grid_is_refused(capsys):
     with pytest.raises(SystemExit):
       main(argv)
   assert "invalid choice" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_committed_paper_grid_summary_is_what_the_committed_records_rebuild(tmp_path, monkeypatch):
+  """docs/paper_grid_summary.md (quoted by the README and docs/claims.md) is the claims job's table rebuilt from
+  results/paper_grid/flip_rate/mnist alone, by the command on its first line: a hand edit, a stale table after
+  a change of the row builders, or records changed after the table was made fail here."""
+  from pathlib import Path
+
+  from experiments.claims.job import main as claims_main
+  root = Path(__file__).resolve().parents[2]
+  committed = (root / "docs" / "paper_grid_summary.md").read_text().splitlines()
+  made_by = committed[0]
+  assert "--from results/paper_grid/flip_rate/mnist --no_run" in made_by and "--workdir runs/paper_rows" in made_by
+  records = root / "results" / "paper_grid" / "flip_rate" / "mnist"
+  (tmp_path / "results" / "paper_grid" / "flip_rate").mkdir(parents=True)
+  (tmp_path / "results" / "paper_grid" / "flip_rate" / "mnist").symlink_to(records)
+  monkeypatch.chdir(tmp_path)   # the table names its workdir and sources as the command on its first line does
+  claims_main(["--workdir", "runs/paper_rows", "--from", "results/paper_grid/flip_rate/mnist", "--no_run"])
+  rebuilt = (tmp_path / "runs" / "paper_rows" / "summary.md").read_text().splitlines()
+  assert rebuilt == committed[1:], "docs/paper_grid_summary.md is not the rebuild of the committed records: rerun " \
+                                   "the command on its first line and commit its summary.md"
