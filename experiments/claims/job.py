@@ -346,10 +346,10 @@ def run_claims(workdir, from_dirs: Sequence = (), *, run: bool = True, overwrite
     sources = run_standard(root, sources, overwrite_config=overwrite_config)
   rows = build_rows(sources, str(root))
   # Every run reruns its L-BFGS experiments under the perturb and isa modes (always_modes); --stability adds the
-  # other modes. Reruns found on disk from an earlier --stability are read too.
+  # other modes. Reruns found on disk (under DIR from an earlier --stability, or beside a --from workdir) are read too.
   to_run = tuple(dict.fromkeys(stability.always_modes() + tuple(stability_modes)))
-  on_disk = tuple(m for m in stability.MODE_NAMES if any((root / stability.workdir_name(e, m)).is_dir()
-                                                        for e in stability.stability_experiments()))
+  on_disk = tuple(m for m in stability.MODE_NAMES if any(stability.rerun_dir(root, s, m) is not None for s in
+                                                        sources if s.experiment in stability.stability_experiments()))
   modes = tuple(m for m in stability.MODE_NAMES if m in to_run or m in on_disk)
   if run:
     stability.run_reruns(root, sources, to_run, overwrite_config=overwrite_config)

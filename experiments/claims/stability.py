@@ -343,7 +343,7 @@ def apply_stability(rows: list[dict], root, sources: Sequence, *,
 
   For each mode in ``modes`` (names from ``MODE_NAMES``) and each experiment of ``stability_experiments()`` that has a
   source to rerun (``rerun_source``): reruns it into ``root/workdir_name(experiment, mode)`` when ``run``
-  (resuming), and reads whatever rerun exists there. Every measured or not-measured row gets ``stability``:
+  (resuming), and reads whatever rerun exists there or beside the source's workdir (``rerun_dir``). Every measured or not-measured row gets ``stability``:
   {mode: its direction there ('not measured' included), or None where the rerun has no such row}. A row
   becomes direction "unstable" (magnitude None), its reason giving every outcome, when
   - its direction or magnitude differs under any mode, or it is measured in one run and not in another; or
@@ -368,8 +368,8 @@ def apply_stability(rows: list[dict], root, sources: Sequence, *,
       source = rerun_source(sources, experiment)
       if source is None:
         continue
-      path = root / workdir_name(experiment, name)
-      if path.is_dir():
+      path = rerun_dir(root, source, name)
+      if path is not None:
         rerun = rerun_rows(path, experiment, source.variant)
         by_mode.setdefault(name, {}).update({row_key(r): r for r in rerun})
   def as_verdict(row: Mapping):
@@ -399,6 +399,18 @@ def apply_stability(rows: list[dict], root, sources: Sequence, *,
           "move it that far"))
     row.update(direction=v.direction, magnitude=v.magnitude, reason=v.reason)
   return rows
+
+
+def rerun_dir(root, source, mode_name: str) -> Optional[Path]:
+  """Where the rerun of ``source`` (a ``Source``) under ``mode_name`` lies, or None where it has none: under
+  ``root`` (``root/workdir_name(experiment, mode)``, where the claims job and the main job write it), else beside
+  the source's own workdir (``<its parent>/workdir_name(<its name>, mode)``), so that a table rebuilt with
+  ``--from`` from committed workdirs reads their committed reruns too."""
+  for path in (Path(root) / workdir_name(source.experiment, mode_name),
+               Path(source.path).parent / workdir_name(Path(source.path).name, mode_name)):
+    if path.is_dir():
+      return path
+  return None
 
 
 def outcome(v) -> str:

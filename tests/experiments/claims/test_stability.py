@@ -227,3 +227,23 @@ def test_the_rounding_band_of_a_ratio_is_on_the_log_scale():
   assert move_lo == pytest.approx(abs(math.log(1.5) - math.log(1.2))) and move_hi == 0.0
   assert widened.low == pytest.approx(1.2 * (1.2 / 1.5) ** 2) and widened.high == pytest.approx(3.0, rel=1e-15)
   assert stability_band(iv._replace(low=-math.inf), [iv], "ratio")[0].low == -math.inf   # nothing to widen
+
+
+def test_reruns_beside_a_from_workdir_are_read_as_its_reruns(tmp_path):
+  """A table rebuilt with --from from committed workdirs (results/...) reads the reruns committed beside them:
+  the same moved verdict is unstable whether the reruns lie under the job's workdir or beside the source."""
+  committed = tmp_path / "results" / "mnist"
+  write_workdir(committed, flip_records([3] * 10, [21] * 10))
+  write_workdir(tmp_path / "results" / "mnist_stability_isa", flip_records([3] * 10, [6] * 10))
+  root = tmp_path / "job"
+  sources = claims.discover(root, [committed])
+  assert [os.path.basename(s.path) for s in sources] == ["mnist"]
+  assert stability.rerun_dir(root, sources[0], "isa") == tmp_path / "results" / "mnist_stability_isa"
+  assert stability.rerun_dir(root, sources[0], "perturb") is None
+  rows = stability.apply_stability(claims.build_rows(sources, str(root)), root, sources, rerun_rows=claims.rerun_rows,
+                                   run=False, modes=("perturb", "isa"))
+  row = main_row(rows, "flip_ratio_mnist_pgd")
+  assert row["direction"] == "unstable" and row["stability"] == {"perturb": None, "isa": "holds"}
+  # one under the job's workdir comes first
+  write_workdir(root / "flip_rate_stability_isa", flip_records([3] * 10, [21] * 10))
+  assert stability.rerun_dir(root, sources[0], "isa") == root / "flip_rate_stability_isa"
