@@ -105,21 +105,40 @@ def main_job_configs(full: bool, overrides=()) -> dict:
 def _run_all(root: Path, configs: dict, overwrite_config: bool) -> list[str] | None:
   """Runs the main job's experiments (this process's share of each) with ``configs`` ({name: config}) and,
   on process 0 once every process has finished, their reports; returns their summaries (None on the other
-  processes)."""
+  processes). Prints each phase's wall time at the end (``phase_times_text``)."""
   specs = main_job_experiments()
+  phases: list[tuple[str, float]] = []
   for i, spec in enumerate(specs):
     print(f"[{i + 1}/{len(specs)}] {spec.description} -> {root / spec.name}")
+    t0 = time.perf_counter()
     spec.run(configs[spec.name], root / spec.name, overwrite_config=overwrite_config)
+    phases.append((spec.name, time.perf_counter() - t0))
   for spec in specs:  # the rounding band of the verdicts built on L-BFGS networks (docs/stability.md)
     if spec.stability:
       for name in stability.always_modes():
         path = root / stability.workdir_name(spec.name, name)
         print(f"[rounding band] {spec.name} rerun under {name} ({stability.mode(name).description}) -> {path}")
+        t0 = time.perf_counter()
         stability.run_mode(spec.name, name, path, overwrite_config=overwrite_config, config=configs[spec.name])
+        phases.append((f"{spec.name} rerun ({name})", time.perf_counter() - t0))
   distributed.barrier("experiments: all points done")
   if distributed.process_index() > 0:
     return None
-  return [spec.write_report(root / spec.name) for spec in specs]
+  t0 = time.perf_counter()
+  texts = [spec.write_report(root / spec.name) for spec in specs]
+  phases.append(("reports", time.perf_counter() - t0))
+  print(phase_times_text(phases))
+  return texts
+
+
+def phase_times_text(phases) -> str:
+  """The main job's per-phase wall times ([(phase, seconds)], in the order run) as printed at its end: one line
+  per phase with its share of their sum (a resumed phase's time is that of the points it had left)."""
+  total = sum(s for _, s in phases) or 1.0
+  width = max([len("sum")] + [len(name) for name, _ in phases])
+  return "\n".join(["wall time per phase (this invocation):"]
+                   + [f"  {name:<{width}}  {s:7.1f} s  {100 * s / total:5.1f} %" for name, s in phases]
+                   + [f"  {'sum':<{width}}  {total:7.1f} s"])
 
 
 if __name__ == "__main__":

@@ -259,3 +259,25 @@ def test_an_empty_workdir_is_refused_and_a_directory_error_is_one_line(tmp_path,
     with cli.user_errors():
       open(tmp_path)  # noqa: SIM115 (raises IsADirectoryError)
   assert e.value.code == 2 and capsys.readouterr().err.startswith("error: ")
+
+
+def test_main_job_prints_every_phase_with_its_wall_time(tmp_path, monkeypatch, capsys):
+  """Each experiment, each rounding-band rerun and the reports are timed and printed once, in the order run."""
+  import types
+  ran = []
+  def spec(name, stable):
+    return types.SimpleNamespace(name=name, description=name, stability=stable,
+                                 run=lambda config, path, overwrite_config: ran.append(name),
+                                 write_report=lambda path: f"# {name}")
+  monkeypatch.setattr(main_job, "main_job_experiments", lambda: [spec("a", True), spec("b", False)])
+  monkeypatch.setattr(main_job.stability, "always_modes", lambda: ("perturb", "isa"))
+  monkeypatch.setattr(main_job.stability, "run_mode", lambda exp, mode, path, **kw: ran.append(f"{exp}/{mode}"))
+  assert main_job._run_all(tmp_path, {"a": None, "b": None}, False) == ["# a", "# b"]
+  assert ran == ["a", "b", "a/perturb", "a/isa"]
+  lines = capsys.readouterr().out.split("wall time per phase")[1].splitlines()[1:]
+  assert [line.split()[0] for line in lines] == ["a", "b", "a", "a", "reports", "sum"]
+  assert "rerun (perturb)" in lines[2] and "rerun (isa)" in lines[3]
+  shares = [float(line.split()[-2]) for line in lines[:-1]]
+  assert abs(sum(shares) - 100) < 0.5
+  assert main_job.phase_times_text([("x", 3.0), ("y", 1.0)]).splitlines()[1:] == [
+      "  x        3.0 s   75.0 %", "  y        1.0 s   25.0 %", "  sum      4.0 s"]
