@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
 import scipy.linalg
+import threadpoolctl
 
 from attention._checks import check_finite_matrix
 
@@ -126,7 +127,16 @@ def ntk_loo_influence(k_train_NxN, k_test_train_TxN, y_train_NxC, y_test_TxC, *,
 
 
 def _loo_float64(k_train, k_test, y_train, y_test, lam):
-  """The float64 path with a peak of about 2n² (module docstring); numpy in, numpy out ([t, n], [t, C])."""
+  """The float64 path with a peak of about 2n² (module docstring); numpy in, numpy out ([t, n], [t, C]).
+
+  LAPACK and BLAS run on one thread here (``threadpoolctl``): at these sizes OpenBLAS's threads cost more than
+  they give, and beside JAX's own threads far more (n = 512 / 1,024 / 2,048: 0.25 / 1.2 / 6.0 s on OpenBLAS's
+  default 2 threads against 0.055 / 0.09 / 1.0 s on one, medians on 2 busy cores; benchmarks/loo_threads.py)."""
+  with threadpoolctl.threadpool_limits(limits=1, user_api="blas"):
+    return _loo_float64_serial(k_train, k_test, y_train, y_test, lam)
+
+
+def _loo_float64_serial(k_train, k_test, y_train, y_test, lam):
   n = k_train.shape[0]
   work = np.add(k_train, k_train.T)                  # the one n×n work array: K + Kᵀ ...
   work *= 0.5                                        # ... symmetrised in place
