@@ -191,3 +191,55 @@ def test_report_training_table_and_learning_curves_from_the_histories(tmp_path):
   assert plot_learning_curves([train], tmp_path / "curves.png") and (tmp_path / "curves.png").stat().st_size > 0
   old = dict(train, history=[{k: v for k, v in h.items() if k != "validation_accuracy"} for h in hist])
   assert not plot_learning_curves([old], tmp_path / "none.png") and not (tmp_path / "none.png").exists()
+
+
+def _split_of(counts, seed=0):
+  """A training split with counts[c] images of class c (classes in blocks), indices 100, 101, ..."""
+  from experiments.data.loader import Split, SplitInfo
+  y = np.repeat(np.arange(len(counts)), counts).astype(np.int32)
+  x = np.random.default_rng(seed).uniform(size=(y.size, 2, 2, 1)).astype(np.float32)
+  info = SplitInfo("mnist", "train", "embedded", "-", tuple(range(len(counts))), tuple("abcd"[:len(counts)]),
+                   np.arange(100, 100 + y.size, dtype=np.int64), False)
+  return Split(x, y, info)
+
+
+def test_validation_split_holds_out_the_rounded_share_of_each_class_clamped_to_leave_one():
+  """Catches a truncated share (int for round) or a clamp that can take a whole class (n_c for n_c − 1): at 0.26,
+  classes of 10, 2 and 1 give round(2.6) = 3, round(0.52) = 1 and 0 (a class of one row stays whole); at 0.9 a
+  class of 2 gives 1, not 2, and one of 10 gives 9."""
+  from experiments.certify.run import validation_split
+  fit, val = validation_split(_split_of([10, 2, 1]), 0.26, seed=1)
+  assert np.bincount(val.y, minlength=3).tolist() == [3, 1, 0]
+  assert np.bincount(fit.y, minlength=3).tolist() == [7, 1, 1]
+  fit, val = validation_split(_split_of([10, 2]), 0.9, seed=1)
+  assert np.bincount(val.y, minlength=2).tolist() == [9, 1] and np.bincount(fit.y).tolist() == [1, 1]
+  with pytest.raises(ValueError, match="leaves 1 to train on and 0 to validate on"):
+    validation_split(_split_of([1]), 0.5, seed=0)
+
+
+def test_chunks_cover_every_image_once_up_to_the_last_partial_chunk():
+  """Catches an off-by-one at the chunk edge: chunks are [i, min(i + size, n)), the last one partial."""
+  from experiments.certify.run import _chunks
+  assert _chunks(10, 3) == [(0, 3), (3, 6), (6, 9), (9, 10)]
+  assert _chunks(9, 3) == [(0, 3), (3, 6), (6, 9)]
+  assert _chunks(2, 5) == [(0, 2)] and _chunks(1, 1) == [(0, 1)]
+
+
+def test_selection_records_pick_by_the_rule_at_each_eps_and_wait_for_every_alpha():
+  """Catches a selection read before every α's validation records are in, an ε matched exactly instead of within
+  rounding, or candidates kept unsorted: at ε = 0.02 α = 1 certifies most on the validation split; at ε = 0.3
+  (recorded as 0.1 + 0.2) the two certify equally and the higher clean accuracy decides; without α = 1's record at
+  one ε nothing is selected."""
+  import types
+
+  from experiments.certify.run import selection_records
+  config = types.SimpleNamespace(epsilons=(0.02, 0.3), attention_bounds=(0.25, 1.0), validation_fraction=0.1,
+                                 train=types.SimpleNamespace(seed=4))
+  recs = [_val(1.0, 0.30, 0.50), _val(0.25, 0.20, 0.60), _val(0.25, 0.10, 0.40, eps=0.1 + 0.2),
+          _val(1.0, 0.10, 0.45, eps=0.1 + 0.2), _val(1.0, 0.9, 0.9, dataset="mnist")]
+  out = selection_records(config, recs, "cifar10")
+  assert [(r["eps"], r["attention_bound"], r["kind"]) for r in out] == [(0.02, 1.0, "selection"),
+                                                                         (0.3, 1.0, "selection")]
+  assert [c["attention_bound"] for c in out[0]["candidates"]] == [0.25, 1.0]
+  assert out[0]["candidates"][1]["validation_certified_rigorous"] == 0.30 and out[0]["seed"] == 4
+  assert selection_records(config, recs[:3], "cifar10") == []

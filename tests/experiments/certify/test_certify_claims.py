@@ -107,3 +107,112 @@ def test_alpha_tradeoff_row_paired_bootstrap_and_what_flips_it():
   # No α ≤ 0.25, or a single α: not measured.
   loose = [cert_record(0.5, 0.02, 0.3, 0.3, 0.1, 0.1), cert_record(1.0, 0.02, 0.3, 0.3, 0.1, 0.1)]
   assert alpha_tradeoff_rows(Source("certify", "p", {}, loose), eps_values=(0.02,))[0]["status"] == "not measured"
+
+
+def test_certified_flags_from_radii_count_an_image_certified_at_exactly_eps():
+  """Catches ``>`` for ``>=`` in the fallback to the certified radii, or the two radii fields swapped: a radius of
+  exactly ε certifies at ε, one an ulp below does not; the Krylov flags read ``radii``, the rigorous ones
+  ``radii_rigorous``; a record's own per-image flags come first; a field without a fallback, or a missing α,
+  gives None."""
+  from experiments.certify.claims import certified_flags
+  below = float(np.nextafter(0.02, 0.0))
+  radius = dict(dataset="cifar10", attention_bound=1.0, kind="radius", eps=-1.0, layer=-1,
+                radii_rigorous=[0.02, below, 0.05, 0.0], radii=[0.03, 0.01, 0.02, 0.02])
+  records = [radius, dict(radius, attention_bound=0.25), cert_record(0.25, 0.02, 0.5, 0.5, 0.5, 0.5, n=4)]
+  assert certified_flags(records, "cifar10", 1.0, 0.02).tolist() == [1.0, 0.0, 1.0, 0.0]
+  assert certified_flags(records, "cifar10", 1.0, 0.02, "certified_krylov_images").tolist() == [1.0, 0.0, 1.0, 1.0]
+  assert certified_flags(records, "cifar10", 0.25, 0.02).tolist() == [1.0, 1.0, 0.0, 0.0]   # the record's flags
+  assert certified_flags(records, "cifar10", 1.0, 0.02, "correct_images") is None
+  assert certified_flags(records, "cifar10", 0.5, 0.02) is None
+
+
+def test_certified_rows_interval_is_the_exact_binomial_interval_of_the_rounded_count():
+  """Catches a truncated count (int(0.29·100) = 28 in float64) or a level that does not reach the interval: the
+  row's ends are scipy's exact (Clopper–Pearson) interval of 29 of 100 (rigorous) and 57 of 100 (Krylov)."""
+  import scipy.stats
+
+  from experiments.certify.claims import certify_rows
+  from experiments.core.rows import Source
+  records = [cert_record(0.25, e, 0.6, 0.6, 0.29, 0.57) for e in (0.02, 0.05)]
+  assert 0.29 * 100 < 29 and 0.57 * 100 < 57   # what int() would cut
+  rows = {r["claim_id"]: r for r in certify_rows(Source("certify", "p", {}, records)) if not r["variant"]}
+  for claim_id, k in (("certified_0.02_rigorous", 29), ("certified_0.02_krylov", 57)):
+    ci = scipy.stats.binomtest(k, 100).proportion_ci(confidence_level=0.95, method="exact")
+    row = rows[claim_id]
+    assert (row["estimate"], row["n"]) == (pytest.approx(k / 100), 100)
+    assert (row["low"], row["high"]) == pytest.approx((ci.low, ci.high), rel=1e-9)
+
+
+@pytest.mark.parametrize("level", [0.95, 0.9])
+def test_paired_binary_difference_is_the_exact_mcnemar_interval_and_antisymmetric(level):
+  """Catches swapped discordant counts, a level that does not reach the Clopper–Pearson interval, or a dropped d/n
+  scale: 7 images certified by A only and 2 by B only of 30 give (7 − 2)/30 and (d/n)(2·[L, U] − 1) with [L, U]
+  scipy's exact interval of 7 of 9; swapping A and B negates the interval."""
+  import scipy.stats
+
+  from experiments.certify.claims import paired_binary_difference
+  a = np.r_[np.ones(7), np.zeros(2), np.ones(6), np.zeros(15)]
+  b = np.r_[np.zeros(7), np.ones(2), np.ones(6), np.zeros(15)]
+  ci = scipy.stats.binomtest(7, 9).proportion_ci(confidence_level=level, method="exact")
+  iv = paired_binary_difference(a, b, level=level)
+  assert (iv.estimate, iv.low, iv.high) == pytest.approx((5 / 30, 9 / 30 * (2 * ci.low - 1),
+                                                          9 / 30 * (2 * ci.high - 1)), rel=1e-9)
+  assert (iv.level, iv.n, iv.unit) == (level, 30, "images")
+  back = paired_binary_difference(b, a, level=level)
+  assert (back.estimate, back.low, back.high) == pytest.approx((-iv.estimate, -iv.high, -iv.low), rel=1e-12)
+
+
+def test_alpha_tradeoff_reads_a_strict_alpha_of_exactly_the_papers_bound():
+  """Catches ``>=`` for ``>`` in the strict-α rule: α = 0.25 is the paper's bound itself (‖A_h‖₂ ≤ 0.25), so it is
+  read as the strict α; just above it (0.2500001) no α qualifies and the row is not measured."""
+  from experiments.certify.claims import STRICT_ALPHA, alpha_tradeoff_rows
+  from experiments.core.rows import Source
+  assert STRICT_ALPHA == 0.25
+  for strict, status in ((0.25, "measured"), (0.2500001, "not measured")):
+    records = [cert_record(strict, 0.02, 0.3, 0.3, 0.05, 0.06), cert_record(1.0, 0.02, 0.36, 0.3, 0.3, 0.31)]
+    (row,) = alpha_tradeoff_rows(Source("certify", "p", {}, records), eps_values=(0.02,))
+    assert row["status"] == status
+  assert row["status"] == "not measured" and "0.2500001" in row["reason"]
+
+
+def _crown_chunk(method, start, flags, seconds, compiled, eps=0.05):
+  return dict(eps=eps, method=method, start=start, stop=start + len(flags), dataset="cifar10", attention_bound=0.25,
+              certified_images=flags, pgd_violations=0, seconds=seconds, compiled_first=compiled, machine="m")
+
+
+def _crown_workdir(tmp_path, chunks):
+  import json
+  (tmp_path / "crown").mkdir(parents=True)
+  (tmp_path / "crown" / "results.jsonl").write_text("".join(json.dumps(c) + "\n" for c in chunks))
+  from experiments.core.rows import Source
+  return Source("certify", str(tmp_path), {}, [])
+
+
+def test_crown_rows_pair_the_methods_image_by_image_and_time_only_compiled_batches(tmp_path):
+  """Catches a speed ratio inverted (CROWN + LoFAST over CROWN), a compiling batch timed, a moved minimum of two
+  timed batches, or discordant counts swapped: three chunks of three images; the first chunk of each method
+  compiles, so the ratios CROWN / CROWN + LoFAST are 8/2 and 6/3, whose row is Student's t of their logs
+  (unit 'batches'); CROWN + LoFAST certifies images 1, 3, 6 alone and CROWN image 8 alone: (3 − 1)/9 with the
+  exact McNemar interval of 3 of 4 discordant images."""
+  import scipy.stats
+
+  from experiments.certify import crown_claims
+  flags = {"crown_lofast": [1, 1, 1, 1, 1, 0, 1, 0, 0], "crown": [1, 0, 1, 0, 1, 0, 0, 0, 1], "lofast": [0] * 9}
+  seconds = {"crown_lofast": (50.0, 2.0, 3.0), "crown": (70.0, 8.0, 6.0), "lofast": (1.0, 1.0, 1.0)}
+  chunks = [_crown_chunk(m, 3 * i, flags[m][3 * i:3 * i + 3], seconds[m][i], i == 0) for m in flags for i in range(3)]
+  rows = {r["claim_id"]: r for r in crown_claims.crown_rows(_crown_workdir(tmp_path / "three", chunks))}
+  speed = rows["crown_lofast_speed"]
+  logs = np.log([4.0, 2.0])
+  half = scipy.stats.t.ppf(0.975, 1) * logs.std(ddof=1) / np.sqrt(2)
+  assert (speed["estimate"], speed["low"], speed["high"]) == pytest.approx(
+      np.exp([logs.mean(), logs.mean() - half, logs.mean() + half]), rel=1e-12)
+  assert (speed["n"], speed["unit"], speed["status"]) == (2, "batches", "measured")
+  diff = rows["crown_lofast_vs_crown_0.05"]
+  ci = scipy.stats.binomtest(3, 4).proportion_ci(method="exact")
+  assert (diff["estimate"], diff["low"], diff["high"]) == pytest.approx((2 / 9, 4 / 9 * (2 * ci.low - 1),
+                                                                         4 / 9 * (2 * ci.high - 1)), rel=1e-9)
+  assert "3 images certified by the first method only and 1 by the second only" in diff["note"]
+  # One timed batch is not enough for the speed row.
+  two = [c for c in chunks if c["start"] < 6]
+  one = {r["claim_id"]: r for r in crown_claims.crown_rows(_crown_workdir(tmp_path / "two", two))}
+  assert one["crown_lofast_speed"]["status"] == "not measured"

@@ -173,3 +173,40 @@ def test_pgd_margins_are_upper_bounds_of_the_true_minimum_and_reach_it_for_two_c
       assert np.all(found[i] >= true_min - 1e-5) and np.all(found[i] <= clean + 1e-6)
       if exact:
         np.testing.assert_allclose(found[i], true_min, atol=5e-3)   # PGD-L2 converges along the sphere
+
+
+@pytest.mark.parametrize("method, lofast, intermediate", [("crown", False, "crown"), ("crown_lofast", True, "crown"),
+                                                          ("crown_ibp", False, "ibp")])
+def test_an_image_is_certified_only_when_every_margin_bound_is_above_zero(monkeypatch, method, lofast, intermediate):
+  """Catches ``>= 0`` for ``> 0`` or a certificate read from one class's bound: a lower bound of exactly 0 on some
+  margin leaves that image uncertified, as does one negative class among positive ones; each method reaches
+  the bound computation with its own options (LoFAST inside CROWN, interval intermediate bounds)."""
+  from attention import crown_vit
+  seen = {}
+  bounds = np.array([[0.0, 1.0, 2.0], [0.1, 0.2, 1e-30], [3.0, -1e-9, 5.0], [2.0, 2.0, 2.0]])
+
+  def fake(model_config, params, x, y, eps, *, lofast, intermediate, key, power_iters):
+    seen.update(lofast=lofast, intermediate=intermediate, eps=eps)
+    return bounds
+  monkeypatch.setattr(crown_vit, "margin_lower_bounds", fake)
+  flags, margins = compare._certified(method, None, None, np.zeros((4, 2)), np.zeros(4, int), 0.05, None, 3)
+  assert flags.tolist() == [False, True, False, True] and margins is bounds
+  assert seen == dict(lofast=lofast, intermediate=intermediate, eps=0.05)
+
+
+def test_other_classes_drop_each_images_own_class_and_keep_class_order():
+  """Catches a mask on the wrong axis or the true class kept: the margin columns are the classes j ≠ y_b in order."""
+  values = np.arange(12.0).reshape(3, 4)
+  np.testing.assert_array_equal(compare._other_classes(values, [0, 3, 1]),
+                                [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [8.0, 10.0, 11.0]])
+
+
+@pytest.mark.parametrize("field, value", [("n_images", 1), ("chunk", 1), ("epsilons", (1e-12,)),
+                                          ("methods", ("crown",))])
+def test_compare_config_accepts_the_edge_of_each_range(field, value):
+  """Catches ``> 1`` for ``>= 1`` (or ε ≥ 0 for ε > 0 the other way): one image, chunks of one, the smallest
+  positive radius and a single method are valid."""
+  import dataclasses
+  dataclasses.replace(COMPARE, **{field: value}).validate()
+  with pytest.raises(ValueError, match="epsilons"):
+    dataclasses.replace(COMPARE, epsilons=(0.0,)).validate()

@@ -156,3 +156,83 @@ def test_every_budget_needs_every_budget_and_reads_only_the_pairs_they_share():
   late = [r for r in _records({2.0: around(0.2, 0.05)}) if r["seed_index"] >= 5]
   every = _rows(_records({1.0: around(0.2, 0.05)}) + late)["clip_asr_pgd_every_budget"]
   assert every["n"] == 5 and "the 5 seed pairs attacked at every budget" in every["setting"]
+
+
+def _class_in_pixel(x):
+  """Zero-shot logits of a stand-in model: the predicted class is the value of pixel (0, 0), channel 0."""
+  return jax.nn.one_hot(x[:, 0, 0, 0].astype(np.int32), 3)
+
+
+def test_attack_records_count_the_clean_correct_images_only(monkeypatch):
+  """Catches an ASR over every attacked image instead of the clean-correct ones, a clean accuracy or count over
+  the wrong set, a patch position not carried with its image, or a PGD step not scaled by ε: six images of which
+  images 0, 1, 3, 5 are predicted correctly; the (stand-in) attack succeeds where channel 1 of pixel (0, 0) is
+  set, on images 0, 2, 3, 4, so 2 of the 4 counted images (ASR 0.5, flags 1, 0, 1, 0 in image order), although
+  4 of all 6 would be; an image marked done is skipped; with no clean-correct image the ASR is NaN of 0 counted."""
+  import types
+  pred, y = np.array([0, 1, 2, 1, 0, 2]), np.array([0, 1, 1, 1, 2, 2])
+  correct = pred == y
+  x = np.zeros((6, 4, 4, 3), np.float32)
+  x[:, 0, 0, 0] = pred
+  x[:, 0, 0, 1] = [1, 0, 1, 1, 1, 0]      # where the attack succeeds
+  x[:, 0, 0, 2] = [0, 1, 0, 0, 0, 1]      # where its gradient vanished
+  calls = []
+
+  def fake_attack(attack, fn, xc, yc, batch_size, *, per_sample=None, **kwargs):
+    calls.append(dict(xc=np.asarray(xc), yc=np.asarray(yc), per_sample=per_sample, **kwargs))
+    return xc[:, 0, 0, 1] > 0.5, xc[:, 0, 0, 2] > 0.5, xc
+  monkeypatch.setattr(clip_run, "batched_attack", fake_attack)
+  config = types.SimpleNamespace(eps_255=(2.0, 4.0, 8.0), patch_sizes=(2,), pgd_step_ratio=0.25, pgd_steps=7,
+                                 patch_alpha=0.1, patch_steps=5, attack_batch_size=4)
+  key = jax.random.key(0)
+  is_done = lambda model, seed, **f: f["attack"] == "pgd" and f["eps"] == 4.0 / 255  # noqa: E731
+  fn = jax.tree_util.Partial(_class_in_pixel)
+  recs = list(clip_run.attack_records(config, fn, "clip", 3, x, y, key, is_done))
+  assert [(r["attack"], r["eps_255"], r["size"]) for r in recs] == [("pgd", 2.0, 0), ("pgd", 8.0, 0), ("patch", 0.0, 2)]
+  for r, call in zip(recs, calls):
+    assert (r["n_counted"], r["n_success"], r["asr"], r["success"]) == (4, 2, 0.5, [1, 0, 1, 0])
+    assert (r["n_zero_grad"], r["n_attacked_pool"], r["clean_accuracy"]) == (2, 6, pytest.approx(4 / 6))
+    assert (r["kind"], r["model"], r["seed_index"], r["convention"]) == ("attack", "clip", 3, "clean_correct")
+    np.testing.assert_array_equal(call["xc"], x[correct])
+    np.testing.assert_array_equal(call["yc"], y[correct])
+  assert calls[0]["eps"] == pytest.approx(2 / 255) and calls[0]["alpha"] == pytest.approx(0.25 * 2 / 255)
+  assert calls[1]["alpha"] == pytest.approx(0.25 * 8 / 255) and calls[1]["steps"] == 7
+  positions = clip_run.patch_positions(jax.random.fold_in(key, 3), 6, 2, 4, 4)   # point 3: after three PGD budgets
+  np.testing.assert_array_equal(calls[2]["per_sample"]["position"], positions[correct])
+  assert (calls[2]["size"], calls[2]["alpha"], calls[2]["steps"]) == (2, 0.1, 5)
+  none = list(clip_run.attack_records(config, fn, "clip", 0, x, np.full(6, 9), key, lambda *a, **f: False))
+  assert len(none) == 4 and all(r["n_counted"] == 0 and math.isnan(r["asr"]) and r["success"] == [] for r in none)
+  assert len(calls) == 3
+
+
+def _asr_record(model, seed, n_success, n_counted, *, value=2.0, attack="pgd", **extra):
+  return {**dict(kind="attack", model=model, seed_index=seed, attack=attack, source="zero_shot", n_success=n_success,
+                 n_counted=n_counted, asr=-1.0, eps_255=value if attack == "pgd" else 0.0,
+                 size=int(value) if attack == "patch" else 0), **extra}
+
+
+def test_per_seed_asr_is_successes_over_counted_images_of_zero_shot_records_at_the_budget():
+  """Catches an ASR read from another field or over another count, a seed with no counted image kept (0/0), the
+  classifier columns mixed in, or a budget matched exactly instead of within rounding: seed 0 has 3 of 4, seed 1
+  no counted image, seed 2 a classifier record, seed 3 its ε recorded as 2 + 1e-12, seed 4 no source field; the
+  budgets are the zero-shot ones, increasing."""
+  recs = [_asr_record("clip", 0, 3, 4), _asr_record("clip", 1, 0, 0), _asr_record("clip", 2, 1, 2, source="classifier"),
+          _asr_record("clip", 3, 1, 5, value=2.0 + 1e-12), _asr_record("diffclip", 0, 4, 4),
+          _asr_record("clip", 0, 1, 1, attack="patch", value=2.0),
+          {k: v for k, v in _asr_record("clip", 4, 2, 8).items() if k != "source"}]
+  assert clip_claims.per_seed_asr(recs, "clip", "pgd", 2.0) == {0: 0.75, 3: 0.2, 4: 0.25}
+  assert clip_claims.per_seed_asr(recs, "clip", "patch", 2.0) == {0: 1.0}
+  extra = [_asr_record("clip", 0, 1, 1, value=8.0, source="classifier"), _asr_record("clip", 0, 1, 1, value=1.0)]
+  assert clip_claims.budgets([r for r in recs if r["seed_index"] != 3] + extra, "pgd") == [1.0, 2.0]
+
+
+def test_saturation_starts_at_exactly_the_threshold_on_every_pair():
+  """Catches ``>`` for ``>=`` or a ceiling read from one model or one pair: ASRs of 99/100 for both models on every
+  pair (exactly ``SATURATION``) saturate; one model at 98/100 on one pair does not."""
+  assert clip_claims.SATURATION == 0.99
+  recs = [_asr_record(m, s, 99 if s == 0 else 100, 100) for m in ("clip", "diffclip") for s in (0, 1)]
+  clip, diff = (clip_claims.per_seed_asr(recs, m, "pgd", 2.0) for m in ("clip", "diffclip"))
+  assert clip[0] == diff[0] == 0.99 and clip_claims.saturated(clip, diff, [0, 1])
+  assert not clip_claims.saturated(clip, {**diff, 1: 0.98}, [0, 1])
+  assert not clip_claims.saturated({**clip, 0: 0.98}, diff, [0, 1])
+  assert clip_claims.saturated({**clip, 0: 0.98}, diff, [1])

@@ -295,3 +295,59 @@ def test_the_one_t_interval_is_scipys_and_the_batched_ends_agree():
     # the rows' helpers are the same intervals: seed-level (paired or not) and per-seed statistics
     assert rows.seed_mean_interval(x, paired=False)[:3] == rows.mean_interval(x)[:3]
     assert rows.seed_mean_interval(x - 1, paired=True)[:3] == rows.paired_interval(x, np.ones(n))[:3]
+
+
+# ------------------------------------------------------------------------------------- boundary cases
+
+
+def test_sign_flip_is_exact_through_twenty_pairs_and_monte_carlo_from_twenty_one():
+  """Catches a moved enumeration edge (``n <= EXACT_MAX_N`` as ``<``, in the test or in the method's name): equal
+  differences are extreme only under the all-plus and all-minus patterns, so the exact p at n = 20 is 2/2^20 for
+  every seed and resample count, while at n = 21 it is the Monte-Carlo (1 + hits)/(R + 1) = 1/(R + 1)."""
+  assert intervals.EXACT_MAX_N == 20
+  twenty = np.full(20, 0.5)
+  for seed, resamples in ((0, 99), (3, 499)):
+    assert sign_flip_test(twenty, seed=seed, n_resamples=resamples) == 2 / 2 ** 20
+  assert sign_flip_interval(twenty).method == "sign_flip_exact"
+  twenty_one = np.full(21, 0.5)
+  assert sign_flip_test(twenty_one, n_resamples=99) == pytest.approx(1 / 100, abs=1e-15)
+  assert sign_flip_interval(twenty_one, n_resamples=99).method == "sign_flip_monte_carlo"
+
+
+@pytest.mark.parametrize("n", [5, 6])
+def test_sign_flip_interval_at_level_exactly_one_minus_the_smallest_p_is_the_data_range(n):
+  """Catches an off-by-one in the count of covering patterns K = ⌊α·2^n⌋ + 1 or in the never-rejects rule
+  (``k <= 2``): at α = 2/2^n exactly (level 0.9375 at n = 5, 0.96875 at n = 6) a shift beyond every difference
+  has p = 2/2^n ≤ α and is rejected, so the interval is [min d, max d]; a hair above that level it never
+  rejects and is the whole line."""
+  d = np.array([0.4, -1.0, 2.2, 0.9, 1.3, 0.1])[:n]
+  level = 1 - 2 / 2 ** n
+  assert sign_flip_test(d, null=d.max() + 1.0) == 2 / 2 ** n <= 1 - level
+  ci = sign_flip_interval(d, level=level)
+  assert (ci.low, ci.high) == (d.min(), d.max())
+  wider = sign_flip_interval(d, level=level + 1e-3)
+  assert (wider.low, wider.high) == (-math.inf, math.inf)
+
+
+def test_pooled_ratio_with_the_continuity_correction_and_seed_level_variance_by_hand():
+  """Catches a dropped or misplaced continuity share (c/n per seed in z_s, c added to A and B) or a wrong
+  degrees of freedom where the seed-level variance, not the binomial floor, sets the width: Σa = 0 with
+  unequal totals, written out from the docstring's formula at level 0.9."""
+  a, b = np.array([0.0, 0.0, 0.0]), np.array([0.0, 0.0, 100.0])
+  ta, tb = np.array([1.0, 1.0, 998.0]), np.array([100.0, 100.0, 100.0])
+  n, c = 3, 0.5
+  A, B, TA, TB = a.sum() + c, b.sum() + c, ta.sum(), tb.sum()
+  z = (a + c / n) / A - ta / TA - (b + c / n) / B + tb / TB
+  var = n / (n - 1) * np.sum(z ** 2)
+  floor = (1 - A / TA) / A + (1 - B / TB) / B
+  assert var > 1.5 * floor  # the seed-level variance decides
+  theta = math.log(A / TA) - math.log(B / TB)
+  half = scipy.stats.t.ppf(0.95, n - 1) * math.sqrt(var)
+  ci = pooled_ratio_interval(a, b, ta, tb, level=0.9)
+  assert ci.method == "pooled_ratio_delta_t_cc"
+  np.testing.assert_allclose([ci.estimate, ci.low, ci.high], np.exp([theta, theta - half, theta + half]), rtol=1e-12)
+  # Swapping the models inverts the ratio and its interval.
+  back = pooled_ratio_interval(b, a, tb, ta, level=0.9)
+  np.testing.assert_allclose([back.estimate, back.low, back.high], [1 / ci.estimate, 1 / ci.high, 1 / ci.low],
+                             rtol=1e-12)
+

@@ -117,3 +117,35 @@ def test_seed_mean_interval_is_the_t_or_sign_flip_interval_of_the_per_seed_value
   assert (three.low, three.high) == (-np.inf, np.inf)
   with pytest.raises(ValueError, match="finite per-seed"):
     rows.seed_mean_interval([np.nan, 1.0], paired=False)
+
+
+def test_seed_bootstrap_of_two_seeds_is_bounded_and_reads_its_level():
+  """Catches a moved one-seed rule (``len(means) < 2`` as ``<= 2``) or a level that does not reach scipy: the mean
+  of two resampled seeds is m₁, (m₁ + m₂)/2 or m₂ with probabilities 1/4, 1/2, 1/4, so the 95 % percentile
+  interval is [m₁, m₂] and the 40 % one (quantiles 0.3 and 0.7) the single point (m₁ + m₂)/2. Each seed enters
+  by the mean of its own images (0.2 from two images, 0.9 from one), not by a mean pooled over images."""
+  groups = [[np.array([0.1, 0.3])], [np.array([0.9])]]
+  stat = lambda m: float(m[:, 0].mean())  # noqa: E731
+  assert rows.seed_bootstrap(groups, stat) == pytest.approx((0.55, 0.2, 0.9), rel=1e-12)
+  assert rows.seed_bootstrap(groups, stat, level=0.4) == pytest.approx((0.55, 0.55, 0.55), rel=1e-12)
+  np.testing.assert_allclose(rows.seed_means([[np.array([0.1, 0.3]), np.array([1.0])],
+                                              [np.array([0.9]), np.array([2.0, 4.0, 6.0])]]), [[0.2, 1.0], [0.9, 4.0]])
+  # A statistic that is not finite on some resample (a seed whose mean is 0 in a ratio) makes it undefined.
+  with np.errstate(divide="ignore", invalid="ignore"):
+    est, low, high = rows.seed_bootstrap([[np.array([0.0])], [np.array([1.0])]], lambda m: float(1 / m[:, 0].mean()))
+  assert est == 2.0 and math.isnan(low) and math.isnan(high)
+
+
+def test_pooled_interval_passes_its_level_to_the_delta_t_interval():
+  """Catches a family's Bonferroni level dropped on the way to ``intervals.pooled_ratio_interval``: the 90 % ends are
+  exp(θ ∓ t_{0.95, n−1}·se), se the seed-level delta-method standard error written out (the floor inactive)."""
+  a, b = np.array([5.0, 30.0, 9.0, 22.0, 40.0]), np.array([10.0, 11.0, 8.0, 6.0, 14.0])
+  ta, tb = np.array([50.0, 52.0, 48.0, 55.0, 51.0]), np.array([50.0, 53.0, 47.0, 55.0, 52.0])
+  A, B, TA, TB = a.sum(), b.sum(), ta.sum(), tb.sum()
+  se = math.sqrt(5 / 4 * np.sum((a / A - ta / TA - b / B + tb / TB) ** 2))
+  theta = math.log((A / TA) / (B / TB))
+  for level in (0.9, 0.99):
+    iv = rows.pooled_interval(a, b, ta, tb, level=level)
+    half = scipy.stats.t.ppf((1 + level) / 2, 4) * se
+    assert iv.level == level and iv.n == 5
+    assert (iv.low, iv.high) == pytest.approx((math.exp(theta - half), math.exp(theta + half)), rel=1e-12)

@@ -62,3 +62,23 @@ def test_overlap_text():
   assert seed_subsets.overlap_text([{}]) == ""
   assert seed_subsets.overlap_text([dict(data_draw="disjoint"), dict(data_draw="independent",
                                                                      expected_seed_overlap=0.1)]).startswith("mixed")
+
+
+def test_expected_overlap_at_its_smallest_draw_and_with_classes_filled_in_two_rounds():
+  """Catches a moved lower bound (``n < 1`` as ``<= 1``) and a water-filling that stops after one round: a draw of
+  one of four balanced labels takes half an image of each class in expectation, (0.5²/2 + 0.5²/2)/1 = 1/4 = n/N;
+  classes of 1, 2 and 10 labels with n = 9 take 1, 2 and 6 (the two small classes whole, the rest from the
+  large one), (1 + 2 + 36/10)/9."""
+  assert seed_subsets.expected_overlap([0, 0, 1, 1], 1) == pytest.approx(0.25, rel=1e-12)
+  y = [0] + [1] * 2 + [2] * 10
+  assert seed_subsets.expected_overlap(y, 9) == pytest.approx((1 + 2 + 36 / 10) / 9, rel=1e-9)
+  assert seed_subsets.expected_overlap(y, 3) == pytest.approx((1 / 1 + 1 / 2 + 1 / 10) / 3, rel=1e-9)
+
+
+def test_overlap_text_averages_every_record_and_names_every_pool():
+  """Catches an overlap read from one record instead of the mean over records, or a pool list cut to one: two
+  records of 20 % and 30 % state 25.0 %, from the 1,500- and 2,000-image pools."""
+  text = seed_subsets.overlap_text([dict(data_draw="independent", expected_seed_overlap=0.2, train_pool=2000),
+                                    dict(data_draw="independent", expected_seed_overlap=0.3, train_pool=1500)])
+  assert text == ("independent per-seed training subsets of the 1,500/2,000-image embedded pool (two seeds share "
+                  "25.0 % of their images in expectation)")

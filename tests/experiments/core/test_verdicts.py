@@ -340,3 +340,74 @@ def test_certified_accuracy_magnitude_band_is_five_points_not_a_factor():
   assert verdicts.magnitude_verdict(_ci(0.35, 0.40), (0.291, 0.291), "proportion") == "differs"
   assert verdicts.magnitude_verdict(_ci(0.22, 0.30), (0.291, 0.291), "proportion") == "undetermined"
   assert verdict(_ci(0.20, 0.23), +1, paper_range=(0.291, 0.291), scale="proportion").magnitude == "differs"
+
+
+def _exact_bootstrap_quantile(values, p):
+  """The p-quantile of a statistic over all n^n equally likely resamples (the smallest value whose CDF reaches p),
+  and how far p lies from the nearest step of that CDF (Monte-Carlo quantiles agree only away from a step)."""
+  values = np.sort(np.asarray(values, float))
+  cdf = np.arange(1, values.size + 1) / values.size
+  i = int(np.searchsorted(cdf, p))
+  return values[i], min(abs(cdf[i] - p), abs((cdf[i - 1] if i else 0.0) - p))
+
+
+@pytest.mark.parametrize("level", [0.95, 0.8])
+def test_bootstrap_intervals_of_three_values_are_the_exact_resampling_quantiles(level):
+  """Catches a wrong tail (α for α/2, a changed ``TAIL_FACTOR``), swapped t* quantiles, a changed ``SE_FLOOR``
+  or a resampled se* without its n − 1: three values have 27 equally likely resamples, whose mean and floored
+  t* = (m* − m)/max(se*, 0.1·se) are enumerated here; 10,000 resamples find the same quantiles wherever the tail
+  lies over 1 % from a step of their distribution."""
+  import itertools
+  v = np.array([1.0, 2.0, 4.0])
+  m, se = v.mean(), v.std(ddof=1) / np.sqrt(3)
+  means, ts = [], []
+  for idx in itertools.product(range(3), repeat=3):
+    s = v[list(idx)]
+    means.append(s.mean())
+    ts.append((s.mean() - m) / max(s.std(ddof=1) / np.sqrt(3), 0.1 * se))
+  alpha = 1 - level
+  (lo, gap_lo), (hi, gap_hi) = (_exact_bootstrap_quantile(means, p) for p in (alpha / 2, 1 - alpha / 2))
+  tail = 0.6 * alpha / 2
+  (t_lo, gap_tlo), (t_hi, gap_thi) = (_exact_bootstrap_quantile(ts, p) for p in (tail, 1 - tail))
+  assert min(gap_lo, gap_hi, gap_tlo, gap_thi) > 0.01
+  pct = bootstrap_mean(v, method="percentile", level=level)
+  assert (pct.low, pct.high) == pytest.approx((lo, hi), rel=1e-12)
+  stud = bootstrap_mean(v, level=level)
+  assert (stud.low, stud.high) == pytest.approx((m - t_hi * se, m - t_lo * se), rel=1e-12)
+  assert stud.method == "studentized_bootstrap" and pct.method == "bootstrap" and stud.estimate == pytest.approx(m)
+
+
+def test_family_level_is_bonferroni_from_two_readings_on():
+  """Catches an off-by-one at the family's size (``m > 1`` as ``m > 2``, or m + 1 in the denominator): one reading
+  keeps the level; m readings each get 1 − (1 − level)/m, at the default and at a given level."""
+  assert verdicts.family_level(0) == verdicts.family_level(1) == 0.95
+  assert verdicts.family_level(2) == pytest.approx(0.975, rel=1e-15)
+  assert verdicts.family_level(5) == pytest.approx(0.99, rel=1e-15)
+  assert verdicts.family_level(4, 0.9) == pytest.approx(0.975, rel=1e-15)
+  assert verdicts.family_level(1, 0.9) == 0.9
+  for bad in (-1, True):
+    with pytest.raises(ValueError, match="m must be"):
+      verdicts.family_level(bad)
+
+
+def test_stability_band_moves_each_end_outward_by_twice_the_largest_rerun_move():
+  """Catches a band read from the wrong end or the smaller move, a lost factor, or a ratio widened on the linear
+  scale: [1, 3] with reruns [0.8, 3.5] and [1.1, 2.9] moves 0.2 down and 0.5 up, so the band is [0.6, 4.0]; a ratio
+  widens on the log scale (×/÷ the ratios' moves); reruns with None or infinite ends are skipped, an unbounded
+  interval is returned as it is, and a negative factor is refused."""
+  iv = _ci(1.0, 3.0)
+  reruns = [_ci(0.8, 3.5), _ci(1.1, 2.9), Interval(2.0, None, None, 0.95, 10, "seeds", "x"),
+            Interval(2.0, -np.inf, 9.0, 0.95, 10, "seeds", "x")]
+  widened, move_lo, move_hi = verdicts.stability_band(iv, reruns)
+  assert (move_lo, move_hi) == pytest.approx((0.2, 0.5), rel=1e-12)
+  assert (widened.low, widened.high, widened.estimate) == pytest.approx((0.6, 4.0, 2.0), rel=1e-12)
+  assert verdicts.stability_band(iv, reruns, factor=0.0)[0][:3] == iv[:3]
+  ratio, r_lo, r_hi = verdicts.stability_band(_ci(2.0, 8.0), [_ci(1.0, 16.0)], scale="ratio")
+  assert (r_lo, r_hi) == pytest.approx((np.log(2), np.log(2)), rel=1e-12)
+  assert (ratio.low, ratio.high) == pytest.approx((0.5, 32.0), rel=1e-12)
+  linear = verdicts.stability_band(_ci(2.0, 8.0), [_ci(-1.0, 16.0)], scale="ratio")[0]   # an end ≤ 0: linear
+  assert (linear.low, linear.high) == pytest.approx((-4.0, 24.0), rel=1e-12)
+  unbounded = Interval(2.0, -np.inf, np.inf, 0.95, 5, "seeds", "x")
+  assert verdicts.stability_band(unbounded, [_ci(0.0, 1.0)]) == (unbounded, 0.0, 0.0)
+  with pytest.raises(ValueError, match="factor"):
+    verdicts.stability_band(iv, reruns, factor=-1.0)

@@ -281,3 +281,108 @@ def test_main_job_prints_every_phase_with_its_wall_time(tmp_path, monkeypatch, c
   assert abs(sum(shares) - 100) < 0.5
   assert main_job.phase_times_text([("x", 3.0), ("y", 1.0)]).splitlines()[1:] == [
       "  x        3.0 s   75.0 %", "  y        1.0 s   25.0 %", "  sum      4.0 s"]
+
+
+def test_results_files_are_named_per_process_and_read_single_first_then_in_name_order(tmp_path):
+  """Catches a moved single-process rule (``count == 1``) or a lost zero padding: one process writes
+  results.jsonl, process i of P results-<i>-of-<P>.jsonl with 5 digits each, so process 10 of 12 sorts after
+  process 2; ``read_records`` reads results.jsonl first, then the per-process files in that order."""
+  from experiments.core import workdir as wd_lib
+  assert wd_lib.results_name(0, 1) == "results.jsonl"
+  assert wd_lib.results_name(0, 2) == "results-00000-of-00002.jsonl"
+  assert wd_lib.results_name(10, 12) == "results-00010-of-00012.jsonl"
+  for k, (i, count) in enumerate(((0, 1), (10, 12), (2, 12))):
+    (tmp_path / wd_lib.results_name(i, count)).write_text(json.dumps({"k": k}) + "\n")
+  assert [r["k"] for r in read_records(tmp_path)] == [0, 2, 1]
+
+
+def test_a_string_among_numbers_is_named_by_its_one_based_line(tmp_path):
+  """Catches an off-by-one in the line the error names (lines counted from 1) or a field check that misses the
+  string: the third line's 'x' is a string where the others hold numbers; 'nan' strings decode to floats and
+  are no error."""
+  path = tmp_path / "results.jsonl"
+  path.write_text('{"k": 1, "x": 1.5}\n{"k": 2, "x": "nan"}\n{"k": 3, "x": "1.5e"}\n')
+  with pytest.raises(ValueError, match=r"results\.jsonl, line 3: field 'x' is '1\.5e'"):
+    read_records(tmp_path)
+  path.write_text('{"k": 1, "x": 1.5}\n{"k": 2, "x": "nan"}\n')
+  assert math.isnan(read_records(tmp_path)[1]["x"])
+
+
+def test_removed_if_unused_removes_new_bookkeeping_only_directories_two_levels_down(tmp_path):
+  """Catches a search that stops one level short, or that removes a directory holding a result or one made
+  before the block: on an error the new directories holding only config.json or the lock go, at the root's
+  children and grandchildren (a grandchild emptied first, then its parent); a directory with a record, one
+  that existed before and one holding a deeper directory stay."""
+  from experiments.core.workdir import removed_if_unused
+  root = tmp_path / "root"
+  (root / "old").mkdir(parents=True)
+  with pytest.raises(KeyboardInterrupt):
+    with removed_if_unused(root):
+      for d, name in (("a", "config.json"), ("b/c", ".lock"), ("d", "results.jsonl"), ("e/f/g", "config.json")):
+        (root / d).mkdir(parents=True)
+        (root / d / name).write_text("{}")
+      raise KeyboardInterrupt
+  assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_dir()) == [
+      "d", "e", "e/f", "e/f/g", "old"]
+
+
+_OK, _BAD = "ok", "bad"
+
+
+@pytest.mark.parametrize("make, field, value, expected", [
+    (config_lib.DataConfig, "n_train", 1, _OK), (config_lib.DataConfig, "n_train", 0, _BAD),
+    (config_lib.DataConfig, "n_test", 0, _OK), (config_lib.DataConfig, "n_test", -1, _BAD),
+    (config_lib.DataConfig, "seed", 0, _OK), (config_lib.DataConfig, "seed", -1, _BAD),
+    (config_lib.DataConfig, "holdout", 1, _OK), (config_lib.DataConfig, "holdout", 0, _BAD),
+    (config_lib.TrainConfig, "loss_target", 0.0, _OK), (config_lib.TrainConfig, "loss_target", -1e-12, _BAD),
+    (config_lib.TrainConfig, "max_epochs", 1, _OK), (config_lib.TrainConfig, "max_epochs", 0, _BAD),
+    (config_lib.TrainConfig, "check_every", 1, _OK), (config_lib.TrainConfig, "check_every", 0, _BAD),
+    (config_lib.TrainConfig, "batch_size", 1, _OK), (config_lib.TrainConfig, "batch_size", 0, _BAD),
+    (config_lib.TrainConfig, "l2", 0.0, _OK), (config_lib.TrainConfig, "l2", -1e-12, _BAD),
+    (config_lib.TrainConfig, "validation_fraction", 1e-9, _OK),
+    (config_lib.TrainConfig, "validation_fraction", 0.0, _BAD),
+    (config_lib.TrainConfig, "validation_fraction", 1 - 1e-9, _OK),
+    (config_lib.TrainConfig, "validation_fraction", 1.0, _BAD),
+    (config_lib.TrainConfig, "init_perturbation", 0.0, _OK), (config_lib.TrainConfig, "init_perturbation", 0.01, _OK),
+    (config_lib.TrainConfig, "init_perturbation", 0.0100001, _BAD),
+    (config_lib.TrainConfig, "init_perturbation", -1e-12, _BAD),
+    (config_lib.TrainConfig, "learning_rates", (1e-12,), _OK), (config_lib.TrainConfig, "learning_rates", (0.0,), _BAD),
+    (config_lib.TrainConfig, "learning_rates", (), _BAD),
+    (ClassifierTrainConfig, "epochs", 0, _OK), (ClassifierTrainConfig, "epochs", -1, _BAD),
+    (ClassifierTrainConfig, "batch_size", 1, _OK), (ClassifierTrainConfig, "batch_size", 0, _BAD),
+    (ClassifierTrainConfig, "learning_rate", 1e-12, _OK), (ClassifierTrainConfig, "learning_rate", 0.0, _BAD),
+    (ClassifierTrainConfig, "l2", 0.0, _OK), (ClassifierTrainConfig, "l2", -1e-12, _BAD),
+    (ClassifierTrainConfig, "warmup_epochs", 0, _OK), (ClassifierTrainConfig, "warmup_epochs", -1, _BAD),
+    (ClassifierTrainConfig, "seed", 0, _OK), (ClassifierTrainConfig, "seed", -1, _BAD),
+    (ClassifierTrainConfig, "max_to_keep", 1, _OK), (ClassifierTrainConfig, "max_to_keep", 0, _BAD),
+    (config_lib.PlateauRule, "min_epochs", 0, _OK), (config_lib.PlateauRule, "min_epochs", -1, _BAD),
+    (config_lib.PlateauRule, "window", 0, _OK), (config_lib.PlateauRule, "window", -1, _BAD),
+    (config_lib.PlateauRule, "min_gain", 0.0, _OK), (config_lib.PlateauRule, "min_gain", 1.0, _OK),
+    (config_lib.PlateauRule, "min_gain", 1.0000001, _BAD), (config_lib.PlateauRule, "min_gain", -1e-12, _BAD),
+    (lambda **kw: config_lib.AttackBudget(**{"steps": 5, **kw}), "steps", 0, _OK),
+    (lambda **kw: config_lib.AttackBudget(**{"steps": 5, **kw}), "steps", -1, _BAD),
+    (lambda **kw: config_lib.AttackBudget(**{"steps": 5, **kw}), "restarts", 1, _OK),
+    (lambda **kw: config_lib.AttackBudget(**{"steps": 5, **kw}), "restarts", 0, _BAD),
+])
+def test_each_config_range_is_accepted_on_its_edge_and_refused_just_past_it(make, field, value, expected):
+  """Catches a range check with ``>`` for ``>=`` (or the reverse): every field's edge value is accepted and the
+  value just past it refused, with the field named."""
+  config = make(**{field: value})
+  if expected == _OK:
+    config.validate()
+  else:
+    with pytest.raises(ValueError, match=field):
+      config.validate()
+
+
+def test_rate_selection_and_plateau_activity_by_rule():
+  """Catches a one-entry grid counted as a search (``len == 1``) or a plateau rule on at window 0: L-BFGS and
+  Gauss–Newton choose no rate, a one-rate Adam grid is that rate, a longer grid follows lr_selection; the
+  plateau rule is on from window 1."""
+  assert config_lib.TrainConfig(optimizer="lbfgs").selection() == "none"
+  assert config_lib.TrainConfig(optimizer="gauss_newton", learning_rates=(1e-3, 1e-2)).selection() == "none"
+  assert config_lib.TrainConfig(learning_rates=(1e-3,)).selection() == "fixed"
+  assert config_lib.TrainConfig(learning_rates=(1e-3, 1e-2)).selection() == "per_point"
+  assert config_lib.TrainConfig(learning_rates=(1e-3, 1e-2), lr_selection="per_model_dataset").selection() == \
+      "per_model_dataset"
+  assert not config_lib.PlateauRule(window=0).active and config_lib.PlateauRule(window=1).active
