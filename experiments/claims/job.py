@@ -44,7 +44,7 @@ from typing import Optional, Sequence
 
 from experiments import registry
 from experiments.claims import protocol, stability
-from experiments.core import cli
+from experiments.core import cli, distributed
 from experiments.core import config as config_lib
 from experiments.core.claim import judge
 from experiments.core.rows import Source, not_run_reason
@@ -402,7 +402,7 @@ def main(argv=None) -> None:
                            "(docs/claims.md); set ATTN_DATA_DIR to the full data files")
   args = parser.parse_args(argv)
   start = time.perf_counter()
-  with cli.user_errors(), removed_if_unused(cli.check_workdir(args.workdir)):
+  with cli.user_errors(), distributed.point_context(), removed_if_unused(cli.check_workdir(args.workdir)):
     run_claims(args.workdir, args.from_dirs, run=not args.no_run, overwrite_config=args.overwrite_config,
                stability_modes=stability.parse_modes(args.stability_modes) if args.stability else (),
                standard=args.standard)

@@ -430,8 +430,8 @@ def main(argv=None) -> None:
   parser.add_argument("--config_pickle", action="store_true",
                       help=f"rerun the config that run_mode pickled into WORKDIR/{CONFIG_PICKLE}")
   args = parser.parse_args(argv)
-  from experiments.core import cli
-  with cli.user_errors():
+  from experiments.core import cli, distributed
+  with cli.user_errors(), distributed.point_context():
     config = pickle.loads((Path(args.workdir) / CONFIG_PICKLE).read_bytes()) if args.config_pickle else None
     _rerun(args.experiment, args.workdir, mode(args.mode), args.overwrite_config, config)
 

@@ -169,12 +169,18 @@ def barrier(name: str) -> None:
 
 @contextlib.contextmanager
 def point_context():
-  """The context every point runs in: under ``--global_mesh``, ``ntk.empirical.global_row_mesh``."""
-  if not _STATE["global_mesh"]:
-    yield
-    return
-  from ntk.empirical import global_row_mesh
-  with global_row_mesh():
+  """The context every point runs in: numpy's and scipy's BLAS / LAPACK on one thread (``threadpoolctl``), and
+  under ``--global_mesh`` ``ntk.empirical.global_row_mesh``.
+
+  One BLAS thread: the points' float64 linear algebra (eigenvalues, Cholesky solves of kernels with n in the
+  hundreds to thousands) ran 5–60× slower on OpenBLAS's default thread per core, whose threads spin against
+  JAX's own (benchmarks/loo_threads.py; eigvalsh of the width sweep's kernels: 0.44 s a call)."""
+  import threadpoolctl
+  with contextlib.ExitStack() as stack:
+    stack.enter_context(threadpoolctl.threadpool_limits(limits=1, user_api="blas"))
+    if _STATE["global_mesh"]:
+      from ntk.empirical import global_row_mesh
+      stack.enter_context(global_row_mesh())
     yield
 
 

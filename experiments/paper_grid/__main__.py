@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+from experiments.core import distributed
 from experiments.core.config import check_data_available
 
 DEFAULT_ROOT = Path("results") / "paper_grid"
@@ -48,7 +49,8 @@ def main(argv=None) -> int:
   for workdir, run, config in runs:
     start = time.perf_counter()
     print(f"== paper grid {workdir} -> {Path(args.root) / workdir}", flush=True)
-    run(config, Path(args.root) / workdir)
+    with distributed.point_context():
+      run(config, Path(args.root) / workdir)
     times.append((workdir, time.perf_counter() - start))
     print(f"== paper grid {workdir}: {times[-1][1]:.0f} s of wall time", flush=True)
   for workdir, seconds in times:

@@ -261,3 +261,17 @@ def test_cpu_device_split():
   assert distributed.cpu_device_count("x", flags, {"JAX_PLATFORMS": "cuda"}) is None
   with pytest.raises(ValueError, match=distributed.CPU_DEVICES_ENV):
     distributed.cpu_device_count("x", [], {distributed.CPU_DEVICES_ENV: "many"})
+
+
+def test_every_point_runs_numpys_blas_on_one_thread_and_the_setting_is_restored():
+  """point_context (the main job, each experiment, the claims job, its reruns, the paper grids) runs numpy's and
+  scipy's BLAS / LAPACK on one thread, and leaves the thread counts as it found them."""
+  import threadpoolctl
+  import scipy.linalg  # noqa: F401  (loads scipy's own OpenBLAS)
+  def blas_threads():
+    return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+  before = blas_threads()
+  assert before
+  with distributed.point_context():
+    assert set(blas_threads()) == {1}
+  assert blas_threads() == before
