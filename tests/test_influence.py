@@ -423,3 +423,474 @@ def test_ntk_loo_influence_refuses_a_non_symmetric_kernel():
   bad[0, 1] += 0.5
   with pytest.raises(ValueError, match="k_train must be a symmetric kernel"):
     ntk_loo_influence(bad, k[:3], y, y[:3])
+
+
+# --- Mutation-targeted tests: boundaries the tests above never reach, normalisations a symmetric or linear
+# case cannot see, formulas pinned in full rather than through a ranking, functions otherwise reached only
+# by the `long` experiment tests. ---
+
+def _sym_block_kernel(n, diag, entries):
+  """Diagonal kernel diag·I with the given {(row, col): value} entries set (possibly asymmetrically)."""
+  k = np.diag(np.asarray(diag, np.float64) * np.ones(n))
+  for (r, c), v in entries.items():
+    k[r, c] = v
+  return k
+
+
+def test_symmetry_check_reads_rows_past_the_first_block_and_scales_by_the_largest_entry_anywhere():
+  """Catches a symmetry check whose row-block loop stops early or whose scale is read from one block only
+  (a boundary at n = 256 that the small kernels above never reach): n = 300. (a) An asymmetry only between
+  rows 270 and 290 is refused. (b) An asymmetry of 1e-6·max|K| is accepted, with max |K| in the other row
+  block than the asymmetry (measured against its own block's max |K| alone it would be 1). (c) The
+  tolerance is relative: 2e-5·max|K| refused, 5e-6·max|K| accepted."""
+  n, y, yt = 300, np.eye(300, 2), np.ones((1, 2))
+  kt = np.ones((1, n))
+  bad = _sym_block_kernel(n, 1.0, {(270, 290): 0.5})
+  with pytest.raises(ValueError, match="symmetric kernel"):
+    ntk_loo_influence(bad, kt, y, yt, ridge=1.0)
+  for big, asym in ((280, (0, 1)), (5, (270, 290))):  # max |K| and the asymmetry in different blocks
+    k = _sym_block_kernel(n, 1e-3, {(big, big): 1e3, asym: 1e-3})
+    ntk_loo_influence(k, kt, y, yt, ridge=1.0)  # |K_ij − K_ji| = 1e-3 = 1e-6·max|K|: accepted
+  for rel, ok in ((2e-5, False), (5e-6, True)):
+    k = _sym_block_kernel(n, 1.0, {(280, 280): 4.0, (3, 5): rel * 4.0})
+    if ok:
+      ntk_loo_influence(k, kt, y, yt, ridge=1.0)
+    else:
+      with pytest.raises(ValueError, match="symmetric kernel"):
+        ntk_loo_influence(k, kt, y, yt, ridge=1.0)
+
+
+def test_a_nearly_symmetric_kernel_is_symmetrised_not_read_from_one_triangle():
+  """Catches a symmetrisation dropped or done with K + K instead of K + Kᵀ (invisible on exactly symmetric
+  kernels): K + E with E antisymmetric and below the refusal tolerance gives exactly the influence of K, and
+  both equal refitting without each point (brute force on K)."""
+  rng = np.random.default_rng(7)
+  k_all = _psd(13, 8)
+  k, kt = k_all[:9, :9], k_all[9:, :9]
+  e = rng.normal(size=(9, 9))
+  e = 3e-6 * np.abs(k).max() * (e - e.T) / np.abs(e - e.T).max()
+  y, yt = np.eye(2)[rng.integers(0, 2, 9)], np.eye(2)[rng.integers(0, 2, 4)]
+  ref = brute_force_loo_influence(k, kt, y, yt, ridge=0.01)
+  got = ntk_loo_influence(k + e, kt, y, yt, ridge=0.01)
+  np.testing.assert_allclose(got.per_pair, ref, rtol=1e-9, atol=1e-12 * np.abs(ref).max())
+  upper = brute_force_loo_influence(k + np.triu(e, 1) + np.triu(e, 1).T, kt, y, yt, ridge=0.01)
+  assert np.abs(upper - ref).max() > 1e-7 * np.abs(ref).max()  # reading one triangle alone would be seen
+
+
+@pytest.mark.parametrize("float64", [True, False])
+def test_both_precisions_give_the_refit_per_pair_influence_and_the_krr_predictions(float64):
+  """Catches a wrong term or return value in either path, the float32 one in particular, which the tests
+  above compare only through the summed scores at 1e-3: per-pair I_tj against refitting without each point,
+  with a ridge large enough (λ = 0.5) that float32 is accurate to ~1e-5, C = 3 classes and t = 4 test points;
+  and the predictions f = K_test (K + λI)⁻¹ Y written out in float64."""
+  rng = np.random.default_rng(11)
+  k_all = _psd(12, 12)
+  k, kt = k_all[:8, :8], k_all[8:, :8]
+  y, yt = np.eye(3)[rng.integers(0, 3, 8)], np.eye(3)[rng.integers(0, 3, 4)]
+  got = ntk_loo_influence(k, kt, y, yt, ridge=0.5, float64=float64)
+  ref = brute_force_loo_influence(k, kt, y, yt, ridge=0.5)
+  tol = dict(rtol=1e-9, atol=1e-12) if float64 else dict(rtol=2e-4, atol=2e-5 * np.abs(ref).max())
+  np.testing.assert_allclose(got.per_pair, ref, **tol)
+  np.testing.assert_allclose(got.scores, ref.sum(axis=0), **tol)
+  np.testing.assert_allclose(got.test_predictions, kt @ np.linalg.solve(k + 0.5 * np.eye(8), y), **tol)
+  assert got.ridge == 0.5
+
+
+@pytest.mark.parametrize("float64", [True, False])
+def test_a_zero_ridge_and_an_indefinite_kernel_are_refused(float64):
+  """Catches `λ ≤ 0` loosened to `λ < 0` (the test above reaches only λ = −1; K = I would factorise at λ = 0,
+  so only the check refuses it) and a factorisation failure that is not turned into an error: K = diag(1, −1)
+  with λ = 1/2 is symmetric but K + λI is indefinite, refused in both precisions instead of returning
+  scores."""
+  y, yt = np.eye(2), np.ones((1, 2))
+  with pytest.raises(ValueError, match="ridge must be > 0"):
+    ntk_loo_influence(np.eye(2), np.ones((1, 2)), y, yt, ridge=0.0, float64=float64)
+  with pytest.raises(ValueError, match="not numerically positive definite"):
+    ntk_loo_influence(np.diag([1.0, -1.0]), np.ones((1, 2)), y, yt, ridge=0.5, float64=float64)
+
+
+def _ls_loss(w, x, y):
+  return 0.5 * (jnp.dot(x, w) - y) ** 2
+
+
+def test_influence_function_equals_its_closed_form_on_ridge_regression_with_damping():
+  """Catches a dropped or doubled 1/n (in the mean training loss or on the scores), the test gradient
+  averaged instead of summed, or the damping δ missing from one method (the tests above use n = 1 with a
+  linear loss, or δ only with CG). Least squares ℓ = ½(wᵀx − y)² with Ω = (r/2)‖w‖², at a point that is not
+  the minimiser: g_j = (wᵀx_j − y_j) x_j, H = (1/n) XᵀX + r I, I_j = (1/n) (Σ_t g_t)ᵀ (H + δI)⁻¹ g_j, written
+  out in float64. (The logistic problem's shapes, so its compiled operations are reused.)"""
+  with jax.enable_x64(True):
+    x, y = _logreg_problem(80)
+    xt, yt = _logreg_problem(8, seed=1)
+    w, reg, n = np.random.default_rng(3).normal(size=4), 0.1, 80
+    g = (x @ w - y)[:, None] * x
+    g_test = ((xt @ w - yt)[:, None] * xt).sum(axis=0)
+    regularizer = lambda w: 0.5 * reg * jnp.sum(w ** 2)  # noqa: E731
+    for damping in (0.0, 0.3):
+      want = g @ np.linalg.solve(x.T @ x / n + (reg + damping) * np.eye(4), g_test) / n
+      for method in ("exact", "cg"):
+        got = influence_function(_ls_loss, jnp.asarray(w), (jnp.asarray(x), jnp.asarray(y)),
+                                 (jnp.asarray(xt), jnp.asarray(yt)), regularizer=regularizer, damping=damping,
+                                 method=method)
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12 * np.abs(want).max(),
+                                   err_msg=f"{method}, δ = {damping}")
+
+
+def test_tracin_pairs_each_learning_rate_with_its_own_checkpoint():
+  """Catches learning rates paired with the wrong checkpoints, or one checkpoint used throughout (the test
+  above uses the same checkpoint twice, which cannot tell): two distinct checkpoints, logistic gradients
+  written out, ∇ℓ(w; x, y) = (σ(wᵀx) − y) x; and no checkpoints at all is refused."""
+  with jax.enable_x64(True):
+    x, y = _logreg_problem(7, 3, seed=4)
+    xt, yt = _logreg_problem(3, 3, seed=5)
+    ws, etas = [np.array([0.3, -0.2, 0.1]), np.array([-1.0, 0.5, 2.0])], [0.5, 0.1]
+    sig = lambda z: 1 / (1 + np.exp(-z))  # noqa: E731
+    want = sum(eta * ((sig(x @ w) - y)[:, None] * x) @ ((sig(xt @ w) - yt)[:, None] * xt).sum(axis=0)
+               for w, eta in zip(ws, etas))
+    got = tracin(_logistic_loss, [jnp.asarray(w) for w in ws], etas, (jnp.asarray(x), jnp.asarray(y)),
+                 (jnp.asarray(xt), jnp.asarray(yt)))
+    np.testing.assert_allclose(got, want, rtol=1e-10)
+  with pytest.raises(ValueError, match="learning rate"):
+    tracin(_logistic_loss, [], [], (x, y), (xt, yt))
+
+
+def test_filter_normalised_direction_is_the_same_unit_direction_for_any_weights_of_a_shape():
+  """Catches an elementwise normalisation (|d| = |θ| entry by entry has the right column norms, so the test
+  above cannot see it) and a wrong axis for weights of rank > 2: d_f/‖θ_f‖ depends on the key only, so it is
+  equal for two different parameter sets of the same shapes; ‖d_f‖ = ‖θ_f‖ over all axes but the last (a
+  [2, 3, 4] kernel); a filter with θ_f = 0 gets d_f = 0; 1-D and scalar leaves get zero."""
+  rng = np.random.default_rng(0)
+  shapes = {"conv": (2, 3, 4), "w": (3, 5), "b": (5,), "s": ()}
+  p1 = {k: jnp.asarray(rng.normal(size=s), jnp.float32) for k, s in shapes.items()}
+  p2 = {k: jnp.asarray(rng.normal(size=s) * 10, jnp.float32) for k, s in shapes.items()}
+  p2["w"] = p2["w"].at[:, 1].set(0.0)
+  key = jax.random.PRNGKey(4)
+  direction = jax.jit(filter_normalized_direction)  # one compiled program for both parameter sets
+  d1, d2 = direction(p1, key), direction(p2, key)
+  for name in ("conv", "w"):
+    axes = tuple(range(len(shapes[name]) - 1))
+    n1, n2 = (np.sqrt(np.sum(np.asarray(p[name], np.float64) ** 2, axis=axes, keepdims=True)) for p in (p1, p2))
+    np.testing.assert_allclose(np.sqrt(np.sum(np.asarray(d1[name]) ** 2, axis=axes, keepdims=True)), n1, rtol=1e-5)
+    u1 = np.asarray(d1[name]) / n1
+    live = np.broadcast_to(n2 > 0, u1.shape)
+    np.testing.assert_allclose((np.asarray(d2[name]) / np.where(n2 > 0, n2, 1))[live], u1[live], rtol=1e-5,
+                               atol=1e-6)
+  assert np.all(np.asarray(d2["w"])[:, 1] == 0)
+  assert np.all(np.asarray(d1["b"]) == 0) and np.asarray(d1["s"]) == 0 and np.asarray(d1["s"]).shape == ()
+
+
+def test_two_direction_landscape_rows_follow_the_first_direction():
+  """Catches the [g, g] grid transposed or a direction used twice (the test above passes one direction
+  twice): f(θ) = cᵀθ + ‖θ‖² along two different directions, f(θ + a d₁ + b d₂) written out in float64."""
+  with jax.enable_x64(True):
+    theta = {"w": jnp.array([[1.0, -2.0], [0.5, 3.0]]), "b": jnp.array([0.25, -1.0])}
+    c = {"w": jnp.array([[2.0, 0.0], [-1.0, 1.0]]), "b": jnp.array([3.0, -2.0])}
+    d1 = {"w": jnp.array([[1.0, 0.0], [0.0, 0.0]]), "b": jnp.array([0.0, 1.0])}
+    d2 = {"w": jnp.array([[0.0, 0.0], [2.0, -1.0]]), "b": jnp.array([1.0, 0.0])}
+    f = lambda p: sum(jnp.sum(cc * pp + pp ** 2) for cc, pp in zip(jax.tree_util.tree_leaves(c),  # noqa: E731
+                                                                   jax.tree_util.tree_leaves(p)))
+    flat = lambda p: np.concatenate([np.ravel(v) for v in jax.tree_util.tree_leaves(p)])  # noqa: E731
+    th, cc, e1, e2 = flat(theta), flat(c), flat(d1), flat(d2)
+    alphas = [-1.0, 0.5, 2.0]
+    want = np.array([[cc @ (th + a * e1 + b * e2) + np.sum((th + a * e1 + b * e2) ** 2) for b in alphas]
+                     for a in alphas])
+    np.testing.assert_allclose(loss_landscape(f, theta, [d1, d2], alphas), want, rtol=1e-6)
+    np.testing.assert_allclose(loss_landscape(f, theta, [d2], alphas), want[1, :] + (
+        [(cc @ (th + b * e2) + np.sum((th + b * e2) ** 2)) - want[1, i] for i, b in enumerate(alphas)]), rtol=1e-6)
+
+
+def test_filter_normalised_rise_is_step_squared_times_the_weight_norm_on_a_quadratic():
+  """Catches a one-sided or unhalved difference, or a wrong centre term in the filter-normalised rise (used
+  only by the `long` landscape experiment): for f(θ) = cᵀθ + ‖θ‖², ½[f(θ + s d) + f(θ − s d)] − f(θ) =
+  s²‖d‖², and filter normalisation makes ‖d‖² = Σ over weight matrices of ‖W‖² (biases get d = 0), whatever
+  the key; the linear term makes a one-sided version visible. A step of 0 or ∞ is refused."""
+  from influence.sharpness import filter_normalized_rise
+  with jax.enable_x64(True):
+    theta = {"w": jnp.array([[1.0, -2.0, 0.5], [0.5, 3.0, -1.0]]), "b": jnp.array([0.25, -1.0, 2.0])}
+    c = {"w": jnp.full((2, 3), 1.5), "b": jnp.array([3.0, -2.0, 1.0])}
+    f = lambda p: sum(jnp.sum(c[k] * p[k] + p[k] ** 2) for k in p)  # noqa: E731
+    w_sq = float(np.sum(np.asarray(theta["w"]) ** 2))
+    for step, seed in ((1.0, 0), (0.5, 1), (2.0, 2)):
+      got = filter_normalized_rise(f, theta, jax.random.PRNGKey(seed), step=step)
+      assert got == pytest.approx(step ** 2 * w_sq, rel=1e-9)
+  for bad in (0.0, -1.0, float("inf")):
+    with pytest.raises(ValueError, match="step must be finite and > 0"):
+      filter_normalized_rise(f, theta, jax.random.PRNGKey(0), step=bad)
+
+
+def test_hessian_eigenvalues_at_k_equal_to_the_parameter_count_and_at_a_krylov_breakdown():
+  """Catches `k ≤ num_iters` or `k ≤ #params` tightened to `<` (boundaries the tests above never reach) and a
+  breakdown test that divides by β ≈ 0: k = num_iters = p = 5 returns all five eigenvalues of a diagonal
+  Hessian; on H = 2I the Krylov space closes after one step, so k = 3 warns and returns [2]."""
+  with jax.enable_x64(True):
+    lam = jnp.array([5.0, -1.0, 3.0, 0.5, 2.0])
+    got = hessian_top_eigenvalues(lambda p: 0.5 * jnp.sum(lam * p ** 2), jnp.ones(5), k=5, num_iters=5)
+    np.testing.assert_allclose(got, [5.0, 3.0, 2.0, 0.5, -1.0], rtol=1e-9, atol=1e-12)
+    with pytest.warns(RuntimeWarning, match="closed after 1 steps"):
+      closed = hessian_top_eigenvalues(lambda p: jnp.sum(p ** 2), jnp.ones(5), k=3, num_iters=5)
+    np.testing.assert_allclose(closed, [2.0], rtol=1e-12)
+
+
+def test_lanczos_convergence_warning_reads_the_wanted_top_ritz_pairs_only():
+  """Catches the convergence check reading the bottom Ritz pairs (argsort not reversed; Lanczos converges at
+  both ends, so a spectrum whose ends converge alike cannot tell): one eigenvalue 100 well separated above
+  200 spread over [0, 20]; after 6 Lanczos steps the top pair has converged (residual ~5e-5·max|θ|, no
+  warning) while the bottom one has not (~1e-2·max|θ|, above the 1e-3 tolerance)."""
+  import warnings
+  with jax.enable_x64(True):
+    lam = jnp.concatenate([jnp.array([100.0]), jnp.linspace(0.0, 20.0, 200)])
+    objective = lambda p: 0.5 * jnp.sum(lam * p ** 2)  # noqa: E731
+    with warnings.catch_warnings():
+      warnings.simplefilter("error")
+      got = hessian_top_eigenvalues(objective, jnp.zeros(201), k=1, num_iters=6)
+    np.testing.assert_allclose(got, [100.0], rtol=1e-6)
+
+
+def test_matched_loss_scale_reaches_both_ends_of_its_interval():
+  """Catches the range check `min ≤ target ≤ max` made strict (the test above targets interior losses only):
+  a target equal to the loss at c = 0 returns 0; slightly beyond either end is refused; for a loss that
+  rises with c the root is found too (closed form c² = target)."""
+  from influence.sharpness import matched_loss_scale
+  falling = lambda c: 1.0 - 0.5 * c  # noqa: E731
+  assert matched_loss_scale(falling, 1.0) == pytest.approx(0.0, abs=1e-12)
+  assert matched_loss_scale(falling, 0.75) == pytest.approx(0.5, abs=1e-10)
+  for bad in (1.0 + 1e-6, 0.5 - 1e-6, float("nan")):
+    with pytest.raises(ValueError):
+      matched_loss_scale(falling, bad)
+  rising = lambda c: c * c  # noqa: E731
+  assert matched_loss_scale(rising, 0.0) == pytest.approx(0.0, abs=1e-9)
+  assert matched_loss_scale(rising, 0.25) == pytest.approx(0.5, abs=1e-9)
+
+
+def test_relative_shift_closed_forms():
+  """Catches the shift measured against the after scores, or the zero-norm cases swapped (relative_shift
+  has no test above): ‖a − b‖/‖b‖ for b = (3, 4), a = b + (6, 8) is 2 (against ‖a‖ it would be 2/3); zero
+  before and moved is inf, neither moved is 0."""
+  from influence import relative_shift
+  b = np.array([3.0, 4.0])
+  assert relative_shift(b, b + [6.0, 8.0]) == pytest.approx(2.0, rel=1e-15)
+  assert relative_shift(b + [6.0, 8.0], b) == pytest.approx(10.0 / 15.0, rel=1e-15)
+  assert relative_shift(b, b) == 0.0
+  assert relative_shift(np.zeros(2), np.array([0.0, 0.5])) == np.inf
+  assert relative_shift(np.zeros(2), np.zeros(2)) == 0.0
+  with pytest.raises(ValueError, match="equal-length"):
+    relative_shift(np.ones(2), np.ones(3))
+  with pytest.raises(ValueError, match="NaN"):
+    relative_shift(np.ones(2), np.array([1.0, np.inf]))
+
+
+def test_flip_rate_reports_spearman_not_pearson_and_nan_for_constant_scores():
+  """Catches Spearman's ρ replaced by Pearson's r (equal at ±1 on the linear maps above): a monotone but
+  non-linear map has ρ = 1; random scores match 1 − 6Σd²/(n(n² − 1)) over the ranks written out; a constant
+  side gives nan. Also ⌈τ·0⌉ = 0 is a valid count (n = 0 allowed)."""
+  rng = np.random.default_rng(2)
+  b = rng.normal(size=40)
+  assert flip_rate(b, b ** 3 + 5 * b).spearman == pytest.approx(1.0, abs=1e-12)
+  a = rng.normal(size=40)
+  rank = lambda v: np.argsort(np.argsort(v))  # noqa: E731
+  want = 1 - 6 * np.sum((rank(b) - rank(a)) ** 2) / (40 * (40 ** 2 - 1))
+  assert flip_rate(b, a).spearman == pytest.approx(want, rel=1e-12)
+  assert np.isnan(flip_rate(b, np.full(40, 2.0)).spearman) and np.isnan(flip_rate(np.ones(40), a).spearman)
+  assert top_count(0.5, 0) == 0
+
+
+def test_interior_sign_moves_the_pixels_exactly_at_its_boundaries_and_nothing_outside():
+  """Catches `ε ≤ x ≤ 1 − ε` made strict or loosened (random pixels never sit on the boundary): with ε = 1/4
+  (exact in binary), pixels at 1/4 and 3/4 move by exactly ±ε, both signs occurring, and stay in [0, 1];
+  pixels at 0, 1/8, 7/8 and 1 stay. At ε = 1/2 only x = 1/2 moves; at ε = 1 nothing does, while the clipped
+  random-sign control then sends every pixel to 0 or 1."""
+  from influence import perturb_rows
+  row = np.array([0.0, 0.125, 0.25, 0.5, 0.75, 0.875, 1.0], np.float32)
+  x = np.tile(row, (64, 1))
+  key = jax.random.PRNGKey(0)
+  out = np.asarray(perturb_rows("interior_sign", None, x, None, eps=0.25, key=key))
+  delta = out - x
+  for col in (0, 1, 5, 6):
+    assert np.all(delta[:, col] == 0)
+  for col in (2, 3, 4):
+    assert np.all(np.abs(delta[:, col]) == 0.25) and (delta[:, col] > 0).any() and (delta[:, col] < 0).any()
+  assert out.min() >= 0 and out.max() <= 1
+  half = np.asarray(perturb_rows("interior_sign", None, x, None, eps=0.5, key=key)) - x
+  assert np.all(half[:, [0, 1, 2, 4, 5, 6]] == 0) and np.all(np.abs(half[:, 3]) == 0.5)
+  assert np.all(np.asarray(perturb_rows("interior_sign", None, x, None, eps=1.0, key=key)) == x)
+  full = np.asarray(perturb_rows("random_sign", None, x, None, eps=1.0, key=key))
+  assert set(np.unique(full).tolist()) == {0.0, 1.0}
+
+
+def _tanh_logits(w, x):
+  return jnp.tanh(4 * x @ w[0]) @ w[1]
+
+
+def test_perturb_rows_range_ends_the_default_pgd_step_and_the_steps_passed_on():
+  """Catches the ranges ε ∈ [0, 1], α ∈ (0, 1] and steps ≥ 1 with an end moved, a default PGD step other
+  than ε/30, and PGD / MIM run with other than the given steps (the test above only checks the budget):
+  ε = 1, α = 1 and 1 step pass the checks (the call then stops at the refused α = 0, the last check), while
+  ε < 0, α = 0 and 0 or True steps are refused; with a non-linear logits function, PGD with the default
+  step equals attacks.pgd_linf with α = ε/30 (and differs from α = ε/3), and MIM equals attacks.mim at the
+  given 3 steps."""
+  import attacks
+  from influence import perturb_rows
+  rng = np.random.default_rng(0)
+  x = jnp.asarray(rng.uniform(0.2, 0.8, size=(6, 5)), jnp.float32)
+  y = jnp.asarray(rng.integers(0, 3, 6))
+  logits_fn = jax.tree_util.Partial(_tanh_logits, (jnp.asarray(rng.normal(size=(5, 4)), jnp.float32),
+                                                   jnp.asarray(rng.normal(size=(4, 3)), jnp.float32)))
+  key = jax.random.PRNGKey(2)
+  default = np.asarray(perturb_rows("pgd", logits_fn, x, y, eps=0.3, key=key, pgd_steps=3))
+
+  def pgd(alpha):
+    return np.asarray(attacks.pgd_linf(logits_fn, x, y, eps=0.3, alpha=alpha, steps=3, key=key).x_adv)
+
+  np.testing.assert_array_equal(default, pgd(0.3 / 30))
+  assert not np.array_equal(default, pgd(0.3 / 3))
+  np.testing.assert_array_equal(np.asarray(perturb_rows("mim", logits_fn, x, y, eps=0.3, key=key, mim_steps=3)),
+                                np.asarray(attacks.mim(logits_fn, x, y, eps=0.3, steps=3).x_adv))
+  perturb_rows("pgd", logits_fn, x, y, eps=0.3, key=key, pgd_steps=3, pgd_alpha=1.0)
+  with pytest.raises(ValueError, match="pgd_alpha"):  # ε = 1 and one step pass; α = 0 is refused
+    perturb_rows("pgd", logits_fn, x, y, eps=1.0, key=key, pgd_steps=1, mim_steps=1, pgd_alpha=0.0)
+  for kwargs, match in ((dict(eps=-0.01), "eps"), (dict(eps=0.1, mim_steps=0), "mim_steps"),
+                        (dict(eps=0.1, pgd_steps=True), "pgd_steps"), (dict(eps=0.1, pgd_steps=0), "pgd_steps")):
+    with pytest.raises(ValueError, match=match):
+      perturb_rows("pgd", logits_fn, x, y, key=key, **kwargs)
+
+
+def test_gram_shift_of_one_changed_row_and_with_a_given_base():
+  """Catches the normalisation by the perturbed XᵀX or a base_DxD that is ignored: with only row 0 changed,
+  X'ᵀX' − XᵀX = x₀'x₀'ᵀ − x₀x₀ᵀ, written out in float64; a given base B is the one subtracted and divided
+  by."""
+  from influence.malleability import gram_shift
+  rng = np.random.default_rng(1)
+  x = rng.uniform(size=(5, 4))
+  xa = x.copy()
+  xa[0] = rng.uniform(size=4)
+  want = np.linalg.norm(np.outer(xa[0], xa[0]) - np.outer(x[0], x[0])) / np.linalg.norm(x.T @ x)
+  assert gram_shift(x, xa) == pytest.approx(want, rel=1e-12)
+  base = 2 * x.T @ x
+  assert gram_shift(x, xa, base_DxD=base) == pytest.approx(np.linalg.norm(xa.T @ xa - base) / np.linalg.norm(base),
+                                                           rel=1e-12)
+
+
+def test_feature_influence_with_the_infinite_width_kernel_equals_refitting_on_the_arccos_ntk():
+  """Catches the infinite-width branch (no other test reaches it) reading the wrong readout or the kernel
+  blocks swapped, and a ridge not equal to ridge_scale·tr(K)/n (the test above takes the ridge from the
+  result): K∞ of the trained readout written out in float64, xᵀx'(π − θ)/(2π) + ‖x‖‖x'‖(sin θ + (π − θ)cos θ)
+  /(2π) (the fixed readout, arccos_ntk's default, has only the first term); the per-pair scores equal
+  refitting without each row at λ = s·tr(K∞)/n, s = 0.05."""
+  from influence import feature_influence
+  rng = np.random.default_rng(5)
+  f = rng.normal(size=(11, 4))
+  y = np.eye(3)[rng.integers(0, 3, 11)]
+
+  def arccos_trained(a, b):
+    na, nb = np.linalg.norm(a, axis=1)[:, None], np.linalg.norm(b, axis=1)[None, :]
+    theta = np.arccos(np.clip(a @ b.T / (na * nb), -1, 1))
+    return (a @ b.T * (np.pi - theta) + na * nb * (np.sin(theta) + (np.pi - theta) * np.cos(theta))) / (2 * np.pi)
+
+  model = ntk.two_layer_relu(8, 4, out_dim=3, readout="trained")  # not the default readout of arccos_ntk
+  k, kt = arccos_trained(f[:8], f[:8]), arccos_trained(f[8:], f[:8])
+  got = feature_influence(model, None, f[:8], f[8:], y[:8], y[8:], kernel="infinite", ridge_scale=0.05)
+  assert got.ridge == pytest.approx(0.05 * np.trace(k) / 8, rel=1e-10)
+  ref = brute_force_loo_influence(k, kt, y[:8], y[8:], ridge=0.05 * np.trace(k) / 8)
+  np.testing.assert_allclose(got.per_pair, ref, rtol=1e-7, atol=1e-10 * np.abs(ref).max())
+  with pytest.raises(ValueError, match="kernel must be one of"):
+    feature_influence(model, None, f[:8], f[8:], y[:8], y[8:], kernel="nngp")
+  with pytest.raises(ValueError, match="ridge_scale"):
+    feature_influence(model, None, f[:8], f[8:], y[:8], y[8:], kernel="infinite", ridge_scale=0.0)
+
+
+def test_attack_key_is_the_documented_fold_in_of_attack_and_rounded_budget():
+  """Catches 1 + i replaced by i, or ε·1e6 truncated instead of rounded (0.00397·1e6 = 3969.9999999999995):
+  attack_key(key, i, ε) = fold_in(fold_in(key, 1 + i), round(ε·1e6)), the scheme of the flip-rate experiment."""
+  from influence.model_malleability import attack_key
+  key = jax.random.PRNGKey(9)
+  for i, eps in ((0, 0.00397), (2, 0.3), (1, 0.0)):
+    want = jax.random.fold_in(jax.random.fold_in(key, 1 + i), round(eps * 1e6))
+    np.testing.assert_array_equal(np.asarray(attack_key(key, i, eps)), np.asarray(want))
+  assert 0.00397 * 1e6 < 3970
+
+
+def _linear_logits(w, x):
+  return x @ w
+
+
+def _dot_kernel(a, b):
+  a = np.asarray(a, np.float64)
+  b = a if b is None else np.asarray(b, np.float64)
+  return a @ b.T + 1.0
+
+
+def test_influence_malleability_equals_the_step_by_step_recomputation():
+  """Catches any step of the attack–reinfluence–flip pipeline done wrong (it is reached otherwise only by the
+  `long` report tests): on a linear model with kernel xᵀx' + 1, each (attack, ε), attack-major, equals
+  perturbing with attack_key(key, i, ε), refitting without each point on the perturbed kernels (brute force),
+  the flip rate by its definition (τ = 0.3), Spearman's ρ, mean ‖δ‖∞/ε and the attacked accuracy; ε = 0 flips
+  nothing. Precomputed clean kernels give the same result; labels C − 1 pass, C and n = 1 are refused."""
+  from influence import perturb_rows
+  from influence.model_malleability import attack_key, influence_malleability
+  import scipy.stats
+  rng = np.random.default_rng(4)
+  n, t, d, c = 10, 4, 6, 3
+  x = rng.uniform(0.2, 0.8, size=(n, d)).astype(np.float32)
+  xt = rng.uniform(0.2, 0.8, size=(t, d)).astype(np.float32)
+  y, yt = np.arange(n) % c, np.array([0, 1, 2, 2])
+  logits_fn = jax.tree_util.Partial(_linear_logits, jnp.asarray(rng.normal(size=(d, c)), jnp.float32))
+  key = jax.random.PRNGKey(1)
+  attacks, eps = ("random_sign", "fgsm"), (0.0, 0.2)
+  before, points = influence_malleability(_dot_kernel, logits_fn, x, y, xt, yt, c, eps=eps, attacks=attacks, key=key,
+                                          top_fraction=0.3)
+  onehot = np.eye(c)
+  clean = brute_force_loo_influence(_dot_kernel(x, None), _dot_kernel(xt, x), onehot[y], onehot[yt],
+                                    ridge=1e-3 * np.trace(_dot_kernel(x, None)) / n).sum(axis=0)
+  np.testing.assert_allclose(before.scores, clean, rtol=1e-8, atol=1e-12 * np.abs(clean).max())
+  assert [(p.attack, p.eps) for p in points] == [(a, e) for a in attacks for e in eps]
+  for i, attack in enumerate(attacks):
+    for e in eps:
+      p = points[i * len(eps) + eps.index(e)]
+      x_adv = np.asarray(perturb_rows(attack, logits_fn, jnp.asarray(x), jnp.asarray(y), eps=e,
+                                      key=attack_key(key, i, e)))
+      k = _dot_kernel(x_adv, None)
+      after = brute_force_loo_influence(k, _dot_kernel(xt, x_adv), onehot[y], onehot[yt],
+                                        ridge=1e-3 * np.trace(k) / n).sum(axis=0)
+      rate, _ = _brute_force_flip_rate(clean.tolist(), after.tolist(), 0.3)
+      assert (p.flip_rate, p.n_top, p.n_flipped) == (rate, 3, round(3 * rate)), (attack, e)
+      assert p.spearman == pytest.approx(scipy.stats.spearmanr(clean, after).statistic, abs=1e-9)
+      linf = np.abs(x_adv - x).max(axis=1)
+      assert p.mean_linf_over_eps == (pytest.approx(linf.mean() / e, rel=1e-6) if e else 0.0)
+      assert p.attacked_accuracy == pytest.approx(np.mean(np.argmax(x_adv @ np.asarray(logits_fn.args[0]), 1) == y))
+      if e == 0:
+        assert p.flip_rate == 0.0 and p.spearman == pytest.approx(1.0)
+      else:
+        assert p.mean_linf_over_eps == pytest.approx(1.0, rel=1e-6)  # every row has a pixel moved by exactly ε
+  again, points_again = influence_malleability(
+      _dot_kernel, logits_fn, x, y, xt, yt, c, eps=eps, attacks=attacks, key=key, top_fraction=0.3,
+      clean_kernels=(_dot_kernel(x, None), _dot_kernel(xt, x)))
+  np.testing.assert_array_equal(again.scores, before.scores)
+  assert points_again == points
+  y_top = np.full(n, c - 1)
+  influence_malleability(_dot_kernel, logits_fn, x, y_top, xt, yt, c, eps=(0.0,), attacks=("fgsm",), key=key)
+  for args, match in (((x, np.full(n, c), xt, yt), "y_train"), ((x, y, xt, np.full(t, c)), "y_test"),
+                      ((x[:1], y[:1], xt, yt), "n >= 2")):
+    with pytest.raises(ValueError, match=match):
+      influence_malleability(_dot_kernel, logits_fn, *args, c, eps=(0.0,), attacks=("fgsm",), key=key)
+
+
+def test_the_float64_leave_one_out_solve_runs_blas_on_one_thread(monkeypatch):
+  """The float64 path runs its LAPACK / BLAS calls on one thread (OpenBLAS's threads made it 5-60x slower on 2
+  cores: benchmarks/loo_threads.py) and gives the brute-force refits' influence."""
+  import threadpoolctl
+
+  from influence import ntk_loo
+  seen = []
+  serial = ntk_loo._loo_float64_serial
+  def spy(*args):
+    seen.append({i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"})
+    return serial(*args)
+  monkeypatch.setattr(ntk_loo, "_loo_float64_serial", spy)
+  rng = np.random.default_rng(0)
+  a = rng.normal(size=(12, 5))
+  k, k_test = a @ a.T, rng.normal(size=(3, 5)) @ a.T
+  y, y_test = rng.normal(size=(12, 2)), rng.normal(size=(3, 2))
+  scores = ntk_loo.ntk_loo_influence(k, k_test, y, y_test, ridge=0.1).per_pair
+  assert seen == [{1}]
+  np.testing.assert_allclose(scores, ntk_loo.brute_force_loo_influence(k, k_test, y, y_test, ridge=0.1), rtol=1e-8,
+                             atol=1e-12)
