@@ -110,7 +110,18 @@ def relative_shift(before_N, after_N) -> float:
     raise ValueError(f"before and after must be equal-length 1-D arrays, got {b.shape} and {a.shape}")
   if not (np.all(np.isfinite(b)) and np.all(np.isfinite(a))):
     raise ValueError("influence scores hold NaN or inf")
-  moved, size = float(np.linalg.norm(a - b)), float(np.linalg.norm(b))
+  # both norms of the vectors scaled by one power of two (exact): no underflow of scores near 1e-200 to a
+  # zero norm, no overflow of Σx² for scores near 1e200 (the ratio does not change)
+  with np.errstate(over="ignore"):
+    diff = a - b
+  if not np.all(np.isfinite(diff)):      # a − b itself overflows: halve both first (exact)
+    a, b = a / 2, b / 2
+    diff = a - b
+  top = max(float(np.max(np.abs(diff))), float(np.max(np.abs(b))))
+  if top == 0:
+    return 0.0
+  scale = 2.0 ** -math.frexp(top)[1]
+  moved, size = float(np.linalg.norm(diff * scale)), float(np.linalg.norm(b * scale))
   if size == 0:
-    return math.inf if moved > 0 else 0.0
+    return math.inf
   return moved / size

@@ -1,5 +1,7 @@
 """Influence estimators: NTK LOO closed form vs brute force, sign convention, influence function vs LOO
 retraining, CG vs exact, TracIn, Hessian eigenvalues, flip rate."""
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -894,3 +896,16 @@ def test_the_float64_leave_one_out_solve_runs_blas_on_one_thread(monkeypatch):
   assert seen == [{1}]
   np.testing.assert_allclose(scores, ntk_loo.brute_force_loo_influence(k, k_test, y, y_test, ridge=0.1), rtol=1e-8,
                              atol=1e-12)
+
+
+def test_relative_shift_neither_underflows_nor_overflows():
+  """Scores near 1e-200 once gave a shift of 0 (their squared norms underflowed to 0) and scores near 1e200 or
+  1e308 NaN (overflow): the ratio ‖a − b‖/‖b‖ is scale-free, so every scale gives the same closed form."""
+  from influence.flip_rate import relative_shift
+  b = np.array([3.0, 4.0])
+  for scale in (1e-200, 1.0, 1e200):
+    assert relative_shift(b * scale, -b * scale) == pytest.approx(2.0, rel=1e-15)
+    assert relative_shift(b * scale, np.array([3.0, 5.0]) * scale) == pytest.approx(0.2, rel=1e-15)
+  assert relative_shift(np.full(2, 1e308), np.full(2, -1e308)) == pytest.approx(2.0, rel=1e-15)
+  assert relative_shift(np.zeros(2), np.array([0.0, 1e-200])) == math.inf
+  assert relative_shift(np.zeros(3), np.zeros(3)) == 0.0
