@@ -413,3 +413,393 @@ def test_the_jitted_entry_points_refuse_a_bad_radius_as_the_others_do(eps):
     crown.output_bounds(graph, params, x0, eps, "inf")
   with pytest.raises(ValueError, match="eps must be finite and >= 0"):
     crown.margin_bounds(graph, params, x0, 0, eps, "inf")
+
+
+# Tests that catch planted bugs in the relaxations, the backward rules and the margins (issue 54, item 4).
+
+
+def _grid_intervals(ends):
+  """Every interval [l, u] with l ≤ u both from ``ends`` (so the zero-width ones, those with an end exactly on a
+  kink, and the symmetric ones l = −u are all there), as two float64 arrays."""
+  ends = np.asarray(ends, np.float64)
+  l, u = np.meshgrid(ends, ends, indexing="ij")
+  keep = l <= u
+  return l[keep], u[keep]
+
+
+def _at(a, b, x):
+  return np.asarray(a) * x + np.asarray(b)
+
+
+def _assert_on_line(a, b, x, want, rtol=1e-12):
+  """a·x + b = want up to rounding, relative to the sizes of the terms (a line's value far from 0 through a large
+  intercept carries its intercept's rounding)."""
+  a, b = np.asarray(a), np.asarray(b)
+  err = np.abs(a * x + b - want)
+  tol = rtol * (np.abs(want) + np.abs(a * x) + np.abs(b)) + 1e-300
+  assert np.all(err <= tol), f"off the line by {err[err > tol]} (tolerance {tol[err > tol]})"
+
+
+def _line_violation_of_terms(f, lines, l, u):
+  """As ``_line_violation``, relative to the sizes of the terms a·x, b and f(x) (so a chord of exp across
+  [−30, 30], whose intercept is ~10¹², may carry its rounding)."""
+  t = np.linspace(0.0, 1.0, 201)[:, None]
+  x = l[None] + t * (u - l)[None]
+  fx = f(x)
+  worst = 0.0
+  for a, b, sign in ((lines.a_lower, lines.b_lower, 1.0), (lines.a_upper, lines.b_upper, -1.0)):
+    a, b = np.asarray(a)[None], np.asarray(b)[None]
+    scale = 1e-300 + np.abs(fx) + np.abs(a * x) + np.abs(b)
+    worst = max(worst, float((sign * (a * x + b - fx) / scale).max()))
+  return worst
+
+
+def test_relu_lines_are_exact_when_stable_and_touch_the_relu_where_crown_says_when_crossing():
+  """ReLU's lines on a grid of intervals with ends on and around the kink (l = 0, u = 0, u = −l, zero width, very
+  wide): sound on a dense grid of each [l, u]; exact (slope 1 or 0, no intercept) when stable; when crossing, the
+  upper line passes through both chord ends (l, 0) and (u, u) and the lower one is α·x with α = 1 exactly when
+  u ≥ −l (boundary included). Catches the comparison moved off its boundary (``u > −l``), a loosened or shifted
+  chord and a lower slope chosen the wrong way round (all sound, so the soundness checks miss them)."""
+  l, u = _grid_intervals([-1e3, -3.0, -1.0, -0.5, -1e-9, 0.0, 1e-9, 0.5, 1.0, 3.0, 1e3])
+  with jax.enable_x64(True):
+    lines = relax.relu_lines(jnp.asarray(l), jnp.asarray(u))
+  a_l, b_l, a_u, b_u = (np.asarray(v) for v in lines)
+  assert _line_violation(lambda x: np.maximum(x, 0), lines, l, u) <= 1e-12
+  active, inactive = l >= 0, u <= 0
+  crossing = ~(active | inactive)
+  assert crossing.sum() >= 20 and np.any(crossing & (u == -l))    # the cases this test is about are present
+  np.testing.assert_array_equal(a_l[active], 1.0)
+  np.testing.assert_array_equal(a_u[active], 1.0)
+  np.testing.assert_array_equal(a_l[inactive & ~active], 0.0)
+  np.testing.assert_array_equal(a_u[inactive & ~active], 0.0)
+  np.testing.assert_array_equal(b_l, 0.0)
+  np.testing.assert_array_equal(b_u[~crossing], 0.0)
+  lc, uc = l[crossing], u[crossing]
+  np.testing.assert_allclose(_at(a_u[crossing], b_u[crossing], lc), 0.0, atol=1e-12 * np.abs(lc).max())
+  np.testing.assert_allclose(_at(a_u[crossing], b_u[crossing], uc), uc, rtol=1e-12)
+  np.testing.assert_array_equal(a_l[crossing], (uc >= -lc).astype(float))
+
+
+@pytest.mark.parametrize("name", ["exp", "reciprocal"])
+def test_convex_lines_are_the_midpoint_tangent_and_the_chord_on_wide_and_degenerate_intervals(name):
+  """exp on intervals up to [−30, 30] wide and 1/x on [0.01, 1000]-wide ones (as wide as softmax logit differences
+  and denominators get at a large radius), zero-width ones included: sound on a dense grid; the upper line passes
+  through (l, f(l)) and (u, f(u)) (the chord), the lower one through (t, f(t)) with slope f'(t) at the midpoint t
+  (the tangent), and at l = u both are the tangent at l. Catches a chord or tangent moved to another point or
+  with a wrong slope: the sound ones (a tangent at an end, a chord steeper than needed) that soundness misses,
+  and the ones that break only on wide intervals."""
+  if name == "exp":
+    f, df = np.exp, np.exp
+    l, u = _grid_intervals([-30.0, -8.0, -1.0, -1e-7, 0.0, 0.3, 1.0, 2.5, 8.0, 30.0])
+  else:
+    f, df = (lambda x: 1.0 / x), (lambda x: -1.0 / (x * x))
+    l, u = _grid_intervals([0.01, 0.1, 0.5, 1.0, 1.0 + 1e-7, 1.5, 3.0, 20.0, 1000.0])
+  with jax.enable_x64(True):
+    lines = getattr(relax, f"{name}_lines")(jnp.asarray(l), jnp.asarray(u))
+  a_l, b_l, a_u, b_u = (np.asarray(v) for v in lines)
+  assert _line_violation_of_terms(f, lines, l, u) <= 1e-13
+  assert (u - l).max() >= 50 if name == "exp" else (u / l).max() >= 1e4
+  t = 0.5 * (l + u)
+  for x in (l, u):   # the chord touches at both ends (and equals the tangent at l where l = u)
+    _assert_on_line(a_u, b_u, x, f(x))
+  _assert_on_line(a_l, b_l, t, f(t))
+  np.testing.assert_allclose(a_l, df(t), rtol=1e-12)
+  same = l == u
+  assert same.sum() >= 9
+  np.testing.assert_allclose(a_u[same], df(l[same]), rtol=1e-12)
+
+
+def test_mccormick_planes_are_exact_on_the_edges_through_their_anchors_on_a_dense_grid():
+  """The product planes on a grid of boxes (each side straddling 0, one-sided, zero width, wide): sound on a dense
+  11 × 11 grid of each box (not only random points), and each plane is exact on the two box edges through its
+  documented anchor: the lower one on x = l_x and y = l_y, the upper one on x = l_x and y = u_y. Catches an anchor
+  moved to another corner (a sound but different plane, or an unsound one on part of the grid)."""
+  ends = [-4.0, -1.0, -1e-9, 0.0, 0.5, 2.0, 40.0]
+  l1, u1 = _grid_intervals(ends)
+  lx, ly = (v.ravel() for v in np.meshgrid(l1, l1, indexing="ij"))
+  ux, uy = (v.ravel() for v in np.meshgrid(u1, u1, indexing="ij"))
+  with jax.enable_x64(True):
+    planes = relax.mccormick_planes(*(jnp.asarray(v) for v in (lx, ux, ly, uy)))
+  p = [np.asarray(v) for v in planes]
+  t = np.linspace(0.0, 1.0, 11)
+  worst = 0.0
+  for s in t:
+    for r in t:
+      x, y = lx + s * (ux - lx), ly + r * (uy - ly)
+      scale = 1.0 + np.abs(x * y)
+      worst = max(worst, float(((relax.plane(p[0], p[1], x, y) - x * y) / scale).max()),
+                  float(((x * y - relax.plane(p[2], p[3], x, y)) / scale).max()))
+      for edge, low_exact, high_exact in (((lx, y), True, True), ((x, ly), True, False), ((x, uy), False, True)):
+        ex, ey = edge
+        if low_exact:
+          np.testing.assert_allclose(relax.plane(p[0], p[1], ex, ey), ex * ey, rtol=1e-12, atol=1e-12)
+        if high_exact:
+          np.testing.assert_allclose(relax.plane(p[2], p[3], ex, ey), ex * ey, rtol=1e-12, atol=1e-12)
+  assert worst <= 1e-12
+
+
+def test_the_norm_lines_touch_the_norm_at_the_box_center_and_are_exact_on_a_point():
+  """‖c‖ on random boxes (one-sided, straddling 0, wide) and on zero-width ones: the lower plane is the supporting
+  plane at the center c₀ (value ‖c₀‖ there, no intercept); the upper line's value at the center is √s₀ with
+  s₀ = Σ (l_i² + u_i²)/2 (the sum of the squares' chords at c₀ is Σ ((l_i + u_i)²/2 − l_i u_i) = s₀, where the
+  tangent of √ is taken); on a zero-width box both are ‖l‖ exactly. Catches a lower plane taken at another point or
+  scaled, or an upper tangent taken at another s₀ (e.g. a dropped ½): sound, looser lines the soundness check
+  cannot see."""
+  rng = np.random.default_rng(13)
+  l = rng.normal(size=(200, 4)) * 3
+  u = l + rng.exponential(size=(200, 4)) * 4
+  l[:20] = u[:20]
+  with jax.enable_x64(True):
+    a_l, b_l, a_u, b_u = (np.asarray(v) for v in relax.norm_lines(jnp.asarray(l), jnp.asarray(u)))
+  c0 = 0.5 * (l + u)
+  n0 = np.linalg.norm(c0, axis=-1)
+  np.testing.assert_array_equal(b_l, 0.0)
+  np.testing.assert_allclose((a_l * c0).sum(-1), n0, rtol=1e-12)
+  np.testing.assert_allclose(np.linalg.norm(a_l, axis=-1), 1.0, rtol=1e-12)   # a unit normal: ‖c‖ ≥ a·c
+  s0 = 0.5 * (l * l + u * u).sum(-1)
+  np.testing.assert_allclose((a_u * c0).sum(-1) + b_u, np.sqrt(s0), rtol=1e-12)
+  np.testing.assert_allclose((a_u * l).sum(-1)[:20] + b_u[:20], np.linalg.norm(l[:20], axis=-1), rtol=1e-12)
+  corners = np.where(rng.uniform(size=(64,) + l.shape) < 0.5, l, u)    # and still sound at the corners
+  n = np.linalg.norm(corners, axis=-1)
+  assert np.all((a_u * corners).sum(-1) + b_u >= n - 1e-9 * (1 + n))
+  assert np.all((a_l * corners).sum(-1) <= n + 1e-9 * (1 + n))
+
+
+def test_the_bounded_scale_lines_on_intervals_with_an_end_exactly_on_the_kink():
+  """g(n) = min(1, r/n) (r = 2) on every interval with ends from a grid that holds r itself and r ± 1e-9: sound on
+  a dense grid, and the lines the docstring names: u ≤ r (u = r included) exactly 1; l ≥ r (l = r included) the
+  chord of r/n through (l, r/l) and (u, r/u) above and its tangent at the midpoint below; l < r < u the line
+  through (r, 1) and (u, r/u) above and the constant r/u below. Catches ``u < r`` for ``u ≤ r`` or ``l ≤ r`` for
+  ``l < r`` (each sends a boundary interval to the other, looser, case: sound, so the existing check misses it)."""
+  r = 2.0
+  l, u = _grid_intervals([0.0, 0.5, 1.0, r - 1e-9, r, r + 1e-9, 3.0, 10.0, 1e3])
+  with jax.enable_x64(True):
+    lines = relax.bounded_scale_lines(jnp.asarray(l), jnp.asarray(u), r)
+  a_l, b_l, a_u, b_u = (np.asarray(v) for v in lines)
+  g = lambda n: np.minimum(1.0, r / np.maximum(n, 1e-30))  # noqa: E731
+  assert _line_violation_of_terms(g, lines, l, u) <= 1e-13
+  flat = u <= r
+  convex = (l >= r) & ~flat
+  kink = ~flat & ~convex
+  assert np.any(flat & (u == r)) and np.any(convex & (l == r)) and kink.sum() >= 10
+  for v in (a_l, a_u):
+    np.testing.assert_array_equal(v[flat], 0.0)
+  for v in (b_l, b_u):
+    np.testing.assert_array_equal(v[flat], 1.0)
+  lc, uc, tc = l[convex], u[convex], 0.5 * (l[convex] + u[convex])
+  _assert_on_line(a_u[convex], b_u[convex], lc, r / lc)
+  _assert_on_line(a_u[convex], b_u[convex], uc, r / uc)
+  _assert_on_line(a_l[convex], b_l[convex], tc, r / tc)
+  np.testing.assert_allclose(a_l[convex], -r / tc ** 2, rtol=1e-12)
+  _assert_on_line(a_u[kink], b_u[kink], r, 1.0)
+  _assert_on_line(a_u[kink], b_u[kink], u[kink], r / u[kink])
+  np.testing.assert_array_equal(a_l[kink], 0.0)
+  np.testing.assert_allclose(b_l[kink], r / u[kink], rtol=1e-12)
+
+
+def _flat_values(graph, params, points):
+  """Every node's value at each point, flattened and concatenated: [n, total] (one compiled, vmapped pass)."""
+  flat = lambda x: jnp.concatenate([v.ravel() for v in crown.forward(graph, params, x)])  # noqa: E731
+  return np.asarray(jax.jit(jax.vmap(flat))(jnp.asarray(points)))
+
+
+def _every_coordinate_extremes(graph, params, x0, eps, norm, box, steps=30):
+  """For each coordinate of each node and each sign, the point of the input set that projected gradient descent on
+  that coordinate ends at: [2·total, *input shape] (one compiled program, every coordinate and sign vmapped)."""
+  x0 = jnp.asarray(x0)
+  total = _flat_values(graph, params, np.asarray(x0)[None]).shape[1]
+
+  def project(x):
+    delta = x - x0
+    if norm == "2":
+      delta = delta * jnp.minimum(1.0, eps / (jnp.linalg.norm(delta) + 1e-30))
+    else:
+      delta = jnp.clip(delta, -eps, eps)
+    return x0 + delta if box is None else jnp.clip(x0 + delta, *box)
+
+  def extreme(j, sign):
+    objective = lambda v: sign * jnp.concatenate([a.ravel() for a in crown.forward(graph, params, v)])[j]  # noqa
+
+    def step(_, x):
+      g = jax.grad(objective)(x)
+      return project(x - 0.2 * eps * (g / (jnp.linalg.norm(g) + 1e-30) if norm == "2" else jnp.sign(g)))
+    start = project(x0 + 0.5 * eps * jnp.cos(j + jnp.arange(x0.size).reshape(x0.shape)))  # off the kinks at x0
+    return jax.lax.fori_loop(0, steps, step, start)
+
+  run = jax.jit(jax.vmap(extreme, in_axes=(0, None)))
+  js = jnp.arange(total)
+  return np.concatenate([np.asarray(run(js, 1.0)), np.asarray(run(js, -1.0))])
+
+
+def _check_boxes_and_lines(graph, params, x0, eps, norm, box, n_samples=300, seed=0):
+  """The node boxes of ``crown.node_bounds`` (CROWN intermediates) hold every node's value, and the final backward
+  pass's lines Λ_L·x + c_L ≤ f(x) ≤ Λ_U·x + c_U hold pointwise, at sampled points of the input set and at the
+  points gradient descent finds for each coordinate of each node (its extremes); and at radius 0 both lines are
+  f's tangent at x0 (Λ = the Jacobian: every backward rule's indices and signs, whatever the slack at ε).
+  Returns the boxes."""
+  rng = np.random.default_rng(seed)
+  boxes = crown.node_bounds(graph, params, x0, eps, norm, box)
+  points = np.concatenate([_ball_points(rng, np.asarray(x0), eps, norm, box, n_samples),
+                           _every_coordinate_extremes(graph, params, x0, eps, norm, box)])
+  values = _flat_values(graph, params, points)
+  lower = np.concatenate([np.ravel(b.lower) for b in boxes])
+  upper = np.concatenate([np.ravel(b.upper) for b in boxes])
+  slack = 1e-9 * (1 + np.abs(values))
+  bad = (values < lower - slack) | (values > upper + slack)
+  worst = np.max(np.maximum(lower - values, values - upper))
+  assert not bad.any(), f"{bad.any(0).sum()} node coordinates leave their box, the worst by {worst}"
+  n_out = int(np.prod(graph.nodes[-1].shape))
+  spec = jnp.eye(n_out, dtype=jnp.asarray(x0).dtype).reshape((n_out,) + graph.nodes[-1].shape)
+  (cl, kl), (cu, ku) = crown._backward(graph, params, boxes, len(graph.nodes) - 1, spec)
+  flat_points = points.reshape(len(points), -1)
+  out = values[:, -n_out:]
+  low = flat_points @ np.asarray(cl).reshape(n_out, -1).T + np.asarray(kl)
+  high = flat_points @ np.asarray(cu).reshape(n_out, -1).T + np.asarray(ku)
+  scale = 1e-9 * (1 + np.abs(out) + np.abs(low) + np.abs(high))
+  assert np.all(low <= out + scale) and np.all(out <= high + scale), (np.max(low - out), np.max(out - high))
+  lo, hi = crown.spec_bounds_from(graph, params, boxes, x0, spec, eps, norm, box)
+  assert np.all(out >= np.asarray(lo) - scale) and np.all(out <= np.asarray(hi) + scale)
+  # At radius 0 every relaxation is exact at x0 with the function's own slope (the tangent of a zero-width
+  # interval, McCormick's planes at a point), so both lines are f's first-order expansion at x0: Λ = ∂f/∂x.
+  (cl, kl), (cu, ku) = crown._backward(graph, params, crown.node_bounds(graph, params, x0, 0.0, norm, box),
+                                       len(graph.nodes) - 1, spec)
+  jac = np.asarray(jax.jacrev(lambda x: crown.forward(graph, params, x)[-1].ravel())(x0)).reshape(n_out, -1)
+  f0 = _flat_values(graph, params, np.asarray(x0)[None])[0, -n_out:]
+  for c, k in ((cl, kl), (cu, ku)):
+    np.testing.assert_allclose(np.asarray(c).reshape(n_out, -1), jac, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(np.asarray(c).reshape(n_out, -1) @ np.ravel(x0) + np.asarray(k), f0, rtol=1e-9,
+                               atol=1e-9)
+  return boxes
+
+
+def _unstable(graph, boxes, op):
+  """For each ``op`` node, its input's box (lower, upper) flattened, concatenated over the nodes."""
+  ins = [boxes[n.inputs[0]] for n in graph.nodes if n.op == op]
+  return np.concatenate([np.ravel(b.lower) for b in ins]), np.concatenate([np.ravel(b.upper) for b in ins])
+
+
+@pytest.mark.parametrize("norm,box,eps", [("inf", None, 0.5), ("2", (0.0, 1.0), 0.8)])
+def test_boxes_and_lines_of_a_relu_net_hold_at_a_radius_where_most_relus_cross_zero(norm, box, eps):
+  """A dense net with two hidden ReLU layers of 8 at a radius where most ReLUs are unstable (their input's box
+  crosses 0: counted, at least 10 of 16), so every ReLU relaxation and every sign case of the backward pass is
+  used: each node's CROWN box holds the node's value, and the final lines hold pointwise, at sampled points and at
+  each coordinate's gradient-descent extremes (and are the Jacobian at radius 0). Catches an unsound crossing-ReLU
+  line or a backward rule with its lower and upper lines, their intercepts or the signs of Λ mixed up, which a
+  small radius (stable ReLUs, whose two lines are the same) never reaches."""
+  rng = np.random.default_rng(14)
+  with jax.enable_x64(True):
+    graph, params = _net(rng, ("dense", "relu", "dense", "relu", "dense"), d_in=3, width=8)
+    x0 = jnp.asarray(rng.uniform(0.2, 0.8, size=3))
+    boxes = _check_boxes_and_lines(graph, params, x0, eps, norm, box)
+  lo, hi = _unstable(graph, boxes, "relu")
+  assert np.sum((lo < 0) & (hi > 0)) >= 10, (lo, hi)
+
+
+@pytest.mark.parametrize("norm,box,eps", [("inf", None, 0.3), ("2", (0.0, 1.0), 0.5)])
+def test_boxes_and_lines_through_softmax_attention_hold_where_its_intervals_are_wide(norm, box, eps):
+  """Softmax attention (2 tokens) at a radius where its relaxed intervals are wide (checked: some logit difference
+  spans ≥ 2, some softmax denominator varies by a factor ≥ 4, the bilinear operands' boxes are ≥ 0.5 wide): each
+  node's CROWN box holds the node's value, and the final lines hold pointwise, at sampled points and at each
+  coordinate's gradient-descent extremes, and are the Jacobian at radius 0. Catches an exp / reciprocal line or a
+  McCormick plane used on the wrong side (errors of the order of the squared width, invisible on the narrow
+  intervals of a small radius), a too-tight interval rule (e.g. of the logit differences), and a backward rule of
+  pairdiff, transpose or matmul with an index or sign wrong (hidden in the slack of wide intervals, exact at 0)."""
+  rng = np.random.default_rng(15)
+  with jax.enable_x64(True):
+    graph, params = _net(rng, ("attention", "dense"), d_in=2, tokens=2)
+    x0 = jnp.asarray(rng.uniform(0.2, 0.8, size=(2, 2)))
+    boxes = _check_boxes_and_lines(graph, params, x0, eps, norm, box)
+  lo, hi = _unstable(graph, boxes, "exp")
+  assert (hi - lo).max() >= 2.0
+  lo, hi = _unstable(graph, boxes, "reciprocal")
+  assert (hi / lo).max() >= 4.0
+  for node in graph.nodes:
+    if node.op == "matmul":
+      assert all(np.max(np.asarray(boxes[j].upper) - np.asarray(boxes[j].lower)) >= 0.5 for j in node.inputs)
+
+
+def _small_normed_net(rng, radius):
+  """patches [2, 3] → dense + positions → bounded normalisation → mean over tokens → head [3]: the certified ViT's
+  normalisation (centring, row norm, bounded scale, row product) and pooling, nothing else."""
+  b = crown.Builder((2, 3))
+  params = {"e.W": rng.normal(size=(3, 3)), "e.b": rng.normal(size=3) / 3, "pos": rng.normal(size=(2, 3)) / 3,
+            "h.W": rng.normal(size=(3, 3)), "h.b": np.zeros(3)}
+  params.update(crown.centring_params("n", 3))
+  x = b.bounded_norm(b.offset(b.linear(0, "e", 3), "pos"), "n", radius)
+  b.linear(b.row_mean(x), "h", 3)
+  return b.graph(), {k: jnp.asarray(v) for k, v in params.items()}
+
+
+@pytest.mark.parametrize("norm,box,eps,radius", [("2", (0.0, 1.0), 0.6, 1.5), ("inf", None, 0.35, 0.2)])
+def test_boxes_and_lines_through_bounded_normalisation_hold_where_the_norm_crosses_its_radius(norm, box, eps, radius):
+  """Bounded normalisation c·min(1, r/‖c‖) and mean pooling at a radius where the products c·g are relaxed on wide
+  boxes and each row's norm interval [l, u] is in one of the scale's two non-trivial cases (checked): l < r < u
+  (the kink of min(1, r/n)) with r = 1.5, or r ≤ l (the convex r/n, whose decreasing lower line sends a negative
+  coefficient to the norm) with r = 0.2. Each node's CROWN box holds the node's value, the final lines hold
+  pointwise at sampled points and each coordinate's gradient-descent extremes, and are the Jacobian at radius 0.
+  Catches a wrong interval rule (the box's nearest point to 0, a decreasing scale's ends), a norm or scale line or
+  a product plane taken on the wrong side in the backward pass, or a mean's dropped 1/T."""
+  rng = np.random.default_rng(16)
+  with jax.enable_x64(True):
+    graph, params = _small_normed_net(rng, radius)
+    x0 = jnp.asarray(rng.uniform(0.2, 0.8, size=(2, 3)))
+    boxes = _check_boxes_and_lines(graph, params, x0, eps, norm, box)
+  lo, hi = _unstable(graph, boxes, "bscale")
+  assert np.all((lo < radius) & (hi > radius)) if radius > 1 else np.all(lo >= radius), (lo, hi)
+
+
+def _linear_min_over_ball_and_box(g, x0, eps, lo, hi):
+  """min of g·x over {‖x − x0‖₂ ≤ ε} ∩ [lo, hi] (x0 in the box), exactly: the minimiser is clip(x0 − t·g, lo, hi)
+  for the t ≥ 0 at which it reaches the sphere (or t → ∞ when it never does; KKT), found by bisection."""
+  point = lambda t: np.clip(x0 - t * g, lo, hi)  # noqa: E731
+  if np.linalg.norm(point(1e12) - x0) <= eps:
+    return float(g @ point(1e12))
+  a, b = 0.0, 1e12
+  for _ in range(200):
+    m = 0.5 * (a + b)
+    a, b = (m, b) if np.linalg.norm(point(m) - x0) < eps else (a, m)
+  return float(g @ point(a))
+
+
+@pytest.mark.parametrize("norm,box", [("2", None), ("inf", None), ("inf", (0.0, 1.0)), ("2", (0.0, 1.0))])
+def test_a_linear_models_margin_and_output_bounds_are_their_closed_forms(norm, box):
+  """f(x) = x W + b (4 inputs, 4 classes, no nonlinearity, so CROWN's bound is the concretization alone): the lower
+  bound of a linear function a·x + c (a margin f_y − f_j, a = W[:, y] − W[:, j], for the first and the last label;
+  or an output, and −the upper bound of one) is, with ε = 0.3: ℓ2 a·x₀ + c − ε‖a‖₂; ℓ∞ a·x₀ + c − ε‖a‖₁; ℓ∞ ∩ box
+  the minimum over the box [max(x₀ − ε, 0), min(x₀ + ε, 1)] (exact); ℓ2 ∩ box the larger of the ℓ2 bound and that
+  box's (each holds; x₀ is near the box's faces, and each is the larger for some margin), never above the exact
+  minimum over the ball ∩ box. Catches a swapped sign or norm in the concretization, min/max of the two ℓ2 ∩ box
+  bounds exchanged, an off-by-one in which margins are taken, and an interval bound of the spec (which every bound
+  is intersected with) made too tight."""
+  rng = np.random.default_rng(17)
+  w, bias = rng.normal(size=(4, 4)), rng.normal(size=4)
+  x0 = np.array([0.01, 0.99, 0.02, 0.6])
+  eps = 0.3
+  b = crown.Builder((4,))
+  b.linear(0, "l", 4)
+  lo, hi = (np.maximum(x0 - eps, 0.0), np.minimum(x0 + eps, 1.0)) if box else (x0 - eps, x0 + eps)
+
+  def want(a, c):
+    """The documented lower bound of a·x + c, for each column of a [d, k]."""
+    ball = a.T @ x0 + c - eps * np.linalg.norm(a, ord=2 if norm == "2" else 1, axis=0)
+    over_box = np.minimum(a * lo[:, None], a * hi[:, None]).sum(0) + c
+    return ball if box is None else over_box if norm == "inf" else np.maximum(ball, over_box), over_box - ball
+
+  with jax.enable_x64(True):
+    params = {"l.W": jnp.asarray(w), "l.b": jnp.asarray(bias)}
+    got = {y: np.asarray(crown.margin_bounds(b.graph(), params, jnp.asarray(x0), y, eps, norm, box)) for y in (0, 3)}
+    out_lo, out_hi = (np.asarray(v) for v in crown.output_bounds(b.graph(), params, jnp.asarray(x0), eps, norm, box))
+  which = []
+  for y, bound in got.items():
+    others = [j for j in range(4) if j != y]
+    a, c = w[:, [y]] - w[:, others], bias[y] - bias[others]
+    expected, gap = want(a, c)
+    which.append(gap)
+    np.testing.assert_allclose(bound, expected, rtol=1e-12, atol=1e-12)
+    if norm == "2" and box is not None:
+      exact = [_linear_min_over_ball_and_box(a[:, k], x0, eps, 0.0, 1.0) + c[k] for k in range(3)]
+      assert np.all(bound <= np.array(exact) + 1e-12)
+  which = np.concatenate(which)   # each of the two ℓ2 ∩ box bounds is the larger for some margin
+  assert norm != "2" or box is None or (np.any(which > 0.1) and np.any(which < -0.1))
+  np.testing.assert_allclose(out_lo, want(w, bias)[0], rtol=1e-12, atol=1e-12)
+  np.testing.assert_allclose(out_hi, -want(-w, -bias)[0], rtol=1e-12, atol=1e-12)

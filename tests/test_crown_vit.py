@@ -166,3 +166,106 @@ def test_crown_with_lofast_is_never_looser_than_crown_and_sound_on_a_depth_3_vit
   alone, both, attacked = _deep_case(seed, eps)
   assert np.all(both >= alone - 1e-12), (both, alone)
   assert np.all(both <= attacked + 1e-9) and np.all(alone <= attacked + 1e-9), (both, alone, attacked)
+
+
+# Tests that catch planted bugs in the relaxations, the backward rules and the margins (issue 54, item 4).
+
+
+def _linear_patch_graph(w, bias):
+  """patches [2, 2] → x W + b per token → the mean over tokens: logits [C], linear in the input."""
+  b = crown.Builder((2, 2))
+  b.row_mean(b.linear(0, "l", w.shape[1]))
+  return b.graph(), {"l.W": jnp.asarray(w), "l.b": jnp.asarray(bias)}
+
+
+def test_the_margins_of_every_label_come_back_in_class_order_and_are_exact_on_a_linear_model():
+  """``crown_vit._margins`` (what ``margin_lower_bounds`` runs per image) on a linear stand-in for the model, one image
+  per label 0 … 3: under ℓ∞ the bound of f_y − f_j over the ball ∩ [0, 1] box is the exact minimum over the box
+  [max(x − ε, 0), min(x + ε, 1)] (f is linear), and the C − 1 bounds come back for j ≠ y in class order. Catches
+  an off-by-one in which row is dropped (``others > y``), a margin of the wrong sign, or the rows mis-ordered."""
+  rng = np.random.default_rng(20)
+  c, eps = 4, 0.2
+  w, bias = rng.normal(size=(2, c)), rng.normal(size=c)
+  patches = rng.uniform(0, 1, size=(c, 2, 2))
+  patches[:, 0, 0] = 0.05                              # near a face, so the pixel box binds
+  labels = np.arange(c)
+  with jax.enable_x64(True):
+    graph, gp = _linear_patch_graph(w, bias)
+    got = np.asarray(crown_vit._margins(graph, gp, jnp.asarray(patches), jnp.asarray(labels), None,
+                                        jnp.asarray(eps), "inf", "crown", ()))
+  assert got.shape == (c, c - 1)
+  for i, y in enumerate(labels):
+    lo, hi = np.maximum(patches[i] - eps, 0.0), np.minimum(patches[i] + eps, 1.0)
+    for k, j in enumerate([j for j in range(c) if j != y]):
+      a = 0.5 * (w[:, y] - w[:, j])                     # ∂(f_y − f_j)/∂ patches[t] for each token t
+      exact = np.minimum(a * lo, a * hi).sum() + bias[y] - bias[j]
+      assert got[i, k] == pytest.approx(exact, abs=1e-12), (y, j)
+
+
+def _min_linear(g, x0, eps, lo, hi):
+  """min of g·x over {‖x − x0‖₂ ≤ ε} ∩ [lo, hi] (x0 in the box), exactly: the minimiser is clip(x0 − t·g, lo, hi)
+  for the t ≥ 0 at which it reaches the sphere (KKT), found by bisection."""
+  point = lambda t: np.clip(x0 - t * g, lo, hi)  # noqa: E731
+  a, b = 0.0, 1e6
+  for _ in range(200):
+    m = 0.5 * (a + b)
+    a, b = (m, b) if np.linalg.norm(point(m) - x0) < eps else (a, m)
+  return float(g @ point(a))
+
+
+def _identity_blocks_graph():
+  """A two-block residual stand-in for the certified ViT on patches [2, 2]: tokens X₀ = 3·x + pos (pos ≈ −1.5, so
+  the tokens of pixels near 0.5 are near 0), then twice X ← X + B(X) with the block B(X) = relu(X [I, −I]) [I; −I]
+  = X (the identity, but CROWN relaxes its ReLUs, which cross 0 there), then the mean over tokens and a head [3].
+  The whole network is linear, f(x) = mean(12·x + 4·pos) W_h + b_h. Returns (graph, params, the blocks' input
+  nodes, their output nodes)."""
+  b = crown.Builder((2, 2))
+  eye = np.eye(2)
+  params = {"e.W": 3.0 * eye, "e.b": np.zeros(2), "pos": np.array([[-1.4, -1.6], [-1.5, -1.3]])}
+  x = b.offset(b.linear(0, "e", 2), "pos")
+  inputs, outputs = [], []
+  for k in range(2):
+    params.update({f"b{k}.in.W": np.concatenate([eye, -eye], 1), f"b{k}.in.b": np.zeros(4),
+                   f"b{k}.out.W": np.concatenate([eye, -eye], 0), f"b{k}.out.b": np.zeros(2)})
+    inputs.append(x)
+    outputs.append(b.linear(b.relu(b.linear(x, f"b{k}.in", 4)), f"b{k}.out", 2))
+    x = b.add(x, outputs[-1])
+  params.update({"h.W": np.array([[1.0, -0.5, 0.2], [0.3, 0.8, -1.0]]), "h.b": np.array([0.1, 0.0, -0.2])})
+  b.linear(b.row_mean(x), "h", 3)
+  return b.graph(), {k: jnp.asarray(v) for k, v in params.items()}, tuple(inputs), tuple(outputs)
+
+
+@pytest.mark.parametrize("corner", [False, True])
+def test_lofast_inside_crown_is_exact_on_identity_blocks_and_sound_at_the_pixel_box_corner(corner, monkeypatch):
+  """``_margins`` with LoFAST (CROWN + LoFAST) on ``_identity_blocks_graph``, LoFAST's layer bound replaced by the
+  exact one of an identity block (deviation = input radius) and the embedding's Lipschitz constant 3: ℓ2 ε = 0.1.
+  The chain of radii is then exact (block 0 reads 3ε, block 1 3ε + 3ε), so inside the pixel box the margin bound
+  of the cut pass is the exact minimum of the linear margins, while CROWN alone is looser (its ReLU relaxations).
+  At a corner of the pixel box (pixels 0 or 1, so half of each coordinate's box is empty) the bound is ≤ the exact
+  minimum over the ball ∩ box. Catches the chain's embedding constant or a block's deviation dropped, and a
+  block's box radius taken as the smaller instead of the larger of its one-sided widths (each shrinks a ball
+  below the set it must hold: unsound)."""
+  from attention import sensitivity
+  monkeypatch.setattr(sensitivity, "layer_bound", lambda lc, radius, **_: lc * radius)
+  eps = 0.1
+  patches = np.array([[[0.0, 1.0], [1.0, 0.0]]]) if corner else np.array([[[0.4, 0.6], [0.5, 0.45]]])
+  labels = np.array([0])
+  with jax.enable_x64(True):
+    graph, gp, inputs, outputs = _identity_blocks_graph()
+    consts = jnp.ones((1, 2))                              # [B, L]: every block's Lipschitz constant, 1
+    args = (jnp.asarray(patches), jnp.asarray(labels))
+    both = np.asarray(crown_vit._margins(graph, gp, *args, (consts, jnp.asarray(3.0)), jnp.asarray(eps), "2",
+                                         "crown", (inputs, outputs)))[0]
+    alone = np.asarray(crown_vit._margins(graph, gp, *args, None, jnp.asarray(eps), "2", "crown", ()))[0]
+    f0 = np.asarray(crown.forward(graph, gp, jnp.asarray(patches[0]))[-1])
+  wh = np.asarray(gp["h.W"])
+  exact = []
+  for j in (1, 2):                                          # f_0 − f_j = 6 Σ_t x_t·(w_0 − w_j) + const
+    g = np.tile(6.0 * (wh[:, 0] - wh[:, j]), 2)
+    x0 = patches[0].ravel()
+    exact.append(f0[0] - f0[j] + _min_linear(g, x0, eps, 0.0, 1.0) - g @ x0)
+  exact = np.array(exact)
+  assert np.all(both >= alone - 1e-12) and np.all(both <= exact + 1e-9), (both, alone, exact)
+  if not corner:
+    np.testing.assert_allclose(both, exact, rtol=0, atol=1e-9)
+    assert np.all(alone < exact - 0.05)                  # the cut is what makes it exact (the test's power)
