@@ -415,7 +415,7 @@ def test_the_jitted_entry_points_refuse_a_bad_radius_as_the_others_do(eps):
     crown.margin_bounds(graph, params, x0, 0, eps, "inf")
 
 
-# Tests that catch planted bugs in the relaxations, the backward rules and the margins (issue 54, item 4).
+# Tests that catch planted bugs in the relaxations, the backward rules and the margins.
 
 
 def _grid_intervals(ends):

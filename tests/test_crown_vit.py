@@ -168,7 +168,7 @@ def test_crown_with_lofast_is_never_looser_than_crown_and_sound_on_a_depth_3_vit
   assert np.all(both <= attacked + 1e-9) and np.all(alone <= attacked + 1e-9), (both, alone, attacked)
 
 
-# Tests that catch planted bugs in the relaxations, the backward rules and the margins (issue 54, item 4).
+# Tests that catch planted bugs in the relaxations, the backward rules and the margins.
 
 
 def _linear_patch_graph(w, bias):
