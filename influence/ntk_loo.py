@@ -19,6 +19,7 @@ about 6n²). The float32 path (``float64=False``) keeps the jitted JAX computati
 """
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -132,8 +133,14 @@ def _loo_float64(k_train, k_test, y_train, y_test, lam):
   LAPACK and BLAS run on one thread here (``threadpoolctl``): at these sizes OpenBLAS's threads cost more than
   they give, and beside JAX's own threads far more (n = 512 / 1,024 / 2,048: 0.25 / 1.2 / 6.0 s on OpenBLAS's
   default 2 threads against 0.055 / 0.09 / 1.0 s on one, medians on 2 busy cores; benchmarks/loo_threads.py)."""
-  with threadpoolctl.threadpool_limits(limits=1, user_api="blas"):
+  with _blas().limit(limits=1, user_api="blas"):
     return _loo_float64_serial(k_train, k_test, y_train, y_test, lam)
+
+
+@functools.cache
+def _blas() -> threadpoolctl.ThreadpoolController:
+  """The loaded BLAS libraries, found once (a fresh ``threadpool_limits`` scans them again: 2 ms a call)."""
+  return threadpoolctl.ThreadpoolController()
 
 
 def _loo_float64_serial(k_train, k_test, y_train, y_test, lam):
