@@ -124,19 +124,23 @@ def _outputs(graph, params, points):
   return np.asarray(jax.jit(jax.vmap(lambda x: crown.forward(graph, params, x)[-1].ravel()))(jnp.asarray(points)))
 
 
+def _project(x, x0, eps, norm, box):
+  """x projected onto the input set: the ℓ2 or ℓ∞ ball of radius eps around x0, intersected with box if given."""
+  delta = x - x0
+  if norm == "2":
+    delta = delta * jnp.minimum(1.0, eps / (jnp.linalg.norm(delta) + 1e-30))
+  else:
+    delta = jnp.clip(delta, -eps, eps)
+  return x0 + delta if box is None else jnp.clip(x0 + delta, *box)
+
+
 def _optimised_extremes(graph, params, x0, eps, norm, box, steps=60):
   """Per output, the smallest and largest value projected gradient descent/ascent finds in the input set (one
   compiled program: every output and both signs vmapped)."""
   n_out = int(np.prod(graph.nodes[-1].shape))
 
   def project(x):
-    delta = x - x0
-    if norm == "2":
-      delta = delta * jnp.minimum(1.0, eps / (jnp.linalg.norm(delta) + 1e-30))
-    else:
-      delta = jnp.clip(delta, -eps, eps)
-    x = x0 + delta
-    return x if box is None else jnp.clip(x, *box)
+    return _project(x, x0, eps, norm, box)
 
   def extreme(j, sign):
     objective = lambda v: sign * crown.forward(graph, params, v)[-1].ravel()[j]  # noqa: E731
@@ -610,12 +614,7 @@ def _every_coordinate_extremes(graph, params, x0, eps, norm, box, steps=30):
   total = _flat_values(graph, params, np.asarray(x0)[None]).shape[1]
 
   def project(x):
-    delta = x - x0
-    if norm == "2":
-      delta = delta * jnp.minimum(1.0, eps / (jnp.linalg.norm(delta) + 1e-30))
-    else:
-      delta = jnp.clip(delta, -eps, eps)
-    return x0 + delta if box is None else jnp.clip(x0 + delta, *box)
+    return _project(x, x0, eps, norm, box)
 
   def extreme(j, sign):
     objective = lambda v: sign * jnp.concatenate([a.ravel() for a in crown.forward(graph, params, v)])[j]  # noqa
