@@ -4,7 +4,7 @@ same test images), drawn from DIR/crown/results.jsonl (no recomputation).
   python -m experiments.certify.compare_report --workdir DIR
 
 Per ε: certified accuracy of each method over the images every method finished (95 % Clopper–Pearson), the
-paired differences on those images (exact McNemar: ``experiments.certify.claims.paired_binary_difference``),
+paired differences on those images (Tango's score interval: ``experiments.certify.claims.paired_binary_difference``),
 seconds per image after compilation, and the PGD-L2 soundness check (certified images PGD broke: must be 0).
 """
 from __future__ import annotations
@@ -68,7 +68,7 @@ def _pct(k, n):
 
 
 def paired(comp: dict, eps: float, a: str, b: str):
-  """The paired difference certified(a) − certified(b) on the same images (exact McNemar interval), or None."""
+  """The paired difference certified(a) − certified(b) on the same images (Tango's score interval), or None."""
   from experiments.certify.claims import paired_binary_difference
   if a not in comp.get(eps, {}) or b not in comp[eps]:
     return None
@@ -102,7 +102,7 @@ def summary_markdown(records) -> str:
                                                for m in methods) + " |")
   lines += ["", "Paper (CIFAR-10, seconds on hardware its summary does not name): "
             + ", ".join(f"{k} {v:g} s" for k, v in lofast.SECONDS_PER_SAMPLE.items()) + ".", "",
-            "Paired differences on the same images (exact McNemar interval of the difference of certified shares):", "",
+            "Paired differences on the same images (Tango's score interval of the difference of certified shares, not conditional on the discordant count):", "",
             "| ε | comparison | difference | discordant images |", "|---|---|---|---|"]
   for eps in comp:
     for a, b in PAIRS:

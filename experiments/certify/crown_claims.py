@@ -6,7 +6,7 @@ records of ``experiments.certify.compare`` (DIR/crown of a certification workdir
   crown_vs_lofast_0.02 / 0.05  bound propagation beats LoFAST at ε = 0.02 and LoFAST wins at ε = 0.05 (the
                                paper's crossover, with α,β-CROWN: 41.2 vs 29.1 %, 14.1 vs 16.0 %).
 
-The certified-share rows are paired over the same test images (exact McNemar interval of the difference,
+The certified-share rows are paired over the same test images (Tango's score interval of the difference,
 ``experiments.certify.claims.paired_binary_difference``), the speed row over the timed batches of images
 (Student's t of the log ratio of seconds per image, batch by batch on the same images and radius).
 """
@@ -46,7 +46,7 @@ COMMAND = "python -m experiments.certify.compare --workdir {path}"
 def difference_row(claim_id: str, statement: str, paper: str, a, b, *, sign: int, setting: str = "",
                    produced_by: str = "", variant: str = "") -> dict:
   """The row of 'method a certifies more (sign +1) or less (−1) than method b' from their 0/1 flags on the same
-  images: the exact McNemar interval of mean(a − b)."""
+  images: Tango's score interval of mean(a − b)."""
   from experiments.certify.claims import paired_binary_difference
   a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
   row = make_row(claim_id, statement, LOFAST, paper, interval=paired_binary_difference(a, b), paper_sign=sign,
@@ -147,7 +147,7 @@ def _difference_claim(claim_id, eps, a, b, sign, statement, paper) -> Claim:
                           setting=f"synthetic case ({case.truth})")
   return Claim(claim_id, statement, _SECTION, f"per image, certified by {LABELS[a]} minus certified by {LABELS[b]} "
                f"at ε = {eps:g}, on the same images", "direction",
-               f"the exact McNemar interval of the paired difference lies {'above' if sign > 0 else 'below'} 0",
+               f"Tango's score interval of the paired difference lies {'above' if sign > 0 else 'below'} 0",
                interval="paired", paper_sign=sign, null=0.0, cases=_difference_cases(sign), row_of=row_of)
 
 

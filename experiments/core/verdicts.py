@@ -31,6 +31,7 @@ import math
 from typing import NamedTuple
 
 import numpy as np
+import scipy.optimize
 import scipy.stats
 
 from experiments.core import tolerance
@@ -317,6 +318,58 @@ def clopper_pearson(successes, n, *, level: float = 0.95) -> Interval:
   low = 0.0 if k == 0 else float(scipy.stats.beta.ppf(alpha / 2, k, n - k + 1))
   high = 1.0 if k == n else float(scipy.stats.beta.ppf(1 - alpha / 2, k + 1, n - k))
   return Interval(k / n, low, high, level, n, "images", "clopper_pearson")
+
+
+def tango_score_interval(n10, n01, n, *, level: float = 0.95) -> Interval:
+  """Score interval of the difference of two paired proportions, p(A) − p(B), from n paired 0/1 outcomes.
+
+  With n10 units where only A succeeds, n01 where only B does, and Δ = (n10 − n01)/n: the set of Δ₀ whose
+  score statistic T(Δ₀) = (n10 − n01 − nΔ₀) / sqrt(n(2q̃ + Δ₀(1 − Δ₀))) lies within ±z, q̃ being the maximum
+  likelihood estimate of p01 under Δ₀ (the root of 2n q² + (−n10 − n01 + (2n − n10 + n01)Δ₀) q − n01 Δ₀(1 − Δ₀)).
+  Unlike an interval conditional on the discordant count d = n10 + n01 (exact McNemar), its width reflects
+  how uncertain d itself is: d = 0 gives ±z²/(n + z²), not [0, 0]. At Δ₀ = 0, T is McNemar's statistic
+  (n10 − n01)/sqrt(n10 + n01), so the interval excludes 0 exactly when McNemar's asymptotic test (no continuity
+  correction) rejects at 1 − level.
+
+  Args:
+    n10, n01: integers ≥ 0 with n10 + n01 ≤ n.
+    n: the number of pairs (images), an integer ≥ 1.
+    level: coverage in (0, 1).
+
+  Returns:
+    ``Interval`` of p(A) − p(B) in [−1, 1], unit ``'images'``, method ``'tango_score'``.
+
+  Raises:
+    ValueError: non-integer or out-of-range counts, or a bad level.
+
+  Source: Tango, "Equivalence test and confidence interval for the difference in proportions for the paired-
+    sample design", Statistics in Medicine 17 (1998), eqs. (3)–(5); recommended by Fagerland, Lydersen & Laake,
+    "Recommended tests and confidence intervals for paired binomial proportions", Statistics in Medicine 33 (2014).
+  """
+  for name, value in (("n10", n10), ("n01", n01), ("n", n)):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+      raise ValueError(f"{name} must be an integer, got {value!r}")
+  b, c, n = int(n10), int(n01), int(n)
+  if n < 1 or b < 0 or c < 0 or b + c > n:
+    raise ValueError(f"need n ≥ 1, n10 ≥ 0, n01 ≥ 0 and n10 + n01 ≤ n, got n10={b}, n01={c}, n={n}")
+  level = _check_level(level)
+  z = float(scipy.stats.norm.ppf(0.5 + level / 2))
+  est = (b - c) / n
+
+  def score(delta: float) -> float:
+    quad_b = -b - c + (2 * n - b + c) * delta
+    quad_c = -c * delta * (1 - delta)
+    q = (math.sqrt(max(quad_b * quad_b - 8 * n * quad_c, 0.0)) - quad_b) / (4 * n)
+    num, var = b - c - n * delta, n * (2 * q + delta * (1 - delta))
+    if var > 0:
+      return num / math.sqrt(var)
+    return 0.0 if num == 0 else math.copysign(math.inf, num)
+
+  # T falls monotonically in Δ₀ from +∞ near −1 to −∞ near 1 (when n10, n01 < n): each end is one root.
+  edge = 1.0 - 1e-12
+  low = -1.0 if est <= -edge or score(-edge) <= z else scipy.optimize.brentq(lambda d: score(d) - z, -edge, est, xtol=1e-12)
+  high = 1.0 if est >= edge or score(edge) >= -z else scipy.optimize.brentq(lambda d: score(d) + z, est, edge, xtol=1e-12)
+  return Interval(est, float(low), float(high), level, n, "images", "tango_score")
 
 
 # The interval's ends are means over the units (numpy sums pairwise: about log2(n)·u of the largest

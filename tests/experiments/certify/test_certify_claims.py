@@ -63,33 +63,31 @@ def test_alpha_tradeoff_row_paired_bootstrap_and_what_flips_it():
     paired_binary_difference,
   )
   from experiments.core.rows import Source
-  from experiments.core.verdicts import clopper_pearson
+  from experiments.core.verdicts import tango_score_interval
   # The strict α certifies 26 of 100 images, α = 1 none: the paper's side (strict certifies less) fails.
   records = [cert_record(0.0625, 0.02, 0.33, 0.32, 0.26, 0.28), cert_record(1.0, 0.02, 0.36, 0.30, 0.0, 0.0),
              cert_record(0.25, 0.02, 0.34, 0.31, 0.15, 0.16)]
   rows = alpha_tradeoff_rows(Source("certify", "p", {}, records), eps_values=(0.02,))
   main = [r for r in rows if not r["variant"]]
   assert len(main) == 1 and len(rows) == 2 and main[0]["claim_id"] == "certified_alpha_tradeoff"
-  share = clopper_pearson(26, 26)   # 26 discordant images, all certified by the strict α only
-  assert main[0]["estimate"] == pytest.approx(0.26) and main[0]["low"] == pytest.approx(0.26 * (2 * share.low - 1))
-  assert main[0]["high"] == pytest.approx(0.26)
-  assert main[0]["method"] == "mcnemar_clopper_pearson" and main[0]["unit"] == "images" and main[0]["n"] == 100
-  # Exact where the studentized bootstrap is not: 3 discordant images of 100, all one way (McNemar p = 0.25),
-  # contain 0; 2 of 3 discordant pairs one way, 1 the other: the estimate is (2 − 1)/n.
+  share = tango_score_interval(26, 0, 100)   # 26 discordant images, all certified by the strict α only
+  assert (main[0]["estimate"], main[0]["low"], main[0]["high"]) == pytest.approx((0.26, share.low, share.high))
+  assert main[0]["method"] == "tango_score" and main[0]["unit"] == "images" and main[0]["n"] == 100
+  # Where the studentized bootstrap is not: 3 discordant images of 100, all one way (McNemar's statistic
+  # 3/√3 < 1.96), contain 0; 2 of 3 discordant pairs one way, 1 the other: the estimate is (2 − 1)/n; no
+  # discordant image still leaves an interval around 0 (not conditional on the discordant count).
   few = paired_binary_difference(np.r_[np.ones(3), np.zeros(97)], np.zeros(100))
   assert few.low < 0 < few.high and few.estimate == pytest.approx(0.03)
   mixed = paired_binary_difference(np.r_[1, 1, 0, np.zeros(7)], np.r_[0, 0, 1, np.zeros(7)])
   assert mixed.estimate == pytest.approx(0.1) and mixed.low < 0 < mixed.high
-  assert paired_binary_difference(np.ones(5), np.ones(5))[:3] == (0.0, 0.0, 0.0)
+  same = paired_binary_difference(np.ones(5), np.ones(5))
+  assert same.estimate == 0.0 and same.low < 0 < same.high
   assert main[0]["direction"] == "fails" and main[0]["magnitude"] is None
   assert "α = 0.0625 vs α = 1" in main[0]["setting"] and "What would flip it" in main[0]["note"]
   # What flips it: the fewest of the 26 strict-only images that would have to be loose-only instead; by hand,
-  # the first k at which the Clopper–Pearson interval of the strict-only share (26 − k)/26 reaches 1/2.
-  def contains_half(k):
-    cp = clopper_pearson(26 - k, 26)
-    return cp.low <= 0.5 <= cp.high
-  k_contains = next(k for k in range(27) if contains_half(k))
-  k_below = next(k for k in range(27) if clopper_pearson(26 - k, 26).high < 0.5)
+  # the interval excludes 0 iff McNemar's statistic |26 − 2k|/√26 exceeds z = 1.96: contains from k = 9
+  # (|26 − 18| = 8 < 9.99), below from k = 18 (|26 − 36| = 10 > 9.99).
+  k_contains, k_below = 9, 18
   assert flip_moves(26, 0, 100, "contains") == k_contains and flip_moves(26, 0, 100, "below") == k_below
   assert 0 < k_contains < 13 < k_below < 26
   assert (f"26 images are certified by α = 0.0625 only and 0 by α = 1 only" in main[0]["note"]
@@ -144,19 +142,19 @@ def test_certified_rows_interval_is_the_exact_binomial_interval_of_the_rounded_c
 
 
 @pytest.mark.parametrize("level", [0.95, 0.9])
-def test_paired_binary_difference_is_the_exact_mcnemar_interval_and_antisymmetric(level):
-  """Catches swapped discordant counts, a level that does not reach the Clopper–Pearson interval, or a dropped d/n
-  scale: 7 images certified by A only and 2 by B only of 30 give (7 − 2)/30 and (d/n)(2·[L, U] − 1) with [L, U]
-  scipy's exact interval of 7 of 9; swapping A and B negates the interval."""
-  import scipy.stats
-
+def test_paired_binary_difference_is_tangos_interval_of_the_discordant_counts_and_antisymmetric(level):
+  """Catches swapped discordant counts, a level that does not reach the interval, or concordant images counted as
+  discordant: 7 images certified by A only, 2 by B only, 6 by both and 15 by neither give (7 − 2)/30 and Tango's
+  interval of (7, 2, 30) (tested on its own in tests/experiments/core/test_verdicts.py); swapping A and B
+  negates the interval."""
   from experiments.certify.claims import paired_binary_difference
+  from experiments.core.verdicts import tango_score_interval
   a = np.r_[np.ones(7), np.zeros(2), np.ones(6), np.zeros(15)]
   b = np.r_[np.zeros(7), np.ones(2), np.ones(6), np.zeros(15)]
-  ci = scipy.stats.binomtest(7, 9).proportion_ci(confidence_level=level, method="exact")
+  ci = tango_score_interval(7, 2, 30, level=level)
   iv = paired_binary_difference(a, b, level=level)
-  assert (iv.estimate, iv.low, iv.high) == pytest.approx((5 / 30, 9 / 30 * (2 * ci.low - 1),
-                                                          9 / 30 * (2 * ci.high - 1)), rel=1e-9)
+  assert (iv.estimate, iv.low, iv.high) == pytest.approx((5 / 30, ci.low, ci.high), rel=1e-9)
+  assert iv.low != pytest.approx(tango_score_interval(7, 2, 30, level=0.5 + level / 2).low)
   assert (iv.level, iv.n, iv.unit) == (level, 30, "images")
   back = paired_binary_difference(b, a, level=level)
   assert (back.estimate, back.low, back.high) == pytest.approx((-iv.estimate, -iv.high, -iv.low), rel=1e-12)
@@ -193,10 +191,11 @@ def test_crown_rows_pair_the_methods_image_by_image_and_time_only_compiled_batch
   timed batches, or discordant counts swapped: three chunks of three images; the first chunk of each method
   compiles, so the ratios CROWN / CROWN + LoFAST are 8/2 and 6/3, whose row is Student's t of their logs
   (unit 'batches'); CROWN + LoFAST certifies images 1, 3, 6 alone and CROWN image 8 alone: (3 − 1)/9 with the
-  exact McNemar interval of 3 of 4 discordant images."""
+  score interval of 3 and 1 discordant images of 9."""
   import scipy.stats
 
   from experiments.certify import crown_claims
+  from experiments.core.verdicts import tango_score_interval
   flags = {"crown_lofast": [1, 1, 1, 1, 1, 0, 1, 0, 0], "crown": [1, 0, 1, 0, 1, 0, 0, 0, 1], "lofast": [0] * 9}
   seconds = {"crown_lofast": (50.0, 2.0, 3.0), "crown": (70.0, 8.0, 6.0), "lofast": (1.0, 1.0, 1.0)}
   chunks = [_crown_chunk(m, 3 * i, flags[m][3 * i:3 * i + 3], seconds[m][i], i == 0) for m in flags for i in range(3)]
@@ -208,9 +207,8 @@ def test_crown_rows_pair_the_methods_image_by_image_and_time_only_compiled_batch
       np.exp([logs.mean(), logs.mean() - half, logs.mean() + half]), rel=1e-12)
   assert (speed["n"], speed["unit"], speed["status"]) == (2, "batches", "measured")
   diff = rows["crown_lofast_vs_crown_0.05"]
-  ci = scipy.stats.binomtest(3, 4).proportion_ci(method="exact")
-  assert (diff["estimate"], diff["low"], diff["high"]) == pytest.approx((2 / 9, 4 / 9 * (2 * ci.low - 1),
-                                                                         4 / 9 * (2 * ci.high - 1)), rel=1e-9)
+  ci = tango_score_interval(3, 1, 9)
+  assert (diff["estimate"], diff["low"], diff["high"]) == pytest.approx((2 / 9, ci.low, ci.high), rel=1e-9)
   assert "3 images certified by the first method only and 1 by the second only" in diff["note"]
   # One timed batch is not enough for the speed row.
   two = [c for c in chunks if c["start"] < 6]

@@ -1,7 +1,7 @@
 """experiments.certify.compare: LoFAST, CROWN and CROWN + LoFAST on the same test images of a finished certify
 run. Its LoFAST flags are the run's own rigorous flags; no image any method certifies was broken by the run's
 PGD-L2 (so a CROWN that certified a broken image fails here); it resumes per chunk; its report's paired
-differences are the exact McNemar intervals of the flags; bad input is refused before anything is written."""
+differences are Tango's score intervals of the flags; bad input is refused before anything is written."""
 
 import numpy as np
 import pytest

@@ -11,6 +11,7 @@ from experiments.core.verdicts import (
   clopper_pearson,
   paired_difference,
   pooled_ratio,
+  tango_score_interval,
   verdict,
 )
 
@@ -34,6 +35,56 @@ def test_clopper_pearson_ends_are_where_the_binomial_tails_equal_alpha_over_2(k,
   np.testing.assert_allclose(scipy.stats.binom.sf(k - 1, n, ci.low), alpha / 2, rtol=1e-8)
   np.testing.assert_allclose(scipy.stats.binom.cdf(k, n, ci.high), alpha / 2, rtol=1e-8)
   assert ci.low < k / n < ci.high and ci.unit == "images" and ci.n == n
+
+
+@pytest.mark.parametrize("n,level", [(1, 0.95), (100, 0.95), (40, 0.9)])
+def test_tango_interval_with_no_discordant_pair_is_plus_minus_z2_over_n_plus_z2(n, level):
+  """Not conditional on the discordant count: with n10 = n01 = 0 the score equation at Δ₀ > 0 reduces (q̃ = 0) to
+  nΔ₀ / sqrt(nΔ₀(1 − Δ₀)) = z, i.e. Δ₀ = z²/(n + z²) by hand; the exact McNemar interval gave [0, 0] here."""
+  z = scipy.stats.norm.ppf(0.5 + level / 2)
+  iv = tango_score_interval(0, 0, n, level=level)
+  assert iv.estimate == 0.0 and (iv.n, iv.unit, iv.method) == (n, "images", "tango_score")
+  np.testing.assert_allclose([iv.low, iv.high], [-z * z / (n + z * z), z * z / (n + z * z)], rtol=1e-8)
+
+
+def test_tango_interval_excludes_zero_exactly_when_mcnemars_asymptotic_test_rejects():
+  """At Δ₀ = 0 the score statistic is McNemar's (n10 − n01)/sqrt(n10 + n01): over every table with up to 25
+  discordant images each way (n = 60) the interval excludes 0 iff that statistic exceeds z; and it contains its
+  estimate, lies in [−1, 1] and changes sign when the methods swap."""
+  z = scipy.stats.norm.ppf(0.975)
+  for b in range(26):
+    for c in range(26):
+      iv = tango_score_interval(b, c, 60)
+      assert -1.0 <= iv.low <= iv.estimate <= iv.high <= 1.0 and iv.estimate == pytest.approx((b - c) / 60)
+      back = tango_score_interval(c, b, 60)
+      np.testing.assert_allclose([back.low, back.high], [-iv.high, -iv.low], atol=1e-10)
+      if b + c == 0:
+        continue
+      stat = abs(b - c) / np.sqrt(b + c)
+      if abs(stat - z) > 1e-6:
+        assert (not iv.low <= 0.0 <= iv.high) == (stat > z), (b, c, stat)
+
+
+@pytest.mark.parametrize("p10,p01", [(0.1, 0.05), (0.3, 0.1), (0.02, 0.02)])
+def test_tango_interval_covers_the_true_difference_at_about_its_level(p10, p01):
+  """Exact coverage over every paired table of n = 60 images (trinomial probabilities, not a simulation): within
+  [0.93, 0.99] for a 95 % interval, near the level where discordance is common and above it where it is rare."""
+  n, delta, covered = 60, p10 - p01, 0.0
+  for b in range(n + 1):
+    for c in range(n + 1 - b):
+      probability = scipy.stats.multinomial.pmf([b, c, n - b - c], n, [p10, p01, 1 - p10 - p01])
+      if probability > 1e-12:
+        iv = tango_score_interval(b, c, n)
+        covered += probability * (iv.low <= delta <= iv.high)
+  assert 0.93 <= covered <= 0.99
+
+
+def test_tango_interval_refuses_impossible_tables():
+  for args in [(-1, 0, 5), (3, 3, 5), (0, 0, 0), (1.5, 0, 5), (True, 0, 5)]:
+    with pytest.raises(ValueError, match="n10|n01|n "):
+      tango_score_interval(*args)
+  with pytest.raises(ValueError):
+    tango_score_interval(1, 1, 5, level=1.5)
 
 
 def test_bootstrap_interval_covers_the_mean_matches_the_normal_width_and_shrinks_with_n():
