@@ -6,9 +6,14 @@ on image–caption data); these machines cannot download them, so the rows read 
 trained here from scratch on CIFAR-10 images with captions made from the class names.
 
 The unit is the seed pair: the CLIP and DiffCLIP of one training seed share the initial key, data order and
-captions. Per seed, the ASR is the share of its clean-correct attacked images that the attack turns
-(``n_success / n_counted``); the statistic is DiffCLIP's ASR minus CLIP's, and the interval the inverted
-sign-flip test over the pairs (``experiments.core.rows.paired_interval``).
+captions. Per pair, each model's ASR is the share of the attacked images that *both* models classify correctly
+which the attack turns (``paired_differences``: DiffCLIP is a few points less accurate than CLIP, and an ASR over
+each model's own clean-correct images would compare different images); the statistic is DiffCLIP's ASR minus
+CLIP's, and the interval the inverted sign-flip test over the pairs (``experiments.core.rows.paired_interval``).
+
+The ceiling rule, declared before the numbers: a budget at which both models' ASR on the shared images is at least
+``SATURATION`` on every pair leaves no room for a difference, so its row reads *inconclusive* whatever its
+interval, and the every-budget row cannot hold (it still fails when another budget fails).
 
 Two kinds of row, for each attack (PGD-L∞ over ε, patches over their side):
   * per budget: one row per ε (per side), read as a family: each at the Bonferroni level
@@ -23,7 +28,7 @@ Two kinds of row, for each attack (PGD-L∞ over ε, patches over their side):
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 
@@ -43,15 +48,6 @@ def budget_label(attack: str, value: float) -> str:
   return f"ε = {value:g}/255" if attack == "pgd" else f"patch of side {int(value)} px"
 
 
-def per_seed_asr(records: Sequence[dict], model: str, attack: str, value: float) -> dict:
-  """{seed_index: ASR} of the zero-shot model ``model`` under ``attack`` at ``value`` (ε in units of 1/255 for
-  PGD, the side in pixels for a patch), from seeds with images counted."""
-  key = "eps_255" if attack == "pgd" else "size"
-  return {int(r["seed_index"]): r["n_success"] / r["n_counted"] for r in records
-          if r["kind"] == "attack" and r.get("source", "zero_shot") == "zero_shot" and r["model"] == model
-          and r["attack"] == attack and math.isclose(float(r[key]), float(value)) and r["n_counted"] > 0}
-
-
 def budgets(records: Sequence[dict], attack: str) -> list[float]:
   """The budgets of ``attack`` the records hold (ε/255 or patch sides), increasing."""
   key = "eps_255" if attack == "pgd" else "size"
@@ -59,35 +55,101 @@ def budgets(records: Sequence[dict], attack: str) -> list[float]:
                  and r.get("source", "zero_shot") == "zero_shot"})
 
 
-def paired_differences(records: Sequence[dict], attack: str, value: float) -> tuple[np.ndarray, list, dict, dict]:
-  """(DiffCLIP − CLIP ASR per seed pair [k], the pairs' seed indices, CLIP's ASRs, DiffCLIP's) at one budget."""
-  clip, diff = per_seed_asr(records, "clip", attack, value), per_seed_asr(records, "diffclip", attack, value)
-  seeds = sorted(set(clip) & set(diff))
-  return np.asarray([diff[s] - clip[s] for s in seeds], np.float64), seeds, clip, diff
+def _attack_record(records: Sequence[dict], model: str, attack: str, value: float) -> dict:
+  """{seed_index: the latest zero-shot attack record of ``model`` at ``value``} (a re-attacked point's newer
+  record, written with its clean-correct mask, replaces an older one)."""
+  key = "eps_255" if attack == "pgd" else "size"
+  return {int(r["seed_index"]): r for r in records
+          if r["kind"] == "attack" and r.get("source", "zero_shot") == "zero_shot" and r["model"] == model
+          and r["attack"] == attack and math.isclose(float(r[key]), float(value))}
 
 
-def every_budget_row(differences: Sequence[np.ndarray], labels: Sequence[str], **row_fields) -> dict:
+def pool_outcomes(record: dict):
+  """(clean-correct mask [N] bool, attack success [N] bool) over the N attacked images of an attack record, or
+  None for a record written before the masks were stored.
+
+  Raises:
+    ValueError: the record's ``success`` flags are not one per clean-correct image.
+  """
+  if "clean_correct" not in record:
+    return None
+  mask = np.asarray(record["clean_correct"], bool)
+  flags = np.asarray(record["success"], bool)
+  if mask.ndim != 1 or flags.shape != (int(mask.sum()),):
+    raise ValueError(f"an attack record of {record['model']} seed {record['seed_index']} holds {flags.size} success "
+                     f"flags for {int(mask.sum())} clean-correct images")
+  success = np.zeros(mask.shape, bool)
+  success[mask] = flags
+  return mask, success
+
+
+class PairedASR(NamedTuple):
+  """DiffCLIP − CLIP ASR per seed pair on the images both classify correctly, at one budget."""
+  differences: np.ndarray   # [k] float64
+  seeds: list               # the k pairs' seed indices
+  clip: dict                # {seed: CLIP's ASR on the shared images}
+  diff: dict                # {seed: DiffCLIP's}
+  shared: dict              # {seed: how many images both models classify correctly}
+  unmasked: list            # seeds whose records hold no clean-correct mask (written before the masks)
+
+
+def paired_differences(records: Sequence[dict], attack: str, value: float) -> PairedASR:
+  """``PairedASR`` at one budget: for each seed pair whose records both hold their clean-correct masks, each
+  model's ASR over the attacked images that both models classify correctly (pairs sharing none are left out).
+
+  Raises:
+    ValueError: the two records of a pair attacked different numbers of images, or malformed flags.
+  """
+  clip_r, diff_r = (_attack_record(records, m, attack, value) for m in ("clip", "diffclip"))
+  seeds, clip, diff, shared, unmasked = [], {}, {}, {}, []
+  for s in sorted(set(clip_r) & set(diff_r)):
+    a, b = pool_outcomes(clip_r[s]), pool_outcomes(diff_r[s])
+    if a is None or b is None:
+      unmasked.append(s)
+      continue
+    if a[0].shape != b[0].shape:
+      raise ValueError(f"seed pair {s}: CLIP attacked {a[0].size} images and DiffCLIP {b[0].size}")
+    both = a[0] & b[0]
+    if both.any():
+      seeds.append(s)
+      clip[s], diff[s], shared[s] = float(a[1][both].mean()), float(b[1][both].mean()), int(both.sum())
+  return PairedASR(np.asarray([diff[s] - clip[s] for s in seeds], np.float64), seeds, clip, diff, shared, unmasked)
+
+
+def every_budget_row(differences: Sequence[np.ndarray], labels: Sequence[str], ceiling: Sequence[bool] = (),
+                     **row_fields) -> dict:
   """The intersection row "DiffCLIP's ASR exceeds CLIP's at every budget" from per-seed differences at each of m
-  budgets (``differences[j]``: DiffCLIP − CLIP per seed pair at budget ``labels[j]``).
+  budgets (``differences[j]``: DiffCLIP − CLIP per seed pair at budget ``labels[j]``; ``ceiling[j]``: whether
+  budget j is at the ceiling, ``saturated``; none when empty).
 
-  Rule (stated before the numbers): *fails* when some budget's interval at the family level 1 − 0.05/m lies
-  below 0 (the row shows the lowest such); else *holds* when every budget's 95 % interval lies above 0 (an
-  intersection–union test needs no correction; the row shows the budget with the lowest lower end); else
-  *inconclusive*, showing that budget. ``row_fields`` go to ``make_row`` (claim_id, claim, source, paper_value,
-  setting, ...).
+  Rule (stated before the numbers): *fails* when some budget below the ceiling has its interval at the family
+  level 1 − 0.05/m below 0 (the row shows the lowest such); else *inconclusive* when some budget is at the
+  ceiling (no difference can show there, so "every budget" cannot be confirmed); else *holds* when every
+  budget's 95 % interval lies above 0 (an intersection–union test needs no correction; the row shows the budget
+  with the lowest lower end); else *inconclusive*, showing that budget. ``row_fields`` go to ``make_row``
+  (claim_id, claim, source, paper_value, setting, ...).
+
+  Raises:
+    ValueError: no budget, or labels / ceiling flags not one per budget.
   """
   m = len(differences)
-  if m == 0 or len(labels) != m:
-    raise ValueError(f"every_budget_row needs one label per budget, got {m} budgets and {len(labels)} labels")
+  ceiling = list(ceiling) or [False] * m
+  if m == 0 or len(labels) != m or len(ceiling) != m:
+    raise ValueError(f"every_budget_row needs one label and one ceiling flag per budget, got {m} budgets, "
+                     f"{len(labels)} labels and {len(ceiling)} flags")
   fam = [paired_interval(d, np.zeros_like(d), level=family_level(m)) for d in differences]
   own = [paired_interval(d, np.zeros_like(d), level=LEVEL) for d in differences]
-  below = [j for j in range(m) if direction_verdict(fam[j], +1)[0] == "fails"]
+  below = [j for j in range(m) if not ceiling[j] and direction_verdict(fam[j], +1)[0] == "fails"]
   if below:
     j = min(below, key=lambda i: fam[i].high)
     how = (f"decided by {labels[j]}: its interval at {100 * fam[j].level:.4g} % (Bonferroni over the {m} budgets, "
            "as a union needs) lies below 0")
     return make_row(interval=fam[j], paper_sign=+1, null=0.0, scale="difference", direction="fails",
                     reason=f"{how}: {direction_verdict(fam[j], +1)[1]}", **row_fields)
+  if any(ceiling):
+    j = ceiling.index(True)
+    return make_row(interval=own[j], paper_sign=+1, null=0.0, scale="difference", direction="inconclusive",
+                    reason=f"decided by the ceiling rule: {saturation_text(labels[j])}", **row_fields)
   j = min(range(m), key=lambda i: own[i].low)
   verdict = direction_verdict(own[j], +1)
   if verdict[0] == "fails":  # below 0 at 95 % but not at the family level: no union reading
@@ -101,16 +163,18 @@ def every_budget_row(differences: Sequence[np.ndarray], labels: Sequence[str], *
                   reason=reason, **row_fields)
 
 
-def _setting(records, attack: str, label: str, seeds: list, clip: dict, diff: dict, level: float) -> str:
+def _setting(records, attack: str, label: str, paired: PairedASR, level: float) -> str:
+  seeds = paired.seeds
   trains = {(r["model"], int(r["seed_index"])): r for r in records if r["kind"] == "train"}
   acc = {m: np.mean([trains[m, s]["zero_shot_accuracy"] for s in seeds if (m, s) in trains] or [np.nan])
          for m in ("clip", "diffclip")}
   params = {m: next((trains[m, s]["parameters"] for s in seeds if (m, s) in trains), None) for m in ("clip", "diffclip")}
-  asr = "; ".join(f"seed {s}: {diff[s]:.3f} vs {clip[s]:.3f}" for s in seeds)
+  asr = "; ".join(f"seed {s}: {paired.diff[s]:.3f} vs {paired.clip[s]:.3f} on {paired.shared[s]}" for s in seeds)
   what = f"PGD-L∞ at {label}" if attack == "pgd" else f"an unbounded {label}"
-  return (f"{SUBSTITUTE}; {what} on the zero-shot prediction, clean-correct images only; "
-          f"{len(seeds)} seed pairs; zero-shot accuracy DiffCLIP {acc['diffclip']:.3f} vs CLIP {acc['clip']:.3f} "
-          f"(mean over seeds), parameters {params['diffclip']} vs {params['clip']}; ASR DiffCLIP vs CLIP {asr}"
+  return (f"{SUBSTITUTE}; {what} on the zero-shot prediction, over the images both models of a pair classify "
+          f"correctly; {len(seeds)} seed pairs; zero-shot accuracy DiffCLIP {acc['diffclip']:.3f} vs CLIP "
+          f"{acc['clip']:.3f} (mean over seeds), parameters {params['diffclip']} vs {params['clip']}; ASR DiffCLIP "
+          f"vs CLIP on the shared images {asr}"
           + ("" if level == LEVEL else f"; interval at {100 * level:.4g} % (Bonferroni over the budgets)"))
 
 
@@ -125,21 +189,28 @@ def attack_rows(src: Source, attack: str) -> list[dict]:
     label = budget_label(attack, value)
     cid = f"{stem}{value:g}"
     claim = f"DiffCLIP's ASR exceeds CLIP's ({f'{name}, ' if attack == 'pgd' else ''}{label}; CIFAR-10 substitute)"
-    d, seeds, clip, diff = paired_differences(src.records, attack, value)
-    if not seeds:
-      rows.append(not_measured(cid, claim, ARXIV_DA, PAPER, f"no seed pair attacked at {label}",
-                               produced_by=src.command))
+    paired = paired_differences(src.records, attack, value)
+    if not paired.seeds:
+      why = (f"the records of seed pairs {paired.unmasked} at {label} hold no per-image clean-correct masks "
+             f"(written before they were stored), so the images both models classify correctly are unknown; "
+             f"`python -m experiments.clip --workdir {src.path}` re-attacks those points" if paired.unmasked
+             else f"no seed pair attacked at {label} with an image both models classify correctly")
+      rows.append(not_measured(cid, claim, ARXIV_DA, PAPER, why, produced_by=src.command))
       missing.append(label)
       continue
-    diffs[label] = dict(zip(seeds, d))
+    d = paired.differences
+    diffs[label] = dict(zip(paired.seeds, d))
     labels.append(label)
     note = "a substitute for the paper's pretrained models (see the setting)"
-    if saturated(clip, diff, seeds):
+    ceiling = saturated(paired.clip, paired.diff, paired.seeds)
+    if ceiling:
       note += f"; {saturation_text(label)}"
       saturated_labels.append(label)
     rows.append(make_row(cid, claim, ARXIV_DA, PAPER, interval=paired_interval(d, np.zeros_like(d), level=level),
                          paper_sign=+1, null=0.0, scale="difference", produced_by=src.command,
-                         setting=_setting(src.records, attack, label, seeds, clip, diff, level), note=note))
+                         setting=_setting(src.records, attack, label, paired, level), note=note,
+                         **(dict(direction="inconclusive", reason=f"the ceiling rule: {saturation_text(label)}")
+                            if ceiling else {})))
   cid = f"clip_asr_{attack}_every_{'budget' if attack == 'pgd' else 'size'}"
   claim = f"DiffCLIP's ASR exceeds CLIP's at {every} ({f'{name}; ' if attack == 'pgd' else ''}CIFAR-10 substitute)"
   common = sorted(set.intersection(*(set(d) for d in diffs.values()))) if diffs else []
@@ -147,7 +218,8 @@ def attack_rows(src: Source, attack: str) -> list[dict]:
     why = (f"no seed pair attacked at {', '.join(missing)}: 'every budget' needs them all" if missing else
            f"no seed pair attacked at every {name} budget" if diffs else f"no {name} budget attacked on both models")
     return rows + [not_measured(cid, claim, ARXIV_DA, PAPER, why, produced_by=src.command)]
-  rows.append(every_budget_row([np.asarray([diffs[b][s] for s in common]) for b in labels], labels, claim_id=cid,
+  rows.append(every_budget_row([np.asarray([diffs[b][s] for s in common]) for b in labels], labels,
+                               [b in saturated_labels for b in labels], claim_id=cid,
                                claim=claim, source=ARXIV_DA, paper_value=PAPER, produced_by=src.command,
                                setting=f"{SUBSTITUTE}; {name} at {', '.join(labels)}; the {len(common)} seed pairs "
                                        "attacked at every budget; an intersection over the budgets (see the reason)",
@@ -160,13 +232,15 @@ SATURATION = 0.99  # both models' ASR at least this on every pair: the budget le
 
 
 def saturated(clip: dict, diff: dict, seeds: Sequence[int]) -> bool:
-  """Whether both models' ASR is at least ``SATURATION`` on every seed pair."""
+  """Whether both models' ASR is at least ``SATURATION`` on every seed pair (the ceiling rule of the module
+  docstring, which decides the budget's verdict)."""
   return all(clip[s] >= SATURATION and diff[s] >= SATURATION for s in seeds)
 
 
 def saturation_text(label: str) -> str:
   return (f"at {label} both models' ASR is at least {SATURATION:g} on every seed pair: the attack saturates these "
-          "small models, so almost no difference can show there (a ceiling, not evidence against the paper)")
+          "small models, so almost no difference can show there (a ceiling, not evidence against the paper; "
+          "read as inconclusive)")
 
 
 CLIP_CLAIMS = (("clip_asr_pgd_every_budget", "DiffCLIP's ASR exceeds CLIP's at every perturbation budget (PGD-L∞)"),
@@ -221,18 +295,19 @@ CLAIMS = ExperimentClaims(
     claims=(
         Claim("clip_asr_pgd_eps*", "DiffCLIP shows a higher attack success rate at every perturbation budget "
               "(this row: one budget)", _SOURCE, "per seed pair, DiffCLIP's minus CLIP's PGD-L∞ ASR on the "
-              "clean-correct images", "direction", "the sign-flip interval over seed pairs, at the Bonferroni "
-              "level over the budgets, excludes 0 above (10 pairs)", interval="paired", paper_sign=+1, null=0.0,
+              "images both classify correctly", "direction", "the sign-flip interval over seed pairs, at the Bonferroni "
+              "level over the budgets, excludes 0 above (10 pairs); inconclusive at the ceiling (both ASRs ≥ 0.99)", interval="paired", paper_sign=+1, null=0.0,
               cases=direction_cases()),
         Claim("clip_asr_patch_size*", "DiffCLIP shows a higher attack success rate at every patch size (this row: "
-              "one size)", _SOURCE, "per seed pair, DiffCLIP's minus CLIP's patch-attack ASR on the clean-correct "
-              "images", "direction", "the sign-flip interval over seed pairs, at the Bonferroni level over the "
-              "sizes, excludes 0 above (10 pairs)", interval="paired", paper_sign=+1, null=0.0,
+              "one size)", _SOURCE, "per seed pair, DiffCLIP's minus CLIP's patch-attack ASR on the images both "
+              "classify correctly", "direction", "the sign-flip interval over seed pairs, at the Bonferroni level over the "
+              "sizes, excludes 0 above (10 pairs); inconclusive at the ceiling (both ASRs ≥ 0.99)", interval="paired", paper_sign=+1, null=0.0,
               cases=direction_cases()),
         Claim("clip_asr_*_every_*", "DiffCLIP shows a higher attack success rate at every perturbation budget and "
               "every patch size", _SOURCE, "the per-budget paired differences, read as an intersection",
               "direction", "holds when every budget's 95 % sign-flip interval lies above 0 (intersection–union, no "
-              "correction); fails when some budget's Bonferroni-level interval lies below 0; 10 pairs",
+              "correction) and none is at the ceiling; fails when some budget below the ceiling has its Bonferroni-level "
+              "interval below 0; 10 pairs",
               interval="paired", paper_sign=+1, null=0.0, row_of=_every_case_row,
               cases=(Case("false", around(-0.2)), Case("true", around(0.2)), Case("boundary", around(0.0, 0.8)))),
     ),

@@ -154,9 +154,11 @@ def prompts(config: CLIPExperimentConfig) -> tuple:
 def standard_config() -> CLIPExperimentConfig:
   """The standard CPU grid the claim rows read: 10 CLIP / DiffCLIP pairs on a 10,000-image class-balanced subset
   of the full CIFAR-10 training files (ATTN_DATA_DIR), crop/flip augmentation, 10 epochs; attacks on the first
-  500 test images (1,000-image test subset)."""
+  500 test images (1,000-image test subset) at ε = 0.5, 1, 2, 4 and 8 /255 (0.5/255: below the budgets where
+  both models saturate)."""
   return CLIPExperimentConfig(
       data=config_lib.DataConfig(n_train=10000, n_test=1000, source="dir"), seeds=10, attack_samples=500,
+      eps_255=(0.5, 1.0, 2.0, 4.0, 8.0),
       train=config_lib.ClassifierTrainConfig(epochs=10, batch_size=128, learning_rate=2e-3, l2=0.0,
                                              warmup_epochs=1, seed=0, augment="crop_flip"))
 

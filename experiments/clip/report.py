@@ -95,8 +95,9 @@ def summary_markdown(records) -> str:
         col = col[np.isfinite(col)]
         cells.append(f"{col.mean():.3f} ± {col.std():.3f}" if col.size else "–")
       lines.append(f"| {labels[style]} | " + " | ".join(cells) + " |")
-  lines += ["", "Mean ± standard deviation over seeds. The claim rows (paired differences over seed pairs, "
-            "per budget at the Bonferroni level and over every budget as an intersection) are in "
+  lines += ["", "Mean ± standard deviation over seeds, each model on its own clean-correct images. The claim rows "
+            "(paired differences over seed pairs on the images both models classify correctly, per budget at the "
+            "Bonferroni level and over every budget as an intersection, the ceiling rule deciding) are in "
             "`python -m experiments.claims --from <this workdir>`; docs/diff_attention.md#clip-vs-diffclip."]
   return "\n".join(lines) + "\n"
 

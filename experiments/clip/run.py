@@ -112,7 +112,8 @@ def attack_records(config: CLIPExperimentConfig, fn, model: str, seed_index: int
                    source: str = ZERO_SHOT, patch_only: bool = False):
   """Yields the PGD-L∞ (unless ``patch_only``) and patch records of one model not done yet, on the
   clean-correct images of (x, y); ``key`` fixes the PGD starts and the patch positions (shared by the models
-  of a pair)."""
+  of a pair). Each record holds ``clean_correct`` (0/1 per image of x, in order) and ``success`` (0/1 per
+  clean-correct image, in order), so the claim rows can pair the models on the images both classify correctly."""
   clean = vit_training.predict(fn, x, config.attack_batch_size)
   correct = clean == y
   xc, yc = x[correct], y[correct]
@@ -123,7 +124,8 @@ def attack_records(config: CLIPExperimentConfig, fn, model: str, seed_index: int
     if is_done(model, seed_index, attack=attack, eps=eps, size=size, source=source):
       continue
     common = dict(attack=attack, eps=eps, eps_255=eps * 255.0, size=size, source=source,
-                  n_attacked_pool=len(y), clean_accuracy=float(correct.mean()), convention="clean_correct")
+                  n_attacked_pool=len(y), clean_accuracy=float(correct.mean()), convention="clean_correct",
+                  clean_correct=correct.astype(int).tolist())
     if len(yc) == 0:
       yield _record("attack", model, seed_index, asr=float("nan"), n_success=0, n_counted=0, n_zero_grad=0,
                     success=[], wall_time_s=0.0, **common)
@@ -143,6 +145,14 @@ def attack_records(config: CLIPExperimentConfig, fn, model: str, seed_index: int
     yield _record("attack", model, seed_index, asr=float(success.mean()), n_success=int(success.sum()),
                   n_counted=len(yc), n_zero_grad=int(zero.sum()), success=success.astype(int).tolist(),
                   steps=steps, wall_time_s=time.perf_counter() - start, **common)
+
+
+def done_keys(records) -> set[tuple]:
+  """The ``KEY_FIELDS`` of the points done. A zero-shot attack record written before the clean-correct masks were
+  stored is not done: its point is attacked again (the same attack key, so the same attack) and the newer record,
+  with the mask the claim rows pair on, replaces it (``experiments.clip.claims.paired_differences``)."""
+  return {tuple(r[f] for f in KEY_FIELDS) for r in records if all(f in r for f in KEY_FIELDS)
+          and not (r["kind"] == "attack" and r["source"] == ZERO_SHOT and "clean_correct" not in r)}
 
 
 def patch_positions(key, n: int, size: int, height: int, width: int) -> np.ndarray:
@@ -204,7 +214,7 @@ def run(config: CLIPExperimentConfig, workdir, *, overwrite_config: bool = False
   if config.classifiers_workdir is not None:
     classifier_models(config)  # before hours of training: the classifiers must be there
   wd = Workdir(workdir, KEY_FIELDS, config, overwrite_config=overwrite_config, bookkeeping=BOOKKEEPING)
-  done = wd.done()
+  done = done_keys(wd.records())
   train, test = config_lib.load_splits(config.data, "cifar10")
   n = len(test.y) if config.attack_samples is None else min(config.attack_samples, len(test.y))
   x, y = test.x[:n], test.y[:n]

@@ -75,15 +75,17 @@ def test_prompt_table_pads_each_class_and_template():
 
 
 def _records(diff_by_budget: dict, n_seeds: int = 10, attack: str = "pgd", clip_asr: float = 0.5) -> list[dict]:
-  """Attack records: CLIP's ASR ``clip_asr`` at every budget and seed, DiffCLIP's that + the budget's per-seed
-  offsets, over 200 counted images (ASR = n_success / 200)."""
+  """Attack records: CLIP's ASR ``clip_asr`` at every budget and seed (moved where DiffCLIP's would leave [0, 1]),
+  DiffCLIP's that + the budget's per-seed offsets, over 200 images both classify correctly (ASR = n_success / 200)."""
   recs = []
   for value, offsets in diff_by_budget.items():
     for s in range(n_seeds):
-      for model, asr in (("clip", clip_asr), ("diffclip", clip_asr + offsets[s])):
+      base = min(max(clip_asr, -offsets[s]), 1.0 - offsets[s])   # both ASRs in [0, 1], the difference kept
+      for model, asr in (("clip", base), ("diffclip", base + offsets[s])):
+        k = round(asr * 200)
         recs.append(dict(kind="attack", model=model, seed_index=s, attack=attack, source="zero_shot",
                          eps_255=value if attack == "pgd" else 0.0, size=0 if attack == "pgd" else int(value),
-                         n_success=round(asr * 200), n_counted=200))
+                         n_success=k, n_counted=200, clean_correct=[1] * 200, success=[1] * k + [0] * (200 - k)))
   return recs
 
 
@@ -193,6 +195,7 @@ def test_attack_records_count_the_clean_correct_images_only(monkeypatch):
     assert (r["n_counted"], r["n_success"], r["asr"], r["success"]) == (4, 2, 0.5, [1, 0, 1, 0])
     assert (r["n_zero_grad"], r["n_attacked_pool"], r["clean_accuracy"]) == (2, 6, pytest.approx(4 / 6))
     assert (r["kind"], r["model"], r["seed_index"], r["convention"]) == ("attack", "clip", 3, "clean_correct")
+    assert r["clean_correct"] == [1, 1, 0, 1, 0, 1]   # per attacked image, in order: the claim rows pair on it
     np.testing.assert_array_equal(call["xc"], x[correct])
     np.testing.assert_array_equal(call["yc"], y[correct])
   assert calls[0]["eps"] == pytest.approx(2 / 255) and calls[0]["alpha"] == pytest.approx(0.25 * 2 / 255)
@@ -205,34 +208,87 @@ def test_attack_records_count_the_clean_correct_images_only(monkeypatch):
   assert len(calls) == 3
 
 
-def _asr_record(model, seed, n_success, n_counted, *, value=2.0, attack="pgd", **extra):
-  return {**dict(kind="attack", model=model, seed_index=seed, attack=attack, source="zero_shot", n_success=n_success,
-                 n_counted=n_counted, asr=-1.0, eps_255=value if attack == "pgd" else 0.0,
+def test_a_resumed_run_attacks_again_the_points_recorded_without_their_masks():
+  """Records written before the clean-correct masks were stored are not done (their point is attacked again, its
+  newer record replacing them in the rows); training records, classifier columns and masked records are done."""
+  base = dict(model="clip", seed_index=0, eps=0.0, size=0)
+  recs = [dict(base, kind="train", attack="-", source="zero_shot"),
+          dict(base, kind="attack", attack="pgd", eps=1 / 255, source="zero_shot"),
+          dict(base, kind="attack", attack="pgd", eps=2 / 255, source="zero_shot", clean_correct=[1]),
+          dict(base, kind="attack", attack="patch", size=2, source="classifier")]
+  done = clip_run.done_keys(recs)
+  assert done == {tuple(r[f] for f in clip_run.KEY_FIELDS) for r in (recs[0], recs[2], recs[3])}
+
+
+def _asr_record(model, seed, correct, success, *, value=2.0, attack="pgd", **extra):
+  """An attack record over len(correct) images: ``correct`` 0/1 per image, ``success`` 0/1 per correct image."""
+  return {**dict(kind="attack", model=model, seed_index=seed, attack=attack, source="zero_shot",
+                 n_success=sum(success), n_counted=sum(correct), asr=-1.0, clean_correct=list(correct),
+                 success=list(success), eps_255=value if attack == "pgd" else 0.0,
                  size=int(value) if attack == "patch" else 0), **extra}
 
 
-def test_per_seed_asr_is_successes_over_counted_images_of_zero_shot_records_at_the_budget():
-  """Catches an ASR read from another field or over another count, a seed with no counted image kept (0/0), the
-  classifier columns mixed in, or a budget matched exactly instead of within rounding: seed 0 has 3 of 4, seed 1
-  no counted image, seed 2 a classifier record, seed 3 its ε recorded as 2 + 1e-12, seed 4 no source field; the
-  budgets are the zero-shot ones, increasing."""
-  recs = [_asr_record("clip", 0, 3, 4), _asr_record("clip", 1, 0, 0), _asr_record("clip", 2, 1, 2, source="classifier"),
-          _asr_record("clip", 3, 1, 5, value=2.0 + 1e-12), _asr_record("diffclip", 0, 4, 4),
-          _asr_record("clip", 0, 1, 1, attack="patch", value=2.0),
-          {k: v for k, v in _asr_record("clip", 4, 2, 8).items() if k != "source"}]
-  assert clip_claims.per_seed_asr(recs, "clip", "pgd", 2.0) == {0: 0.75, 3: 0.2, 4: 0.25}
-  assert clip_claims.per_seed_asr(recs, "clip", "patch", 2.0) == {0: 1.0}
-  extra = [_asr_record("clip", 0, 1, 1, value=8.0, source="classifier"), _asr_record("clip", 0, 1, 1, value=1.0)]
-  assert clip_claims.budgets([r for r in recs if r["seed_index"] != 3] + extra, "pgd") == [1.0, 2.0]
+def test_paired_asr_counts_only_the_images_both_models_classify_correctly():
+  """Catches an ASR over each model's own clean-correct images, success flags not carried back to their images,
+  the models swapped, a classifier record or another budget mixed in, or a budget matched exactly instead of
+  within rounding. Six images: CLIP classifies 0–3 correctly and turns 0, 2; DiffCLIP classifies 2–5 and turns
+  2, 3, 5. Shared: images 2, 3; CLIP turns 1 of them, DiffCLIP 2: 0.5 and 1.0 (on their own images 0.5 and 0.75)."""
+  clip = _asr_record("clip", 0, [1, 1, 1, 1, 0, 0], [1, 0, 1, 0])
+  diff = _asr_record("diffclip", 0, [0, 0, 1, 1, 1, 1], [1, 1, 0, 1])
+  noise = [_asr_record("diffclip", 0, [1] * 6, [0] * 6, source="classifier"),
+           _asr_record("diffclip", 0, [1] * 6, [0] * 6, value=4.0),
+           _asr_record("clip", 1, [1, 0], [1], value=2.0 + 1e-12), _asr_record("diffclip", 1, [1, 1], [0, 1])]
+  paired = clip_claims.paired_differences([clip, diff, *noise], "pgd", 2.0)
+  assert paired.seeds == [0, 1] and paired.shared == {0: 2, 1: 1}
+  assert (paired.clip[0], paired.diff[0]) == (0.5, 1.0) and (paired.clip[1], paired.diff[1]) == (1.0, 0.0)
+  np.testing.assert_array_equal(paired.differences, [0.5, -1.0])
+  assert clip_claims.budgets([clip, diff, *noise[:2]], "pgd") == [2.0, 4.0]   # no classifier budget; increasing
+  # no image shared: the pair is left out; a record without its mask (older runs) is named, not read
+  apart = _asr_record("diffclip", 0, [0, 0, 0, 0, 1, 1], [1, 1])
+  assert clip_claims.paired_differences([clip, apart], "pgd", 2.0).seeds == []
+  old = {k: v for k, v in diff.items() if k != "clean_correct"}
+  unmasked = clip_claims.paired_differences([clip, old], "pgd", 2.0)
+  assert unmasked.seeds == [] and unmasked.unmasked == [0]
+  # a re-attacked point's newer record (with its mask) replaces the older one
+  assert clip_claims.paired_differences([clip, old, diff], "pgd", 2.0).seeds == [0]
+  with pytest.raises(ValueError, match="success flags"):
+    clip_claims.paired_differences([clip, {**diff, "success": [1]}], "pgd", 2.0)
+  with pytest.raises(ValueError, match="attacked 6 images and DiffCLIP 2"):
+    clip_claims.paired_differences([clip, _asr_record("diffclip", 0, [1, 1], [0, 0])], "pgd", 2.0)
+
+
+def test_records_without_masks_read_not_measured_with_the_command_that_reattacks_them():
+  recs = [{k: v for k, v in r.items() if k != "clean_correct"} for r in _records({1.0: around(0.2, 0.05)})]
+  rows = _rows(recs)
+  assert rows["clip_asr_pgd_eps1"]["status"] == "not measured"
+  assert "clean-correct masks" in rows["clip_asr_pgd_eps1"]["reason"]
+  assert "python -m experiments.clip --workdir /tmp/clip" in rows["clip_asr_pgd_eps1"]["reason"]
 
 
 def test_saturation_starts_at_exactly_the_threshold_on_every_pair():
-  """Catches ``>`` for ``>=`` or a ceiling read from one model or one pair: ASRs of 99/100 for both models on every
-  pair (exactly ``SATURATION``) saturate; one model at 98/100 on one pair does not."""
+  """Catches ``>`` for ``>=`` or a ceiling read from one model or one pair: ASRs of 0.99 for both models on every
+  pair (exactly ``SATURATION``) saturate; one model at 0.98 on one pair does not."""
   assert clip_claims.SATURATION == 0.99
-  recs = [_asr_record(m, s, 99 if s == 0 else 100, 100) for m in ("clip", "diffclip") for s in (0, 1)]
-  clip, diff = (clip_claims.per_seed_asr(recs, m, "pgd", 2.0) for m in ("clip", "diffclip"))
-  assert clip[0] == diff[0] == 0.99 and clip_claims.saturated(clip, diff, [0, 1])
+  clip, diff = {0: 0.99, 1: 1.0}, {0: 0.99, 1: 1.0}
+  assert clip_claims.saturated(clip, diff, [0, 1])
   assert not clip_claims.saturated(clip, {**diff, 1: 0.98}, [0, 1])
   assert not clip_claims.saturated({**clip, 0: 0.98}, diff, [0, 1])
   assert clip_claims.saturated({**clip, 0: 0.98}, diff, [1])
+
+
+def test_the_ceiling_rule_decides_a_saturated_budget_and_the_intersection():
+  """Declared before the numbers: a budget where both models turn at least 99 % of the shared images on every
+  pair reads *inconclusive* even when DiffCLIP's tiny excess is positive on every pair (its interval lies above
+  0), and the every-budget row then cannot hold; a budget below the ceiling that fails still fails it."""
+  high = _records({8.0: (0.005,) * 10}, clip_asr=0.99)   # DiffCLIP 0.995 vs 0.99 on every pair
+  rows = _rows(_records({1.0: around(0.2, 0.05)}) + high)
+  eight = rows["clip_asr_pgd_eps8"]
+  assert eight["low"] > 0 and eight["direction"] == "inconclusive" and "ceiling rule" in eight["reason"]
+  every = rows["clip_asr_pgd_every_budget"]
+  assert every["direction"] == "inconclusive" and "ceiling rule" in every["reason"]
+  below = _rows(_records({1.0: around(-0.2, 0.05)}) + high)["clip_asr_pgd_every_budget"]
+  assert below["direction"] == "fails" and "ε = 1/255" in below["reason"]
+  # just under the ceiling (0.985 for CLIP on one pair) the same excess is read as a difference
+  under = _records({8.0: (0.005,) * 10}, clip_asr=0.99)
+  under[0] = dict(under[0], n_success=197, success=[1] * 197 + [0] * 3)
+  assert _rows(_records({1.0: around(0.2, 0.05)}) + under)["clip_asr_pgd_eps8"]["reason"].find("ceiling") < 0
