@@ -481,7 +481,7 @@ def node_bounds(graph: Graph, params, x0, eps, norm: str = "2", box=None, *, int
                 upto: Optional[int] = None, cuts=None, within: Optional[Sequence[Box]] = None) -> list[Box]:
   """Bounds of every node (up to ``upto``, default all) over the input set: IBP, and with
   ``intermediate='crown'`` CROWN for every node a relaxation reads (``needed``) and for the last one, each
-  intersected with the other. A cut node's box is its ball's intersected with IBP's; ``within`` (boxes known
+  intersected with the other and with the interval bound from its inputs' tightened boxes. A cut node's box is its ball's intersected with IBP's; ``within`` (boxes known
   to hold the nodes over the same input set, e.g. CROWN's without the cuts) is intersected with every box, so
   no box is looser than it."""
   _check(norm, intermediate, eps)
@@ -493,6 +493,10 @@ def node_bounds(graph: Graph, params, x0, eps, norm: str = "2", box=None, *, int
     return boxes[:last + 1]
   reached = live(graph, tuple(cuts))
   for i in range(1, last + 1):
+    # The interval bound again from the inputs' boxes as CROWN has tightened them (the first sweep saw only the
+    # interval boxes): e.g. a softmax's exp(s_i − s_i) is [1, 1] once the difference is CROWN's exact [0, 0], so
+    # its denominator stays ≥ 1 instead of inheriting the first sweep's exp([lo_i − hi_i, hi_i − lo_i]).
+    boxes[i] = _intersect(boxes[i], _sane(_ibp_node(graph.nodes[i], boxes, params)))
     if i in cuts or i not in reached or (i not in needed(graph) and i != last):
       continue   # no relaxation on the output's path reads this node's bounds: its box is kept
     n = int(np.prod(graph.nodes[i].shape))

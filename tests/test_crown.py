@@ -694,7 +694,7 @@ def test_boxes_and_lines_of_a_relu_net_hold_at_a_radius_where_most_relus_cross_z
   assert np.sum((lo < 0) & (hi > 0)) >= 10, (lo, hi)
 
 
-@pytest.mark.parametrize("norm,box,eps", [("inf", None, 0.3), ("2", (0.0, 1.0), 0.5)])
+@pytest.mark.parametrize("norm,box,eps", [("inf", None, 0.45), ("2", (0.0, 1.0), 0.5)])
 def test_boxes_and_lines_through_softmax_attention_hold_where_its_intervals_are_wide(norm, box, eps):
   """Softmax attention (2 tokens) at a radius where its relaxed intervals are wide (checked: some logit difference
   spans ≥ 2, some softmax denominator varies by a factor ≥ 4, the bilinear operands' boxes are ≥ 0.5 wide): each
@@ -715,6 +715,29 @@ def test_boxes_and_lines_through_softmax_attention_hold_where_its_intervals_are_
   for node in graph.nodes:
     if node.op == "matmul":
       assert all(np.max(np.asarray(boxes[j].upper) - np.asarray(boxes[j].lower)) >= 0.5 for j in node.inputs)
+
+
+@pytest.mark.parametrize("norm,eps", [("inf", 0.4), ("2", 0.8)])
+def test_softmax_denominators_stay_at_least_one_and_attention_probabilities_at_most_one(norm, eps):
+  """Each softmax row's denominator Σ_j exp(s_j − s_i) holds its own term exp(0) = 1, so it is ≥ 1 and each
+  attention probability ≤ 1, whatever the radius. Catches intermediate boxes left at the first interval sweep's
+  values after CROWN tightened their inputs: the exp of the exact difference [0, 0] then kept the interval
+  sweep's exp([lo_i − hi_i, hi_i − lo_i]), and at ℓ∞ radius 0.4 the denominators went down to about 1e-4 and the
+  probabilities up to about 9,000 (sound, but loose enough to lose most certificates through attention)."""
+  rng = np.random.default_rng(15)
+  with jax.enable_x64(True):
+    graph, params = _net(rng, ("dense", "attention", "relu", "dense"), d_in=3, tokens=3, width=4)
+    x0 = jnp.asarray(rng.uniform(0.2, 0.8, size=(3, 3)))
+    boxes = crown.node_bounds(graph, params, x0, eps, norm)
+  for i, node in enumerate(graph.nodes):
+    if node.op == "reciprocal":
+      denominator, probability = boxes[node.inputs[0]], boxes[i]
+      assert np.asarray(denominator.lower).min() >= 1.0 - 1e-12
+      assert np.asarray(probability.upper).max() <= 1.0 + 1e-12 and np.asarray(probability.lower).min() >= 0.0
+      assert np.asarray(denominator.upper).max() > 1.5   # the radius is wide: the bound is not trivially tight
+    if node.op == "exp":    # the diagonal exp(s_i − s_i) is exactly 1
+      diagonal = [np.diagonal(np.asarray(e), axis1=-2, axis2=-1) for e in boxes[i]]
+      np.testing.assert_allclose(diagonal, 1.0, rtol=0, atol=1e-12)
 
 
 def _small_normed_net(rng, radius):
