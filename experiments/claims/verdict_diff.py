@@ -1,5 +1,6 @@
-"""The claim rows whose verdict words differ between two summaries (the main job's or the claims job's
-``summary.md``), apart from rows that either marks *unstable*.
+"""The claim rows whose verdict words differ between two summary.md files, of the main job or the claims job.
+
+Rows that either summary marks *unstable* are set apart, not counted as differing.
 
   python -m experiments.claims.verdict_diff RUN_A/summary.md RUN_B/summary.md
 

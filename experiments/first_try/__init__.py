@@ -1,4 +1,4 @@
-"""One small setting per experiment, for a first try: each runs in seconds to a minute on 2 CPU cores on the
+"""One small setting per experiment, for a first try: each runs in seconds to about two minutes on 2 CPU cores on the
 embedded subsets, writes the experiment's usual workdir (config.json, results.jsonl, summary.md, plots), and
 is far too small to read a verdict from.
 

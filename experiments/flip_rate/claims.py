@@ -270,8 +270,20 @@ def _ceiling_text(relu_rate: float) -> str:
           else "no ceiling (2L-ReLU flips nothing)")
   if ceiling < RATIO_RANGE[0]:
     text += (f": the ratio cannot exceed it here, so the paper's {RATIO_RANGE[0]:g}–{RATIO_RANGE[1]:g}× is out of "
-             "reach by construction and 'differs' is built in")
+             "reach by construction and the magnitude is not read")
   return text
+
+
+def ceiling_rule(row: dict, relu_rate: float) -> dict:
+  """The magnitude of a ratio row is not read where the ceiling 100 %/rate(2L-ReLU) lies below the paper's
+  6–9× (no ratio could reach the paper's range there, so 'differs' would be built in): its magnitude becomes
+  None and its note says why, with 2L-ReLU's rate. The direction is read as before."""
+  ceiling = ratio_ceiling(relu_rate)
+  if row.get("status") != "measured" or row.get("magnitude") is None or not ceiling < RATIO_RANGE[0]:
+    return row
+  why = (f"magnitude not read: 2L-ReLU flips {100 * relu_rate:.1f} % here, so no ratio can exceed "
+         f"{ceiling:.2g}×, below the paper's {RATIO_RANGE[0]:g}–{RATIO_RANGE[1]:g}× (the ceiling rule)")
+  return dict(row, magnitude=None, note="; ".join(x for x in (row.get("note", ""), why) if x))
 
 
 def flip_ratio_rows(src: Source, tasks=("mnist", "cifar10")) -> list[dict]:
@@ -348,10 +360,10 @@ def flip_ratio_rows(src: Source, tasks=("mnist", "cifar10")) -> list[dict]:
         setting = (f"{task}, n_train = {n_tr}, width {width}, {label}, {sum(ta)} / {sum(tb)} top-10 % images "
                    f"pooled, {counts_text(ca, ta, cb, tb)}, {data}; {ceiling}"
                    + ("" if level == LEVEL else f"; {level_text(level)}"))
-        rows.append(few_flips(make_row(cid, claim, ARXIV_NTK, paper_text, interval=pooled_interval(
+        rows.append(ceiling_rule(few_flips(make_row(cid, claim, ARXIV_NTK, paper_text, interval=pooled_interval(
             ca, cb, ta, tb, level=level), paper_sign=+1, null=1.0, paper_range=RATIO_RANGE, scale="ratio",
             variant=full_variant, produced_by=src.command, note=note, setting=setting, measurement=measurement,
-            primary=primary), sum(cb)))
+            primary=primary), sum(cb)), sum(cb) / sum(tb)))
         if left and primary:  # the training criterion as a protocol choice: unconverged seeds kept
           ca, ta, cb, tb, _ = paired_counts(arecs, dict(model="mlp_attn", eps=eps), dict(model="relu", eps=eps),
                                             require_converged=False)
@@ -363,7 +375,7 @@ def flip_ratio_rows(src: Source, tasks=("mnist", "cifar10")) -> list[dict]:
                                    f"{sum(ta)} / {sum(tb)} top-10 % images pooled", measurement=measurement))
       if cal is not None and math.isfinite(cal.eps):
         iv = cal.ratios[attack]
-        rows.append(make_row(cid, claim, ARXIV_NTK, paper_text, interval=iv, paper_sign=+1, null=1.0,
+        rows.append(ceiling_rule(make_row(cid, claim, ARXIV_NTK, paper_text, interval=iv, paper_sign=+1, null=1.0,
                              paper_range=RATIO_RANGE, scale="ratio", variant=variant0, produced_by=src.command,
                              measurement=CALIBRATED, primary=False,
                              measurement_id="ε calibrated by interpolation",
@@ -375,7 +387,7 @@ def flip_ratio_rows(src: Source, tasks=("mnist", "cifar10")) -> list[dict]:
                                  f"{100 * cal.rates['mlp_attn', attack]:.1f} %, 2L-ReLU "
                                  f"{100 * cal.rates['relu', attack]:.1f} %; {len(cal.seeds)} seeds, the same "
                                  f"resamples for ε* and the ratio; {data}; "
-                                 f"{_ceiling_text(cal.rates['relu', attack])}"))
+                                 f"{_ceiling_text(cal.rates['relu', attack])}"), cal.rates["relu", attack]))
   return rows
 
 

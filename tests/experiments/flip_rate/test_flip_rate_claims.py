@@ -45,7 +45,9 @@ def test_flip_ratio_holds_and_matches_when_every_seed_gives_7x(tmp_path):
 def test_flip_ratio_fails_when_relu_flips_more(tmp_path):
   row = main_row(claim_rows_of(tmp_path, "fr", flip_records([10, 12, 9, 11, 10, 13, 11, 9, 12, 10],
                                                   [2, 3, 1, 2, 4, 2, 3, 2, 1, 3])), "flip_ratio_mnist_fgsm")
-  assert row["n"] == 10 and row["high"] < 1 and row["direction"] == "fails" and row["magnitude"] == "differs"
+  assert row["n"] == 10 and row["high"] < 1 and row["direction"] == "fails"
+  # 2L-ReLU flips so much of its top set that no ratio could reach 6×: the magnitude is not read
+  assert row["magnitude"] is None and "the ceiling rule" in row["note"]
 
 def test_flip_ratio_is_inconclusive_when_seeds_disagree(tmp_path):
   row = main_row(claim_rows_of(tmp_path, "fr", flip_records([10, 0] * 5, [0, 10] * 5)), "flip_ratio_mnist_mim")
@@ -176,7 +178,8 @@ def test_calibrated_eps_is_the_interpolated_crossing_with_a_seed_bootstrap(tmp_p
 
 def test_the_ratio_curve_has_a_row_at_every_grid_eps_and_names_the_ceiling(tmp_path):
   """One ratio row and one attack-minus-random-sign row per grid ε > 0 and attack, the ε = 0.3 one primary;
-  at ε = 0.3 2L-ReLU flips 18/52 = 34.6 %, so no ratio can exceed 100/34.6 = 2.9×, below the paper's 6–9×; an ε
+  at ε = 0.3 2L-ReLU flips 18/52 = 34.6 %, so no ratio can exceed 100/34.6 = 2.9×, below the paper's 6–9×, and
+  its magnitude is not read (a ceiling at exactly the boundary is tested on ``ceiling_rule`` itself); an ε
   where 2L-ReLU flips nothing has no ratio."""
   grid = (0.0, 0.05, 0.1, 0.3)
   relu = [[0, 0, 4, 18]] * 6
@@ -191,10 +194,14 @@ def test_the_ratio_curve_has_a_row_at_every_grid_eps_and_names_the_ceiling(tmp_p
   main = main_row(rows, "flip_ratio_mnist_pgd")
   assert main["measurement"] == "ε = 0.3 on [0, 1]" and main["estimate"] == pytest.approx(30 / 18)
   assert "ceiling 100 %/rate(2L-ReLU) = 100/34.6 = 2.9×" in main["setting"] and "out of reach" in main["setting"]
+  # the ceiling rule: below the paper's 6× no magnitude is read (its 'differs' would be built in); at ε = 0.1
+  # (2L-ReLU 4/52 = 7.7 %, ceiling 13×) it is
+  assert main["magnitude"] is None and "magnitude not read: 2L-ReLU flips 34.6 %" in main["note"]
   at_005 = next(r for r in ratio if r["measurement"] == "ε = 0.05 on [0, 1]")
   assert at_005["status"] == "not measured" and "flips none" in at_005["reason"]
   at_01 = next(r for r in ratio if r["measurement"] == "ε = 0.1 on [0, 1]")
   assert at_01["estimate"] == pytest.approx(2.0) and "= 13×" in at_01["setting"]
+  assert at_01["magnitude"] is not None and "magnitude not read" not in at_01["note"]
   excess = [r for r in rows if r["claim_id"] == "flip_excess_mnist_pgd" and not r["variant"]]
   assert {r["measurement"] for r in excess} >= {"ε = 0.05 on [0, 1]", "ε = 0.1 on [0, 1]", "ε = 0.3 on [0, 1]"}
   assert main_row(rows, "flip_excess_mnist_pgd")["estimate"] == pytest.approx((30 - 10 - (18 - 10)) / 52)
@@ -331,3 +338,16 @@ def test_the_minimum_flips_rule_at_its_boundary(flips, read):
   out = flip_rate_claims.few_flips(row, flips)
   assert (out["direction"] == "holds") is read
   assert read or (out["magnitude"] == "undetermined" and "rests on 4 2L-ReLU flips (< 5)" in out["reason"])
+
+
+def test_the_ceiling_rule_reads_no_magnitude_only_strictly_below_the_papers_range():
+  """Catches ``<=`` for ``<``, a ceiling from the wrong model, or a direction changed: 2L-ReLU at 1/6 has the
+  ceiling 6× exactly (the paper's lower end, reachable: magnitude kept); just above 1/6 it is not read; the
+  direction and an unmeasured row are untouched."""
+  from experiments.flip_rate.claims import ceiling_rule
+  row = dict(status="measured", direction="holds", magnitude="differs", note="")
+  assert ceiling_rule(row, 1 / 6) == row
+  above = ceiling_rule(row, 1 / 6 + 1e-9)
+  assert above["magnitude"] is None and above["direction"] == "holds" and "16.7 %" in above["note"]
+  assert ceiling_rule(dict(row, status="not measured"), 0.5)["magnitude"] == "differs"
+  assert ceiling_rule(row, 0.0) == row   # 2L-ReLU flips nothing: no ceiling
