@@ -356,6 +356,22 @@ def test_depth_crossover_fails_at_depth_8_when_diffvit_stays_above(tmp_path):
   cross = main_row(rows, "depth_crossover")
   assert cross["low"] > 0 and cross["direction"] == "fails"
 
+def test_depth_crossover_holds_at_depth_8_only_when_diffvit_falls_below_there(tmp_path):
+  """Planted records through the real builder, depths 1, 4 and 8 (the confirmatory grids' depths): DiffViT above
+  ViT at depth 1 and below at 8 holds (the row reads depth 8, the paper's); DiffViT below at depth 4 but equal at
+  8 is not a crossover by depth 8 (inconclusive); and a grid whose deepest depth is 4 cannot hold however far
+  below DiffViT is there."""
+  below = {("vit", 1): 80, ("diffvit", 1): 120, ("vit", 4): 100, ("diffvit", 4): 100, ("vit", 8): 150,
+           ("diffvit", 8): 60}
+  cross = main_row(claim_rows_of(tmp_path / "a", "da", _da_records(depths=(1, 4, 8), asr=below)), "depth_crossover")
+  assert cross["high"] < 0 and cross["direction"] == "holds" and "interval at depth 8" in cross["setting"]
+  level = {**below, ("vit", 4): 150, ("diffvit", 4): 60, ("vit", 8): 100, ("diffvit", 8): 100}
+  cross = main_row(claim_rows_of(tmp_path / "b", "da", _da_records(depths=(1, 4, 8), asr=level)), "depth_crossover")
+  assert cross["direction"] == "inconclusive" and cross["estimate"] == pytest.approx(0.0)
+  shallow = main_row(claim_rows_of(tmp_path / "c", "da", _da_records(depths=(1, 4), asr=below)), "depth_crossover")
+  assert shallow["direction"] == "inconclusive" and "depth 4 < 8" in shallow["reason"]
+
+
 def test_rows_of_a_differential_attention_variant_carry_its_label():
   """A CIFAR-10 workdir is a variant of the standard Fashion-MNIST grid: every row it measures carries
   'dataset=cifar10' (beside a row's own variant), and with no standard grid the 'not run' rows remain."""
