@@ -231,24 +231,39 @@ def input_box(x0, eps, norm: str, box=None) -> Box:
   return Box(lo, hi)
 
 
+def _rounding_slack(magnitude, terms: int):
+  """A bound on the rounding error of a floating-point sum of ``terms`` products whose absolute values sum to
+  ``magnitude``: γ_k · magnitude with γ_k = k·u/(1 − k·u), u the unit roundoff (Higham, "Accuracy and Stability of
+  Numerical Algorithms", 2nd ed., §3.1, eq. (3.4)); k counts the products, the additions and the bias."""
+  u = float(jnp.finfo(magnitude.dtype).eps) / 2
+  k = terms + 2
+  return (k * u / (1 - k * u)) * magnitude
+
+
 def _ibp_node(node, boxes, params) -> Box:
-  """Interval bounds of one node from its inputs' boxes (center-radius form for the linear and bilinear
-  maps: |Σ w x| ≤ Σ |w| |x| about the center)."""
+  """Interval bounds of one node from its inputs' boxes. The linear and bilinear maps take each end from the
+  matching end of each input (lower = l W⁺ + u W⁻ + b for x W + b) and are widened by a bound on their own
+  rounding error (``_rounding_slack``): the center-radius form c ± r lost the bias and more to cancellation when
+  an earlier box had grown to 1e16–1e230 (a deep attention stack's first interval sweep), giving ends inside the
+  true range."""
   ins = [boxes[j] for j in node.inputs]
   if node.op == "linear":
     w, b = _linear_params(params, node)
-    c, r = 0.5 * (ins[0].lower + ins[0].upper), 0.5 * (ins[0].upper - ins[0].lower)
-    c, r = _affine(c, w, b), r @ jnp.abs(w)
-    return Box(c - r, c + r)
+    (lo, hi), wp, wn = ins[0], jnp.maximum(w, 0), jnp.minimum(w, 0)
+    slack = _rounding_slack(jnp.maximum(jnp.abs(lo), jnp.abs(hi)) @ jnp.abs(w)
+                            + jnp.abs(b).reshape((1,) * (lo.ndim - 1) + b.shape), w.shape[0])
+    return Box(_affine(lo, wp, b) + hi @ wn - slack, _affine(hi, wp, b) + lo @ wn + slack)
   if node.op == "transpose":
     return Box(ins[0].lower.T, ins[0].upper.T)
   if node.op == "scale":
     s = node.attrs[0]
     lo, hi = s * ins[0].lower, s * ins[0].upper
     return Box(jnp.minimum(lo, hi), jnp.maximum(lo, hi))
-  if node.op == "pairdiff":
+  if node.op == "pairdiff":   # D[..., i, j] = x_j − x_i: exactly 0 on the diagonal, whatever the box
     lo, hi = ins[0]
-    return Box(lo[..., None, :] - hi[..., :, None], hi[..., None, :] - lo[..., :, None])
+    diagonal = jnp.eye(lo.shape[-1], dtype=bool)
+    return Box(jnp.where(diagonal, 0.0, lo[..., None, :] - hi[..., :, None]),
+               jnp.where(diagonal, 0.0, hi[..., None, :] - lo[..., :, None]))
   if node.op == "sum_last":
     return Box(ins[0].lower.sum(-1), ins[0].upper.sum(-1))
   if node.op == "add":
@@ -263,7 +278,11 @@ def _ibp_node(node, boxes, params) -> Box:
     ca, ra, cb, rb = 0.5 * (la + ua), 0.5 * (ua - la), 0.5 * (lb + ub), 0.5 * (ub - lb)
     c = ca @ cb
     r = jnp.abs(ca) @ rb + ra @ jnp.abs(cb) + ra @ rb
-    return Box(c - r, c + r)
+    # c ± r cancels when c and r are huge: widened by the rounding error of both sums (each ≤ γ·(|a| @ |b|),
+    # |a| the larger end's magnitude) and of the final c ± r
+    big = jnp.maximum(jnp.abs(la), jnp.abs(ua)) @ jnp.maximum(jnp.abs(lb), jnp.abs(ub))
+    slack = _rounding_slack(4 * big, la.shape[-1] + 2)
+    return Box(c - r - slack, c + r + slack)
   if node.op == "offset":
     p = params[node.params[0]]
     return Box(ins[0].lower + p, ins[0].upper + p)
@@ -486,6 +505,7 @@ def node_bounds(graph: Graph, params, x0, eps, norm: str = "2", box=None, *, int
   no box is looser than it."""
   _check(norm, intermediate, eps)
   x0 = jnp.asarray(x0)
+  _check_point(x0)
   cuts = cuts or {}
   boxes = ibp(graph, params, input_box(x0, eps, norm, box), within=within, cuts=cuts)
   last = len(graph.nodes) - 1 if upto is None else upto
@@ -556,6 +576,7 @@ def output_bounds(graph: Graph, params, x0, eps, norm: str = "2", box=None, *, i
     ValueError: an unknown norm or intermediate mode, a negative or non-finite ε (a concrete one).
   """
   _check(norm, intermediate, eps)
+  _check_point(jnp.asarray(x0))
   return _output_bounds(graph, params, x0, eps, norm, box, intermediate=intermediate)
 
 
@@ -577,6 +598,7 @@ def margin_bounds(graph: Graph, params, x0, label: int, eps, norm: str = "2", bo
     ValueError: an unknown norm or intermediate mode, a negative or non-finite ε (a concrete one).
   """
   _check(norm, intermediate, eps)
+  _check_point(jnp.asarray(x0))
   return _margin_bounds(graph, params, x0, label, eps, norm, box, intermediate=intermediate)
 
 
@@ -597,9 +619,17 @@ def _check(norm, intermediate, eps):
     raise ValueError(f"intermediate must be one of {INTERMEDIATE}, got {intermediate!r}")
   if isinstance(eps, jax.core.Tracer):
     return   # a traced ε (one compiled program for every radius) is the caller's to check
-  e = np.asarray(eps, dtype=np.float64)
-  if e.ndim == 0 and not (math.isfinite(float(e)) and float(e) >= 0):
+  e = np.asarray(eps)
+  if e.ndim != 0 or not np.issubdtype(e.dtype, np.number) or np.iscomplexobj(e):
+    raise ValueError(f"eps must be one real number (the radius), got {eps!r}")
+  if not (math.isfinite(float(e)) and float(e) >= 0):
     raise ValueError(f"eps must be finite and >= 0, got {eps!r}")
+
+
+def _check_point(x0):
+  """x0 finite (a traced x0 is the caller's to check)."""
+  if not isinstance(x0, jax.core.Tracer) and not bool(jnp.all(jnp.isfinite(x0))):
+    raise ValueError("x0 must be finite (no NaN or inf): the bounds of a NaN input are meaningless")
 
 
 # ------------------------------------------------------------------------------------- network files

@@ -740,6 +740,62 @@ def test_softmax_denominators_stay_at_least_one_and_attention_probabilities_at_m
       np.testing.assert_allclose(diagonal, 1.0, rtol=0, atol=1e-12)
 
 
+def test_interval_ends_of_affine_maps_survive_huge_boxes():
+  """Catches the center-radius form c ± r of an affine map's interval: on an input box [0, 1e17]² with W = (1, 1)
+  and b = −0.5, c − r rounds to 0 (the bias is lost), above the true minimum −0.5 at x = 0, and the final bounds
+  took that unsound end (they keep the larger lower end). The two-attention-layer network below reached boxes of
+  about 1e200 in its first interval sweep (about 1e12 with the softmax diagonal exact) and every one of 400 sampled
+  outputs fell outside its final box; every node's box must hold the network's values."""
+  with jax.enable_x64(True):
+    b = crown.Builder((1, 2))
+    b.linear(0, "L", 1)
+    graph, params = b.graph(), {"L.W": jnp.asarray([[1.0], [1.0]]), "L.b": jnp.asarray([-0.5])}
+    x0 = jnp.asarray([[5e16, 5e16]])
+    assert float(crown.node_bounds(graph, params, x0, 5e16, "inf")[1].lower[0, 0]) <= -0.5
+    assert float(crown.output_bounds(graph, params, x0, 5e16, "inf")[0][0]) <= -0.5
+    rng = np.random.default_rng(1)
+    graph, params = _net(rng, ("dense", "attention", "attention", "relu", "dense"), tokens=3)
+    x0 = jnp.asarray(rng.normal(size=(3, 3)))
+    boxes = crown.node_bounds(graph, params, x0, 0.5, "inf")
+    first = [np.abs(np.asarray(bx.upper)) for bx in crown.ibp(graph, params, crown.input_box(x0, 0.5, "inf"))]
+    assert max(float(u[np.isfinite(u)].max(initial=0.0)) for u in first) > 1e10   # the first sweep's boxes are huge
+    points = np.asarray(x0)[None] + rng.uniform(-0.5, 0.5, size=(400,) + x0.shape)
+    for point in [x0, *points]:
+      for value, box in zip(crown.forward(graph, params, jnp.asarray(point)), boxes):
+        assert bool(jnp.all(box.lower <= value + 1e-9)) and bool(jnp.all(value <= box.upper + 1e-9))
+
+
+def test_softmax_denominators_stay_at_least_one_at_any_radius():
+  """The diagonal s_i − s_i of a softmax's logit differences is exactly 0 in the interval rule too, so the
+  denominator's box stays ≥ 1 and the probabilities' ≤ 1 even where CROWN's own bound of the difference has
+  grown wide (two attention layers at ℓ∞ radius 10: the diagonal was [−12,555, 12,555], exp of it [0, ∞])."""
+  rng = np.random.default_rng(2)
+  with jax.enable_x64(True):
+    graph, params = _net(rng, ("dense", "attention", "attention", "dense"), tokens=3)
+    boxes = crown.node_bounds(graph, params, jnp.asarray(rng.normal(size=(3, 3))), 10.0, "inf")
+  reciprocals = [i for i, node in enumerate(graph.nodes) if node.op == "reciprocal"]
+  assert len(reciprocals) == 2
+  for i in reciprocals:
+    assert float(boxes[graph.nodes[i].inputs[0]].lower.min()) >= 1.0 - 1e-12
+    assert float(boxes[i].upper.max()) <= 1.0 + 1e-12
+
+
+@pytest.mark.parametrize("eps, x_nan, message", [(np.full((3, 3), 0.1), False, "one real number"),
+                                                 (np.full((3, 3), -1.0), False, "one real number"),
+                                                 (True, False, "one real number"), (0.1, True, "x0 must be finite")])
+def test_array_radii_and_nan_points_are_refused(eps, x_nan, message):
+  rng = np.random.default_rng(0)
+  graph, params = _net(rng, ("dense", "attention", "dense"), tokens=3)
+  x0 = rng.normal(size=(3, 3))
+  if x_nan:
+    x0[0, 0] = np.nan
+  for call in (crown.node_bounds, crown.output_bounds):
+    with pytest.raises(ValueError, match=message):
+      call(graph, params, x0, eps, "inf")
+  with pytest.raises(ValueError, match=message):
+    crown.margin_bounds(graph, params, x0, 0, eps, "inf")
+
+
 def _small_normed_net(rng, radius):
   """patches [2, 3] → dense + positions → bounded normalisation → mean over tokens → head [3]: the certified ViT's
   normalisation (centring, row norm, bounded scale, row product) and pooling, nothing else."""
