@@ -58,8 +58,10 @@ def paired_binary_difference(a, b, *, level: float = LEVEL) -> Interval:
     ValueError: a and b of different lengths, empty, or not 0/1.
   """
   a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-  if a.shape != b.shape or a.ndim != 1 or a.size == 0:
+  if a.shape != b.shape or a.ndim != 1:
     raise ValueError(f"a and b must be paired 1-D 0/1 vectors of equal length, got {a.shape} and {b.shape}")
+  if a.size == 0:
+    raise ValueError("a and b are empty: a paired difference needs at least one image")
   if not (np.isin(a, (0.0, 1.0)).all() and np.isin(b, (0.0, 1.0)).all()):
     raise ValueError("a and b must hold 0/1 outcomes")
   n10, n01 = int(np.sum((a == 1) & (b == 0))), int(np.sum((a == 0) & (b == 1)))

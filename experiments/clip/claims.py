@@ -56,28 +56,47 @@ def budgets(records: Sequence[dict], attack: str) -> list[float]:
 
 
 def _attack_record(records: Sequence[dict], model: str, attack: str, value: float) -> dict:
-  """{seed_index: the latest zero-shot attack record of ``model`` at ``value``} (a re-attacked point's newer
-  record, written with its clean-correct mask, replaces an older one)."""
+  """{seed_index: the zero-shot attack record of ``model`` at ``value``}: the latest one with a clean-correct mask,
+  else the latest (a re-attacked point's record, written with its mask, replaces an older one whatever the order
+  in which the workdir's files are read)."""
   key = "eps_255" if attack == "pgd" else "size"
-  return {int(r["seed_index"]): r for r in records
-          if r["kind"] == "attack" and r.get("source", "zero_shot") == "zero_shot" and r["model"] == model
-          and r["attack"] == attack and math.isclose(float(r[key]), float(value))}
+  out = {}
+  for r in records:
+    if (r["kind"] == "attack" and r.get("source", "zero_shot") == "zero_shot" and r["model"] == model
+        and r["attack"] == attack and math.isclose(float(r[key]), float(value))):
+      s = int(r["seed_index"])
+      if s not in out or r.get("clean_correct") is not None or out[s].get("clean_correct") is None:
+        out[s] = r
+  return out
+
+
+def _flags(values, what: str, where: str) -> np.ndarray:
+  """A 1-D 0/1 list as a bool array.
+
+  Raises:
+    ValueError: not a 1-D list of 0/1 (or true/false) values, naming ``what`` and ``where``.
+  """
+  a = np.asarray(values if values is not None else [], dtype=object)
+  if a.ndim != 1 or not all(isinstance(v, (bool, int, np.integer, np.bool_)) and v in (0, 1) for v in a.tolist()):
+    raise ValueError(f"{where}: {what} must be a list of 0/1 values, got {str(values)[:80]}")
+  return a.astype(bool)
 
 
 def pool_outcomes(record: dict):
   """(clean-correct mask [N] bool, attack success [N] bool) over the N attacked images of an attack record, or
-  None for a record written before the masks were stored.
+  None for a record written before the masks were stored (no ``clean_correct``, or null).
 
   Raises:
-    ValueError: the record's ``success`` flags are not one per clean-correct image.
+    ValueError: a mask or flags that are not 0/1 lists, or ``success`` flags not one per clean-correct image.
   """
-  if "clean_correct" not in record:
+  if record.get("clean_correct") is None:
     return None
-  mask = np.asarray(record["clean_correct"], bool)
-  flags = np.asarray(record["success"], bool)
-  if mask.ndim != 1 or flags.shape != (int(mask.sum()),):
-    raise ValueError(f"an attack record of {record['model']} seed {record['seed_index']} holds {flags.size} success "
-                     f"flags for {int(mask.sum())} clean-correct images")
+  where = f"the attack record of {record.get('model', '?')} seed {record.get('seed_index', '?')}"
+  mask = _flags(record["clean_correct"], "clean_correct", where)
+  flags = _flags(record.get("success"), "success", where)
+  if flags.size != int(mask.sum()):
+    raise ValueError(f"{where} holds {flags.size} success flags for its {int(mask.sum())} clean-correct images "
+                     f"(of {mask.size})")
   success = np.zeros(mask.shape, bool)
   success[mask] = flags
   return mask, success
@@ -171,10 +190,12 @@ def _setting(records, attack: str, label: str, paired: PairedASR, level: float) 
   params = {m: next((trains[m, s]["parameters"] for s in seeds if (m, s) in trains), None) for m in ("clip", "diffclip")}
   asr = "; ".join(f"seed {s}: {paired.diff[s]:.3f} vs {paired.clip[s]:.3f} on {paired.shared[s]}" for s in seeds)
   what = f"PGD-L∞ at {label}" if attack == "pgd" else f"an unbounded {label}"
+  left = (f"; seed pairs {paired.unmasked} left out: their records hold no clean-correct masks (rerun the "
+          "experiment's command to re-attack them)" if paired.unmasked else "")
   return (f"{SUBSTITUTE}; {what} on the zero-shot prediction, over the images both models of a pair classify "
           f"correctly; {len(seeds)} seed pairs; zero-shot accuracy DiffCLIP {acc['diffclip']:.3f} vs CLIP "
           f"{acc['clip']:.3f} (mean over seeds), parameters {params['diffclip']} vs {params['clip']}; ASR DiffCLIP "
-          f"vs CLIP on the shared images {asr}"
+          f"vs CLIP on the shared images {asr}{left}"
           + ("" if level == LEVEL else f"; interval at {100 * level:.4g} % (Bonferroni over the budgets)"))
 
 

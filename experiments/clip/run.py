@@ -152,7 +152,7 @@ def done_keys(records) -> set[tuple]:
   stored is not done: its point is attacked again (the same attack key, so the same attack) and the newer record,
   with the mask the claim rows pair on, replaces it (``experiments.clip.claims.paired_differences``)."""
   return {tuple(r[f] for f in KEY_FIELDS) for r in records if all(f in r for f in KEY_FIELDS)
-          and not (r["kind"] == "attack" and r["source"] == ZERO_SHOT and "clean_correct" not in r)}
+          and not (r["kind"] == "attack" and r["source"] == ZERO_SHOT and r.get("clean_correct") is None)}
 
 
 def patch_positions(key, n: int, size: int, height: int, width: int) -> np.ndarray:

@@ -353,7 +353,7 @@ def tango_score_interval(n10, n01, n, *, level: float = 0.95) -> Interval:
   if n < 1 or b < 0 or c < 0 or b + c > n:
     raise ValueError(f"need n ≥ 1, n10 ≥ 0, n01 ≥ 0 and n10 + n01 ≤ n, got n10={b}, n01={c}, n={n}")
   level = _check_level(level)
-  z = float(scipy.stats.norm.ppf(0.5 + level / 2))
+  z = float(scipy.stats.norm.isf((1 - level) / 2))   # isf: no rounding of 0.5 + level/2 to 1 near level 1
   est = (b - c) / n
 
   def score(delta: float) -> float:
@@ -367,8 +367,9 @@ def tango_score_interval(n10, n01, n, *, level: float = 0.95) -> Interval:
 
   # T falls monotonically in Δ₀ from +∞ near −1 to −∞ near 1 (when n10, n01 < n): each end is one root.
   edge = 1.0 - 1e-12
-  low = -1.0 if est <= -edge or score(-edge) <= z else scipy.optimize.brentq(lambda d: score(d) - z, -edge, est, xtol=1e-12)
-  high = 1.0 if est >= edge or score(edge) >= -z else scipy.optimize.brentq(lambda d: score(d) + z, est, edge, xtol=1e-12)
+  tol = dict(xtol=1e-300, rtol=1e-13)   # relative: the ends can be ~z²/n from the estimate, n up to 1e15 and more
+  low = -1.0 if est <= -edge or score(-edge) <= z else scipy.optimize.brentq(lambda d: score(d) - z, -edge, est, **tol)
+  high = 1.0 if est >= edge or score(edge) >= -z else scipy.optimize.brentq(lambda d: score(d) + z, est, edge, **tol)
   return Interval(est, float(low), float(high), level, n, "images", "tango_score")
 
 

@@ -257,6 +257,35 @@ def test_paired_asr_counts_only_the_images_both_models_classify_correctly():
     clip_claims.paired_differences([clip, _asr_record("diffclip", 0, [1, 1], [0, 0])], "pgd", 2.0)
 
 
+@pytest.mark.parametrize("field, value, message", [
+    ("clean_correct", [2, -1, 0, 1, 1, 1], "clean_correct must be a list of 0/1"),
+    ("clean_correct", [0.5, 1, 1, 1, 1, 1], "clean_correct must be a list of 0/1"),
+    ("clean_correct", [[1, 1, 1, 1, 0, 0]], "clean_correct must be a list of 0/1"),
+    ("success", [1, 2, 0, 1], "success must be a list of 0/1"),
+    ("success", ["1", "0", "0", "1"], "success must be a list of 0/1"),
+    ("success", [1, 0, 1], "3 success flags for its 4 clean-correct images")])
+def test_malformed_masks_and_flags_are_refused_naming_the_field(field, value, message):
+  clip = _asr_record("clip", 0, [1, 1, 1, 1, 0, 0], [1, 0, 1, 0])
+  diff = _asr_record("diffclip", 0, [0, 0, 1, 1, 1, 1], [1, 1, 0, 1])
+  with pytest.raises(ValueError, match=message):
+    clip_claims.paired_differences([{**clip, field: value}, diff], "pgd", 2.0)
+  bad = [{**r, field: value} if r["model"] == "clip" else r for r in _records({1.0: around(0.2, 0.05)})]
+  rows = clip_claims.rows(Source("clip", "/tmp/clip", {}, bad, (), "python -m experiments.clip --workdir /tmp/clip"))
+  every = next(r for r in rows if r["claim_id"] == "clip_asr_pgd_every_budget")
+  assert every["status"] == "not measured" and field in every["reason"]   # the claims table names the field
+
+
+def test_pairs_without_masks_are_named_when_the_others_are_read_and_a_masked_record_wins_in_any_order():
+  masked = _records({1.0: around(0.2, 0.05)})
+  recs = [{k: v for k, v in r.items() if k != "clean_correct"} if r["seed_index"] >= 8 else r for r in masked]
+  row = _rows(recs)["clip_asr_pgd_eps1"]
+  assert row["n"] == 8 and "seed pairs [8, 9] left out" in row["setting"]
+  # an older unmasked record read after the masked one (another file of the workdir) does not replace it
+  old = [{**r, "clean_correct": None} for r in masked if r["seed_index"] == 0]
+  assert clip_claims.paired_differences(masked + old, "pgd", 1.0).seeds == list(range(10))
+  assert clip_run.done_keys(old) == set()   # a null mask is not done either: the point is attacked again
+
+
 def test_records_without_masks_read_not_measured_with_the_command_that_reattacks_them():
   recs = [{k: v for k, v in r.items() if k != "clean_correct"} for r in _records({1.0: around(0.2, 0.05)})]
   rows = _rows(recs)

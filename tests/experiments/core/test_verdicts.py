@@ -79,6 +79,17 @@ def test_tango_interval_covers_the_true_difference_at_about_its_level(p10, p01):
   assert 0.93 <= covered <= 0.99
 
 
+@pytest.mark.parametrize("n", [10**9, 10**13, 10**15, 10**18])
+def test_tango_interval_keeps_its_relative_accuracy_at_any_n(n):
+  """An absolute root tolerance gave [0, 0] from n = 1e15 on (the ends lie z²/n from the estimate); a level a
+  hair below 1 must not round 0.5 + level/2 to 1 (an infinite z, the interval [−1, 1])."""
+  z = scipy.stats.norm.isf(0.025)
+  iv = tango_score_interval(0, 0, n)
+  np.testing.assert_allclose(iv.high, z * z / (n + z * z), rtol=1e-9)
+  near_one = tango_score_interval(3, 1, 100, level=1 - 2 ** -50)
+  assert -1 < near_one.low < 0.02 < near_one.high < 1
+
+
 def test_tango_interval_refuses_impossible_tables():
   for args in [(-1, 0, 5), (3, 3, 5), (0, 0, 0), (1.5, 0, 5), (True, 0, 5)]:
     with pytest.raises(ValueError, match="n10|n01|n "):
