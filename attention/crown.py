@@ -242,17 +242,19 @@ def _rounding_slack(magnitude, terms: int):
 
 def _ibp_node(node, boxes, params) -> Box:
   """Interval bounds of one node from its inputs' boxes. The linear and bilinear maps take each end from the
-  matching end of each input (lower = l W⁺ + u W⁻ + b for x W + b) and are widened by a bound on their own
-  rounding error (``_rounding_slack``): the center-radius form c ± r lost the bias and more to cancellation when
-  an earlier box had grown to 1e16–1e230 (a deep attention stack's first interval sweep), giving ends inside the
-  true range."""
+  matching end of each input (lower = l W⁺ + u W⁻ + b for x W + b); they and the sums are widened by a bound on
+  their own rounding error (``_rounding_slack``): the center-radius form c ± r lost the bias and more to
+  cancellation when an earlier box had grown to 1e16–1e230 (a deep attention stack's first interval sweep),
+  giving ends inside the true range. Single additions and products round relative to their result and need no
+  widening."""
   ins = [boxes[j] for j in node.inputs]
   if node.op == "linear":
     w, b = _linear_params(params, node)
     (lo, hi), wp, wn = ins[0], jnp.maximum(w, 0), jnp.minimum(w, 0)
-    slack = _rounding_slack(jnp.maximum(jnp.abs(lo), jnp.abs(hi)) @ jnp.abs(w)
-                            + jnp.abs(b).reshape((1,) * (lo.ndim - 1) + b.shape), w.shape[0])
-    return Box(_affine(lo, wp, b) + hi @ wn - slack, _affine(hi, wp, b) + lo @ wn + slack)
+    ab = jnp.abs(b).reshape((1,) * (lo.ndim - 1) + b.shape)   # each end's error from its own terms only
+    low_slack = _rounding_slack(jnp.abs(lo) @ wp - jnp.abs(hi) @ wn + ab, w.shape[0])
+    high_slack = _rounding_slack(jnp.abs(hi) @ wp - jnp.abs(lo) @ wn + ab, w.shape[0])
+    return Box(_affine(lo, wp, b) + hi @ wn - low_slack, _affine(hi, wp, b) + lo @ wn + high_slack)
   if node.op == "transpose":
     return Box(ins[0].lower.T, ins[0].upper.T)
   if node.op == "scale":
@@ -265,7 +267,9 @@ def _ibp_node(node, boxes, params) -> Box:
     return Box(jnp.where(diagonal, 0.0, lo[..., None, :] - hi[..., :, None]),
                jnp.where(diagonal, 0.0, hi[..., None, :] - lo[..., :, None]))
   if node.op == "sum_last":
-    return Box(ins[0].lower.sum(-1), ins[0].upper.sum(-1))
+    lo, hi = ins[0]
+    return Box(lo.sum(-1) - _rounding_slack(jnp.abs(lo).sum(-1), lo.shape[-1]),
+               hi.sum(-1) + _rounding_slack(jnp.abs(hi).sum(-1), hi.shape[-1]))
   if node.op == "add":
     return Box(ins[0].lower + ins[1].lower, ins[0].upper + ins[1].upper)
   if node.op in ("relu", "exp"):
@@ -287,7 +291,9 @@ def _ibp_node(node, boxes, params) -> Box:
     p = params[node.params[0]]
     return Box(ins[0].lower + p, ins[0].upper + p)
   if node.op == "row_mean":
-    return Box(ins[0].lower.mean(0), ins[0].upper.mean(0))
+    lo, hi = ins[0]
+    return Box(lo.mean(0) - _rounding_slack(jnp.abs(lo).mean(0), lo.shape[0]),
+               hi.mean(0) + _rounding_slack(jnp.abs(hi).mean(0), hi.shape[0]))
   if node.op == "rownorm":     # the box's nearest point to 0, and its farthest corner
     lo, hi = ins[0]
     nearest = jnp.clip(jnp.zeros_like(lo), lo, hi)
@@ -500,9 +506,13 @@ def node_bounds(graph: Graph, params, x0, eps, norm: str = "2", box=None, *, int
                 upto: Optional[int] = None, cuts=None, within: Optional[Sequence[Box]] = None) -> list[Box]:
   """Bounds of every node (up to ``upto``, default all) over the input set: IBP, and with
   ``intermediate='crown'`` CROWN for every node a relaxation reads (``needed``) and for the last one, each
-  intersected with the other and with the interval bound from its inputs' tightened boxes. A cut node's box is its ball's intersected with IBP's; ``within`` (boxes known
-  to hold the nodes over the same input set, e.g. CROWN's without the cuts) is intersected with every box, so
-  no box is looser than it."""
+  intersected with the other and with the interval bound from its inputs' tightened boxes. A cut node's box is
+  its ball's intersected with IBP's; ``within`` (boxes known to hold the nodes over the same input set, e.g.
+  CROWN's without the cuts) is intersected with every box, so no box is looser than it.
+
+  Raises:
+    ValueError: an unknown norm or intermediate mode, ε not one finite number ≥ 0, or a non-finite x0 (concrete
+      values; traced ones are the caller's to check)."""
   _check(norm, intermediate, eps)
   x0 = jnp.asarray(x0)
   _check_point(x0)
@@ -573,7 +583,8 @@ def output_bounds(graph: Graph, params, x0, eps, norm: str = "2", box=None, *, i
   upper one, so each output's pair is returned in order (min, max): both are bounds up to that rounding.
 
   Raises:
-    ValueError: an unknown norm or intermediate mode, a negative or non-finite ε (a concrete one).
+    ValueError: an unknown norm or intermediate mode, ε not one finite number ≥ 0, or a non-finite x0 (concrete
+      values).
   """
   _check(norm, intermediate, eps)
   _check_point(jnp.asarray(x0))
@@ -595,7 +606,8 @@ def margin_bounds(graph: Graph, params, x0, label: int, eps, norm: str = "2", bo
   is certified when all are > 0 (jitted; the graph, label, norm, box and intermediate mode are static).
 
   Raises:
-    ValueError: an unknown norm or intermediate mode, a negative or non-finite ε (a concrete one).
+    ValueError: an unknown norm or intermediate mode, ε not one finite number ≥ 0, or a non-finite x0 (concrete
+      values).
   """
   _check(norm, intermediate, eps)
   _check_point(jnp.asarray(x0))
