@@ -50,7 +50,9 @@ def test_a_perturbed_rerun_with_its_config_is_compared_not_labelled_a_variant(tm
   write_workdir(tmp_path / "flip_rate_stability", flip_records([3, 20] * 5, [3, 21] * 5), config)
   row = main_row(_rows_with_stability(tmp_path), "flip_ratio_mnist_pgd")
   assert row["direction"] == "unstable"
-  assert "holds, matches" in row["reason"] and "inconclusive, differs" in row["reason"]  # 10 seeds each: the data's
+  # 10 seeds each: the data's; the perturbed run's 2L-ReLU flips half its top set, so its ratio's ceiling lies
+  # below the paper's 6× and no magnitude is read there (the ceiling rule)
+  assert "holds, matches" in row["reason"] and "inconclusive (the interval" in row["reason"]
 
 
 def test_stability_configs_perturb_only_the_initial_parameters():
