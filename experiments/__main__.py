@@ -105,40 +105,66 @@ def main_job_configs(full: bool, overrides=()) -> dict:
 def _run_all(root: Path, configs: dict, overwrite_config: bool) -> list[str] | None:
   """Runs the main job's experiments (this process's share of each) with ``configs`` ({name: config}) and,
   on process 0 once every process has finished, their reports; returns their summaries (None on the other
-  processes). Prints each phase's wall time at the end (``phase_times_text``)."""
+  processes). The reruns under another environment (the older instruction set: child processes that read
+  nothing of this process's records) run in the background beside the experiments on a single process
+  (``stability.BackgroundReruns``, output in each rerun's ``rerun.log``), the perturbed reruns here after the
+  experiments. Prints each phase's wall time at the end (``phase_times_text``)."""
   specs = main_job_experiments()
   phases: list[tuple[str, float]] = []
-  for i, spec in enumerate(specs):
-    print(f"[{i + 1}/{len(specs)}] {spec.description} -> {root / spec.name}")
-    t0 = time.perf_counter()
-    spec.run(configs[spec.name], root / spec.name, overwrite_config=overwrite_config)
-    phases.append((spec.name, time.perf_counter() - t0))
-  for spec in specs:  # the rounding band of the verdicts built on L-BFGS networks (docs/stability.md)
-    if spec.stability:
-      for name in stability.always_modes():
-        path = root / stability.workdir_name(spec.name, name)
-        print(f"[rounding band] {spec.name} rerun under {name} ({stability.mode(name).description}) -> {path}")
-        t0 = time.perf_counter()
-        stability.run_mode(spec.name, name, path, overwrite_config=overwrite_config, config=configs[spec.name])
-        phases.append((f"{spec.name} rerun ({name})", time.perf_counter() - t0))
+  reruns = [(spec.name, name, root / stability.workdir_name(spec.name, name))
+            for spec in specs if spec.stability for name in stability.always_modes()]
+  beside = [job for job in reruns if not stability.in_process(stability.mode(job[1]))] \
+      if distributed.process_count() == 1 else []
+  background = stability.BackgroundReruns([(e, m, p, configs[e]) for e, m, p in beside],
+                                          overwrite_config=overwrite_config)
+  for experiment, name, path in beside:
+    print(f"[rounding band] {experiment} rerun under {name} ({stability.mode(name).description}) -> {path}, in the "
+          f"background (its output: {path / stability.RERUN_LOG})")
+  background.start()
+  try:
+    for i, spec in enumerate(specs):
+      print(f"[{i + 1}/{len(specs)}] {spec.description} -> {root / spec.name}")
+      t0 = time.perf_counter()
+      spec.run(configs[spec.name], root / spec.name, overwrite_config=overwrite_config)
+      phases.append((spec.name, time.perf_counter() - t0))
+    for experiment, name, path in reruns:  # the rounding band of the verdicts built on L-BFGS networks
+      if (experiment, name, path) in beside:
+        continue
+      print(f"[rounding band] {experiment} rerun under {name} ({stability.mode(name).description}) -> {path}")
+      t0 = time.perf_counter()
+      stability.run_mode(experiment, name, path, overwrite_config=overwrite_config, config=configs[experiment])
+      phases.append((f"{experiment} rerun ({name})", time.perf_counter() - t0))
+  except BaseException:
+    background.stop()
+    raise
+  if beside:
+    print("[rounding band] waiting for the background reruns ...", flush=True)
+  t0 = time.perf_counter()
+  behind = background.join()
+  if beside:
+    phases.append(("waiting for the background reruns", time.perf_counter() - t0))
   distributed.barrier("experiments: all points done")
   if distributed.process_index() > 0:
     return None
   t0 = time.perf_counter()
   texts = [spec.write_report(root / spec.name) for spec in specs]
   phases.append(("reports", time.perf_counter() - t0))
-  print(phase_times_text(phases))
+  print(phase_times_text(phases, behind))
   return texts
 
 
-def phase_times_text(phases) -> str:
+def phase_times_text(phases, background=()) -> str:
   """The main job's per-phase wall times ([(phase, seconds)], in the order run) as printed at its end: one line
-  per phase with its share of their sum (a resumed phase's time is that of the points it had left)."""
+  per phase with its share of their sum (a resumed phase's time is that of the points it had left), then the
+  ``background`` phases ([(phase, seconds)], run beside them: not in the sum)."""
   total = sum(s for _, s in phases) or 1.0
-  width = max([len("sum")] + [len(name) for name, _ in phases])
-  return "\n".join(["wall time per phase (this invocation):"]
-                   + [f"  {name:<{width}}  {s:7.1f} s  {100 * s / total:5.1f} %" for name, s in phases]
-                   + [f"  {'sum':<{width}}  {total:7.1f} s"])
+  width = max([len("sum")] + [len(name) for name, _ in list(phases) + list(background)])
+  lines = (["wall time per phase (this invocation):"]
+           + [f"  {name:<{width}}  {s:7.1f} s  {100 * s / total:5.1f} %" for name, s in phases]
+           + [f"  {'sum':<{width}}  {total:7.1f} s"])
+  if background:
+    lines += ["in the background, beside the phases above:"] + [f"  {name:<{width}}  {s:7.1f} s" for name, s in background]
+  return "\n".join(lines)
 
 
 if __name__ == "__main__":

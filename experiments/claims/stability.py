@@ -17,11 +17,13 @@ Source of the concern: two CPU types gave different verdicts from the same code 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import pickle
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Callable, Mapping, NamedTuple, Optional, Sequence
@@ -218,18 +220,22 @@ def in_process(m: Mode) -> bool:
   return not m.xla_flags and not m.env
 
 
-def run_mode(experiment: str, mode_name: str, workdir, *, overwrite_config: bool = False, config=None) -> None:
+def run_mode(experiment: str, mode_name: str, workdir, *, overwrite_config: bool = False, config=None,
+             log: Optional[Path] = None, started: Optional[Callable[[subprocess.Popen], None]] = None) -> None:
   """Runs (or resumes) the rerun of ``experiment`` under ``mode_name`` into ``workdir``: in this process for a
   mode that changes no environment (``in_process``), else in a child Python process with the mode's
-  environment, its output going to this process's.
+  environment, its output going to this process's (or, with ``log``, appended to that file).
 
   Args:
     config: the config to rerun (default: the claims job's, ``claims_config``); a child process gets it
       pickled in ``workdir/rerun_config.pickle`` (the same code reads it back).
+    log: a child's output file (appended to); None: this process's output.
+    started: called with the child's ``subprocess.Popen`` once it runs (``BackgroundReruns`` stops it there).
 
   Raises:
     ValueError: the isa mode where this machine has no older instruction set (``lower_isa``).
-    RuntimeError: the child failed (its exit status is given); KeyboardInterrupt stops the child too.
+    RuntimeError: the child failed (its exit status is given, and ``log`` where there is one); KeyboardInterrupt
+      stops the child too.
   """
   m = mode(mode_name)
   if in_process(m):
@@ -238,18 +244,105 @@ def run_mode(experiment: str, mode_name: str, workdir, *, overwrite_config: bool
   env = mode_environment(m)
   cmd = [sys.executable, "-m", "experiments.claims.stability", "--experiment", experiment, "--workdir", str(workdir),
          "--mode", mode_name] + (["--overwrite_config"] if overwrite_config else [])
+  path = Path(workdir)
   if config is not None:
-    path = Path(workdir)
     path.mkdir(parents=True, exist_ok=True)
     (path / CONFIG_PICKLE).write_bytes(pickle.dumps(config))
     cmd.append("--config_pickle")
-  status = subprocess.run(cmd, env=env, check=False).returncode
+  if log is not None:
+    Path(log).parent.mkdir(parents=True, exist_ok=True)
+  with (open(log, "a") if log is not None else contextlib.nullcontext()) as out:
+    child = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT if out else None)
+    if started is not None:
+      started(child)
+    try:
+      status = child.wait()
+    except BaseException:
+      child.terminate()
+      child.wait()
+      raise
   if status != 0:
-    raise RuntimeError(f"stability pass: {experiment} under mode {mode_name} exited with status {status}; "
-                       f"rerun the same command to resume ({' '.join(cmd)})")
+    raise RuntimeError(f"stability pass: {experiment} under mode {mode_name} exited with status {status}"
+                       + (f" (its output: {log})" if log is not None else "")
+                       + f"; rerun the same command to resume ({' '.join(cmd)})")
 
 
 CONFIG_PICKLE = "rerun_config.pickle"
+RERUN_LOG = "rerun.log"   # a background rerun's output, in its workdir
+
+
+class BackgroundReruns:
+  """Reruns in child processes (modes that change the environment: ``in_process`` is false), one after
+  another in a background thread, while this process does other work: the main job runs its older-instruction-
+  set reruns beside its own experiments, since they read nothing of them (on 2 cores its wall time is then
+  about its CPU time over two). Each child's output goes to ``<its workdir>/rerun.log``.
+
+    background = BackgroundReruns([(experiment, mode, workdir, config), ...]).start()
+    ...                                  # other work; on an exception: background.stop()
+    times = background.join()            # [(label, seconds)], or the first child's failure raised
+
+  Args:
+    jobs: (experiment, mode name, workdir, config or None: the claims job's), run in this order.
+    overwrite_config: passed to ``run_mode``.
+
+  Raises (``start``):
+    ValueError: a mode that runs in this process (``perturb``), or an unknown one.
+  """
+
+  def __init__(self, jobs: Sequence[tuple], *, overwrite_config: bool = False):
+    self.jobs = [(e, m, Path(w), c) for e, m, w, c in jobs]
+    for _, name, _, _ in self.jobs:
+      if in_process(mode(name)):
+        raise ValueError(f"BackgroundReruns: mode {name!r} runs in this process (it changes no environment); "
+                         "run it with run_mode")
+    self.overwrite_config = overwrite_config
+    self.times: list[tuple[str, float]] = []
+    self._error: Optional[BaseException] = None
+    self._stopped = threading.Event()
+    self._child: Optional[subprocess.Popen] = None
+    self._thread = threading.Thread(target=self._run, name="background reruns", daemon=True)
+
+  def start(self) -> "BackgroundReruns":
+    self._thread.start()
+    return self
+
+  def _run(self) -> None:
+    for experiment, name, path, config in self.jobs:
+      if self._stopped.is_set():
+        return
+      t0 = time.perf_counter()
+      try:
+        run_mode(experiment, name, path, overwrite_config=self.overwrite_config, config=config,
+                 log=path / RERUN_LOG, started=self._started)
+      except BaseException as e:  # re-raised by join, in the main thread
+        self._error = e
+        return
+      self.times.append((f"{experiment} rerun ({name})", time.perf_counter() - t0))
+
+  def _started(self, child: subprocess.Popen) -> None:
+    self._child = child
+    if self._stopped.is_set():  # stop() came between the check in _run and the child's start
+      child.terminate()
+
+  def stop(self) -> None:
+    """Starts no further child and ends the running one (its finished points stay in its records)."""
+    self._stopped.set()
+    child = self._child
+    if child is not None and child.poll() is None:
+      child.terminate()
+    if self._thread.ident is not None:  # started
+      self._thread.join()
+
+  def join(self) -> list[tuple[str, float]]:
+    """Waits for every child; returns [(label, wall seconds)] in the order run.
+
+    Raises:
+      RuntimeError: a child failed (``run_mode``'s message, naming its log).
+    """
+    self._thread.join()
+    if self._error is not None:
+      raise self._error
+    return list(self.times)
 
 
 def _rerun(experiment: str, workdir, m: Mode, overwrite_config: bool, config=None) -> None:

@@ -24,19 +24,26 @@ OVERRIDES = ("width_sweep.datasets=mnist", "width_sweep.widths=16,64", "width_sw
 AVX_ONLY = {"XLA_FLAGS": "--xla_cpu_max_isa=AVX", "OPENBLAS_CORETYPE": "Sandybridge"}
 
 
-def _main_job(workdir, extra_env):
+def _start_main_job(workdir, extra_env):
+  """The main job with OVERRIDES into ``workdir`` under ``extra_env``, started in a child process."""
   env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "OPENBLAS_CORETYPE", "ATTN_DATA_DIR")}
   env.update(extra_env)
-  done = subprocess.run([sys.executable, "-m", "experiments", "--workdir", str(workdir), *OVERRIDES], env=env,
-                        capture_output=True, text=True, timeout=3600)
-  assert done.returncode == 0, done.stderr[-2000:]
-  return (workdir / "summary.md").read_text()
+  log = open(workdir.parent / f"{workdir.name}.log", "w")
+  return subprocess.Popen([sys.executable, "-m", "experiments", "--workdir", str(workdir), *OVERRIDES], env=env,
+                          stdout=log, stderr=subprocess.STDOUT), log
 
 
 @pytest.mark.numerics
 def test_the_main_job_reads_the_same_verdicts_under_avx_only_numerics(tmp_path):
-  default = _main_job(tmp_path / "default", {})
-  avx = _main_job(tmp_path / "avx", AVX_ONLY)
+  """Both jobs side by side (each is a few processes that do not fill 2 cores alone)."""
+  jobs = {name: _start_main_job(tmp_path / name, env) for name, env in (("default", {}), ("avx", AVX_ONLY))}
+  for name, (child, log) in jobs.items():
+    try:
+      status = child.wait(timeout=3600)
+    finally:
+      log.close()
+    assert status == 0, (tmp_path / f"{name}.log").read_text()[-3000:]
+  default, avx = ((tmp_path / name / "summary.md").read_text() for name in jobs)
   d = verdict_diff.compare(default, avx)
   assert d.rows[0] > 40 and d.rows[0] == d.rows[1]
   assert not d.differ and not d.only_one, (d.differ, d.only_one)

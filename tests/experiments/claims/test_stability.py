@@ -122,10 +122,17 @@ def test_every_run_reads_its_verdicts_against_a_perturbed_and_an_older_isa_rerun
 def test_a_child_rerun_runs_the_config_it_is_given(tmp_path, monkeypatch):
   """The main job's isa rerun is of its own (possibly overridden) config, passed to the child pickled."""
   calls = []
-  monkeypatch.setattr(stability.subprocess, "run", lambda cmd, env, check: calls.append(cmd) or
-                      subprocess.CompletedProcess(cmd, 0))
+  class Child:
+    def __init__(self, cmd, env, stdout, stderr):
+      calls.append(cmd)
+      self.out = stdout
+    def wait(self):
+      self.out.write("child output\n")
+      return 0
+  monkeypatch.setattr(stability.subprocess, "Popen", Child)
   config = dataclasses.replace(claims.quick_config("flip_rate"), eps=(0.0, 0.1))
-  stability.run_mode("flip_rate", "serial", tmp_path / "rerun", config=config)
+  stability.run_mode("flip_rate", "serial", tmp_path / "rerun", config=config, log=tmp_path / "rerun" / "x.log")
+  assert (tmp_path / "rerun" / "x.log").read_text() == "child output\n"   # a log gets the child's output
   assert calls[0][-1] == "--config_pickle"
   import pickle
   assert pickle.loads((tmp_path / "rerun" / stability.CONFIG_PICKLE).read_bytes()) == config

@@ -262,7 +262,9 @@ def test_an_empty_workdir_is_refused_and_a_directory_error_is_one_line(tmp_path,
 
 
 def test_main_job_prints_every_phase_with_its_wall_time(tmp_path, monkeypatch, capsys):
-  """Each experiment, each rounding-band rerun and the reports are timed and printed once, in the order run."""
+  """Each experiment, each rounding-band rerun and the reports are timed and printed once: the in-process phases
+  in the order run, with their shares, the older-instruction-set rerun (a child process) in the background beside
+  them, not in the sum."""
   import types
   ran = []
   def spec(name, stable):
@@ -273,14 +275,53 @@ def test_main_job_prints_every_phase_with_its_wall_time(tmp_path, monkeypatch, c
   monkeypatch.setattr(main_job.stability, "always_modes", lambda: ("perturb", "isa"))
   monkeypatch.setattr(main_job.stability, "run_mode", lambda exp, mode, path, **kw: ran.append(f"{exp}/{mode}"))
   assert main_job._run_all(tmp_path, {"a": None, "b": None}, False) == ["# a", "# b"]
-  assert ran == ["a", "b", "a/perturb", "a/isa"]
-  lines = capsys.readouterr().out.split("wall time per phase")[1].splitlines()[1:]
-  assert [line.split()[0] for line in lines] == ["a", "b", "a", "a", "reports", "sum"]
-  assert "rerun (perturb)" in lines[2] and "rerun (isa)" in lines[3]
+  assert [r for r in ran if r != "a/isa"] == ["a", "b", "a/perturb"] and ran.count("a/isa") == 1
+  out = capsys.readouterr().out
+  assert "a rerun under isa" in out and "in the background" in out
+  table, background = out.split("wall time per phase")[1].split("in the background, beside the phases above:")
+  lines = table.splitlines()[1:]
+  assert [line.split()[0] for line in lines] == ["a", "b", "a", "waiting", "reports", "sum"]
+  assert "rerun (perturb)" in lines[2]
   shares = [float(line.split()[-2]) for line in lines[:-1]]
   assert abs(sum(shares) - 100) < 0.5
+  assert [line.split()[:3] for line in background.strip().splitlines()] == [["a", "rerun", "(isa)"]]
   assert main_job.phase_times_text([("x", 3.0), ("y", 1.0)]).splitlines()[1:] == [
       "  x        3.0 s   75.0 %", "  y        1.0 s   25.0 %", "  sum      4.0 s"]
+
+
+def test_a_failing_background_rerun_is_raised_and_an_error_here_stops_it(tmp_path, monkeypatch):
+  """A child rerun that fails reaches the main job as its error (after the work here finished); an error here
+  stops the background reruns before the next one starts."""
+  import types
+  from experiments.claims import stability
+  def failing(exp, mode, path, **kw):
+    raise RuntimeError(f"{exp} under {mode} exited with status 1")
+  monkeypatch.setattr(stability, "run_mode", failing)
+  spec = types.SimpleNamespace(name="a", description="a", stability=True, run=lambda *a, **k: None,
+                               write_report=lambda path: "# a")
+  monkeypatch.setattr(main_job, "main_job_experiments", lambda: [spec])
+  monkeypatch.setattr(stability, "always_modes", lambda: ("isa",))
+  with pytest.raises(RuntimeError, match="a under isa exited with status 1"):
+    main_job._run_all(tmp_path, {"a": None}, False)
+  ran, ended = [], __import__("threading").Event()
+  class Child:  # what stop() sees of a running child process
+    def poll(self):
+      return None
+    def terminate(self):
+      ended.set()
+  def running(exp, mode, path, started, **kw):
+    ran.append(exp)
+    started(Child())
+    assert ended.wait(30), "stop() did not end the running child"
+  monkeypatch.setattr(stability, "run_mode", running)
+  background = stability.BackgroundReruns([("x", "isa", tmp_path / "x", None), ("y", "isa", tmp_path / "y", None)])
+  background.start()
+  while not ran:
+    __import__("time").sleep(0.01)
+  background.stop()       # ends x's child; y never starts
+  assert [name for name, _ in background.join()] == ["x rerun (isa)"] and ran == ["x"]
+  with pytest.raises(ValueError, match="runs in this process"):
+    stability.BackgroundReruns([("x", "perturb", tmp_path, None)])
 
 
 def test_results_files_are_named_per_process_and_read_single_first_then_in_name_order(tmp_path):
