@@ -5,10 +5,11 @@
 Runs the experiments the registry marks ``main_job`` (``experiments.registry``), in registry order: the width
 sweep (``experiments.width_sweep``), the condition-number cubing check (``experiments.cubing``) and the
 influence flip-rate study (``experiments.flip_rate``), with their quick configs, into ``<workdir>/<name>``;
-then reruns those whose networks full-batch L-BFGS trains (width sweep, flip rate) from initial parameters
-perturbed at float32 rounding level into ``<workdir>/<name>_stability`` and under an older instruction set
-into ``<workdir>/<name>_stability_isa`` (the rounding band that decides which verdicts another machine could
-change: ``experiments.claims.stability``, docs/stability.md), and
+and reruns those whose networks full-batch L-BFGS trains (width sweep, flip rate) under an older instruction set
+into ``<workdir>/<name>_stability_isa`` (child processes, started at once and run beside the experiments; each
+one's output in its ``rerun.log``) and, after the experiments, from initial parameters perturbed at float32
+rounding level into ``<workdir>/<name>_stability`` (the rounding band that decides which verdicts another machine
+could change: ``experiments.claims.stability``, docs/stability.md); then
 writes ``<workdir>/summary.md`` joining their summaries, with every verdict that moves marked *unstable*. ``--full`` uses the full-size configs (full data files via ATTN_DATA_DIR; hours on a CPU).
 Restarting with the same workdir resumes. Overrides name their experiment: ``width_sweep.widths=16,64``
 sets the width sweep's ``widths``, ``flip_rate.data.n_train=256`` the flip-rate study's ``data.n_train``

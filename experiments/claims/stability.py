@@ -406,25 +406,40 @@ def run_reruns(root, sources: Sequence, modes: Sequence[str], *, overwrite_confi
                configs: Optional[Mapping[str, object]] = None) -> None:
   """Runs (or resumes) every rerun of the stability pass: each mode of ``modes``, each experiment of
   ``stability_experiments()`` with a source to rerun (``rerun_source``), into ``root/workdir_name(experiment,
-  mode)``; ``configs`` ({experiment: config}) reruns those configs instead of the claims job's (in-process
-  modes only: the main job's perturb rerun).
+  mode)``; ``configs`` ({experiment: config}) reruns those configs instead of the claims job's. On a single
+  process the child-process modes (isa, serial, devices) run in the background beside the in-process one
+  (perturb; ``BackgroundReruns``, each child's output in its workdir's ``rerun.log``).
 
   Raises:
-    ValueError: an unknown mode name, or a config with a child-process mode.
+    ValueError: an unknown mode name.
     RuntimeError: a rerun failed (``run_mode``).
   """
+  from experiments.core import distributed
   root = Path(root)
   for name in modes:
     mode(name)
-  for name in modes:
-    for experiment in stability_experiments():
-      if rerun_source(sources, experiment) is None:
+  jobs = [(experiment, name, root / workdir_name(experiment, name)) for name in modes
+          for experiment in stability_experiments() if rerun_source(sources, experiment) is not None]
+  beside = [job for job in jobs if not in_process(mode(job[1]))] if distributed.process_count() == 1 else []
+  background = BackgroundReruns([(e, n, p, (configs or {}).get(e)) for e, n, p in beside],
+                                overwrite_config=overwrite_config)
+  for experiment, name, path in beside:
+    print(f"stability pass [{name}: {mode(name).description}]: {experiment} -> {path}, in the background (its "
+          f"output: {path / RERUN_LOG})", flush=True)
+  background.start()
+  try:
+    for experiment, name, path in jobs:
+      if (experiment, name, path) in beside:
         continue
-      path = root / workdir_name(experiment, name)
       print(f"stability pass [{name}: {mode(name).description}]: {experiment} -> {path}", flush=True)
       start = time.perf_counter()
       run_mode(experiment, name, path, overwrite_config=overwrite_config, config=(configs or {}).get(experiment))
       print(f"  {experiment} under {name} done in {time.perf_counter() - start:.0f} s", flush=True)
+  except BaseException:
+    background.stop()
+    raise
+  for label, seconds in background.join():
+    print(f"  {label} done in {seconds:.0f} s (in the background)", flush=True)
 
 
 def apply_stability(rows: list[dict], root, sources: Sequence, *,

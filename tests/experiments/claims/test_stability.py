@@ -256,3 +256,24 @@ def test_reruns_beside_a_from_workdir_are_read_as_its_reruns(tmp_path):
   # one under the job's workdir comes first
   write_workdir(root / "flip_rate_stability_isa", flip_records([3] * 10, [21] * 10))
   assert stability.rerun_dir(root, sources[0], "isa") == root / "flip_rate_stability_isa"
+
+
+def test_the_claims_job_runs_its_child_process_reruns_beside_the_in_process_one(tmp_path, monkeypatch):
+  """Every (mode, experiment with a source) is rerun once: perturb here, in order; isa and serial in the
+  background, each with its output in its workdir's rerun.log; an experiment without a source is not rerun."""
+  import threading
+  from experiments.core.rows import Source
+  calls = []
+  def fake(experiment, name, path, **kw):
+    calls.append((experiment, name, path.name, kw.get("log"), threading.current_thread() is threading.main_thread()))
+  monkeypatch.setattr(stability, "run_mode", fake)
+  monkeypatch.setattr(stability, "stability_experiments", lambda: ("flip_rate", "width_sweep"))
+  stability.run_reruns(tmp_path, [Source("flip_rate", str(tmp_path / "flip_rate"), {}, [])],
+                       ("perturb", "isa", "serial"))
+  assert sorted(c[:3] for c in calls) == [("flip_rate", "isa", "flip_rate_stability_isa"),
+                                          ("flip_rate", "perturb", "flip_rate_stability"),
+                                          ("flip_rate", "serial", "flip_rate_stability_serial")]
+  here = [c for c in calls if c[4]]
+  assert [c[1] for c in here] == ["perturb"] and here[0][3] is None
+  assert all(c[3] == tmp_path / c[2] / stability.RERUN_LOG for c in calls if not c[4])
+  assert [c[1] for c in calls if not c[4]] == ["isa", "serial"]     # one after the other, in the order asked
